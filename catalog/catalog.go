@@ -1,0 +1,269 @@
+// Package catalog owns what the gateway routes over (SPEC 1): providers,
+// deployments, public models with their strategy, teams with their keys and
+// allowlists, tier routes and fallback chains. A Snapshot is built once per
+// change and published through a Holder; the request path reads it without
+// locks. The admin-managed part (deployments and chains) is a State that
+// lives in a Store (SPEC 11). catalog imports config, never gin or redis.
+package catalog
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"switchyard/config"
+)
+
+// Operation is what a request asks for, as a bit so a deployment's set is one word.
+type Operation uint8
+
+// The operations of SPEC 1.
+const (
+	OpChat Operation = 1 << iota
+	OpEmbeddings
+	OpImages
+)
+
+// ParseOperation maps a config name to an Operation (0 when unknown).
+func ParseOperation(s string) Operation {
+	switch s {
+	case "chat":
+		return OpChat
+	case "embeddings":
+		return OpEmbeddings
+	case "images":
+		return OpImages
+	}
+	return 0
+}
+
+func (o Operation) String() string {
+	switch o {
+	case OpChat:
+		return "chat"
+	case OpEmbeddings:
+		return "embeddings"
+	case OpImages:
+		return "images"
+	}
+	return "unknown"
+}
+
+// Provider is an upstream endpoint with its credential. Immutable.
+type Provider struct {
+	config.Provider
+}
+
+// Deployment is one concrete upstream model. Immutable once in a Snapshot;
+// its live state (in-flight, latency, cooldown) is kept by routing, keyed by ID.
+type Deployment struct {
+	config.Deployment
+	Ops      Operation // operations served
+	Provider *Provider
+	Tools    bool // supports tools
+	On       bool // enabled
+}
+
+// Serves reports whether the deployment lists op.
+func (d *Deployment) Serves(op Operation) bool { return d.Ops&op != 0 }
+
+// ExpectedCost is the price in USD of a request with these token counts.
+func (d *Deployment) ExpectedCost(inTokens, outTokens int) float64 {
+	return (float64(inTokens)*d.Price.Input + float64(outTokens)*d.Price.Output) / 1e6
+}
+
+// HasPrice reports whether the operator configured a price.
+func (d *Deployment) HasPrice() bool { return d.Price.Input > 0 || d.Price.Output > 0 }
+
+// Model is a public model: a name, its strategy and its pool.
+type Model struct {
+	Name      string
+	Strategy  string
+	Objective string
+	// Pool is every deployment serving the name, enabled or not, in id order.
+	Pool []*Deployment
+	Ops  Operation // union of the pool's operations (enabled or not)
+}
+
+// Team is a group of keys with limits and an allowlist.
+type Team struct {
+	config.Team
+	AllowAll bool
+	Allowed  map[string]bool
+}
+
+// Allows reports whether the team may call the public model or alias.
+func (t *Team) Allows(model string) bool { return t.AllowAll || t.Allowed[model] }
+
+// TierRoute is a smart-routing alias.
+type TierRoute = config.TierRoute
+
+// Reason is a fallback reason (SPEC 7.3).
+type Reason string
+
+// The reasons of SPEC 7.3.
+const (
+	ReasonGeneral       Reason = "general"
+	ReasonContextWindow Reason = "context_window"
+	ReasonContentPolicy Reason = "content_policy"
+)
+
+// ChainKey names one fallback chain.
+type ChainKey struct {
+	Primary string
+	Reason  Reason
+}
+
+// Snapshot is an immutable, fully resolved catalog.
+type Snapshot struct {
+	Version     int64
+	Providers   map[string]*Provider
+	Deployments map[string]*Deployment
+	Models      map[string]*Model
+	Teams       []*Team
+	Routes      map[string]*TierRoute
+	Chains      map[ChainKey][]string
+	Global      []string // routing.fallback_models
+	State       *State   // the admin-managed part it was built from
+
+	keys map[[32]byte]*Team
+}
+
+// HashKey is how a presented key is stored and compared (SPEC 3).
+func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// Authenticate resolves a presented key to its team, or nil. The lookup is by
+// SHA-256 digest and the stored digest is then compared in constant time, so
+// no timing depends on how much of a secret matched.
+func (s *Snapshot) Authenticate(key string) *Team {
+	if key == "" {
+		return nil
+	}
+	h := HashKey(key)
+	t, ok := s.keys[h]
+	if !ok {
+		return nil
+	}
+	for _, k := range t.Keys {
+		want, ok := parseKey(k)
+		if ok && subtle.ConstantTimeCompare(want[:], h[:]) == 1 {
+			return t
+		}
+	}
+	return nil
+}
+
+func parseKey(k string) ([32]byte, bool) {
+	var out [32]byte
+	if hexed, ok := strings.CutPrefix(k, "sha256:"); ok {
+		b, err := hex.DecodeString(hexed)
+		if err != nil || len(b) != 32 {
+			return out, false
+		}
+		copy(out[:], b)
+		return out, true
+	}
+	if k == "" {
+		return out, false
+	}
+	return HashKey(k), true
+}
+
+// Model returns the public model, or nil.
+func (s *Snapshot) Model(name string) *Model { return s.Models[name] }
+
+// Chain returns the exact (primary, reason) chain; there is no stand-in.
+func (s *Snapshot) Chain(primary string, reason Reason) []string {
+	return s.Chains[ChainKey{primary, reason}]
+}
+
+// ModelOps maps every public model to the operations its deployments serve;
+// the validators of config and the admin API use it.
+func (s *Snapshot) ModelOps() map[string][]string { return s.State.ModelOps() }
+
+// Holder publishes the current Snapshot.
+type Holder struct{ p atomic.Pointer[Snapshot] }
+
+// NewHolder returns a holder publishing s.
+func NewHolder(s *Snapshot) *Holder {
+	h := &Holder{}
+	h.p.Store(s)
+	return h
+}
+
+// Load returns the current snapshot; callers keep using it for a whole request.
+func (h *Holder) Load() *Snapshot { return h.p.Load() }
+
+// Store publishes a new snapshot.
+func (h *Holder) Store(s *Snapshot) { h.p.Store(s) }
+
+// Build resolves a snapshot from the static configuration (providers, teams,
+// model strategies, routes, global fallbacks) and the admin-managed State
+// (deployments, chains).
+func Build(cfg *config.Config, st *State) *Snapshot {
+	s := &Snapshot{
+		Version:     st.Version,
+		Providers:   map[string]*Provider{},
+		Deployments: map[string]*Deployment{},
+		Models:      map[string]*Model{},
+		Routes:      map[string]*TierRoute{},
+		Chains:      map[ChainKey][]string{},
+		Global:      cfg.Routing.FallbackModels,
+		State:       st,
+		keys:        map[[32]byte]*Team{},
+	}
+	for i := range cfg.Providers {
+		p := &Provider{cfg.Providers[i]}
+		s.Providers[p.Name] = p
+	}
+	strategy := map[string]config.Model{}
+	for _, m := range cfg.Models {
+		strategy[m.Name] = m
+	}
+	deps := append([]config.Deployment(nil), st.Deployments...)
+	sort.Slice(deps, func(i, j int) bool { return deps[i].ID < deps[j].ID })
+	for _, dc := range deps {
+		d := &Deployment{Deployment: dc, Provider: s.Providers[dc.Provider], Tools: dc.ToolsSupported(), On: dc.IsEnabled()}
+		for _, op := range dc.Operations {
+			d.Ops |= ParseOperation(op)
+		}
+		s.Deployments[d.ID] = d
+		m := s.Models[d.Model]
+		if m == nil {
+			mc, ok := strategy[d.Model]
+			if !ok {
+				mc = config.Model{Name: d.Model, Strategy: cfg.Routing.DefaultStrategy, Objective: "balanced"}
+			}
+			m = &Model{Name: d.Model, Strategy: mc.Strategy, Objective: mc.Objective}
+			s.Models[d.Model] = m
+		}
+		m.Pool = append(m.Pool, d)
+		m.Ops |= d.Ops
+	}
+	for i := range cfg.Teams {
+		t := &Team{Team: cfg.Teams[i], Allowed: map[string]bool{}}
+		for _, m := range t.Models {
+			if m == "*" {
+				t.AllowAll = true
+			}
+			t.Allowed[m] = true
+		}
+		for _, k := range t.Keys {
+			if h, ok := parseKey(k); ok {
+				s.keys[h] = t
+			}
+		}
+		s.Teams = append(s.Teams, t)
+	}
+	for i := range cfg.SmartRouting.Routes {
+		r := cfg.SmartRouting.Routes[i]
+		s.Routes[r.Alias] = &r
+	}
+	for _, c := range st.Fallbacks {
+		s.Chains[ChainKey{c.PrimaryModel, Reason(c.Reason)}] = c.FallbackModels
+	}
+	return s
+}

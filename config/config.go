@@ -1,0 +1,175 @@
+// Package config owns Switchyard's configuration schema (SPEC 13): the YAML
+// types with their defaults, loading through koanf (file, SWITCHYARD_* env
+// overrides, ${ENV} secrets) and validation that reports every problem at
+// once. It knows nothing about HTTP, Redis or routing decisions.
+package config
+
+import "time"
+
+// Config is the whole configuration file.
+type Config struct {
+	Server       Server       `koanf:"server"`
+	DataDir      string       `koanf:"data_dir"` // local state file directory when Redis is not configured
+	Admin        Admin        `koanf:"admin"`
+	Redis        Redis        `koanf:"redis"`
+	Providers    []Provider   `koanf:"providers"`
+	Deployments  []Deployment `koanf:"deployments"`
+	Models       []Model      `koanf:"models"`
+	Teams        []Team       `koanf:"teams"`
+	Routing      Routing      `koanf:"routing"`
+	SmartRouting SmartRouting `koanf:"smart_routing"`
+	Audit        Audit        `koanf:"audit"`
+}
+
+// Server configures the HTTP edge.
+type Server struct {
+	Listen          string        `koanf:"listen"`           // address to listen on; default ":8080"
+	NodeID          string        `koanf:"node_id"`          // default: hostname
+	MaxBodyBytes    int64         `koanf:"max_body_bytes"`   // request body limit; default 10 MiB
+	UpstreamTimeout time.Duration `koanf:"upstream_timeout"` // per attempt, until the first byte; default 60s
+	RequestTimeout  time.Duration `koanf:"request_timeout"`  // whole request; default 10m
+}
+
+// Admin configures the admin API (SPEC 11).
+type Admin struct {
+	Key string `koanf:"key"` // admin bearer key; the admin API is off when empty
+}
+
+// Redis configures the shared store (SPEC 9). Empty URL and Addrs means local-only.
+type Redis struct {
+	URL              string        `koanf:"url"`               // redis:// or rediss://
+	Addrs            []string      `koanf:"addrs"`             // Cluster, or Sentinel with MasterName
+	MasterName       string        `koanf:"master_name"`       // Sentinel master
+	Timeout          time.Duration `koanf:"timeout"`           // bound on any request-path call; default 50ms
+	KeyPrefix        string        `koanf:"key_prefix"`        // default "switchyard:"
+	ExpectedReplicas int           `koanf:"expected_replicas"` // local fallback divides limits by it; default 1
+}
+
+// Enabled reports whether a Redis server is configured.
+func (r Redis) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
+
+// Provider is an upstream account or endpoint.
+type Provider struct {
+	Name     string            `koanf:"name"`     // required, unique
+	Kind     string            `koanf:"kind"`     // openai | anthropic | simulated
+	BaseURL  string            `koanf:"base_url"` // API root, e.g. https://host/v1
+	APIKey   string            `koanf:"api_key"`  // secret; never logged
+	Region   string            `koanf:"region"`
+	Headers  map[string]string `koanf:"headers"`  // extra upstream headers
+	Simulate Simulate          `koanf:"simulate"` // kind simulated only
+}
+
+// Simulate is the profile of a simulated provider (and of switchyard mockllm).
+type Simulate struct {
+	TTFB               time.Duration `koanf:"ttfb"`                 // time to first byte; default 20ms
+	TokensPerSecond    float64       `koanf:"tokens_per_second"`    // stream pace; default 500
+	OutputTokens       int           `koanf:"output_tokens"`        // tokens per answer; default 16
+	ErrorRate          float64       `koanf:"error_rate"`           // 0..1
+	ErrorStatus        int           `koanf:"error_status"`         // default 503
+	ContextTokens      int           `koanf:"context_tokens"`       // default 128000
+	ContentPolicyWords []string      `koanf:"content_policy_words"` // prompt containing one fails with a content-policy error
+	EmbeddingDims      int           `koanf:"embedding_dims"`       // default 8
+}
+
+// Price is USD per million tokens.
+type Price struct {
+	Input  float64 `koanf:"input" json:"input"`
+	Output float64 `koanf:"output" json:"output"`
+}
+
+// Deployment is one concrete upstream model on one provider. Its JSON form is
+// the admin API body (SPEC 11), with the same field names as the YAML.
+type Deployment struct {
+	ID               string   `koanf:"id" json:"id"`                                   // required, unique
+	Model            string   `koanf:"model" json:"model"`                             // public model (pool) it serves; required
+	Provider         string   `koanf:"provider" json:"provider"`                       // required
+	UpstreamModel    string   `koanf:"upstream_model" json:"upstream_model,omitempty"` // default: Model
+	Operations       []string `koanf:"operations" json:"operations,omitempty"`         // chat | embeddings | images; default [chat]
+	Price            Price    `koanf:"price" json:"price"`
+	RPM              int64    `koanf:"rpm" json:"rpm,omitempty"` // own quota, cluster-wide; 0 = none
+	TPM              int64    `koanf:"tpm" json:"tpm,omitempty"`
+	Weight           float64  `koanf:"weight" json:"weight,omitempty"`                         // default 1
+	MaxContextTokens int      `koanf:"max_context_tokens" json:"max_context_tokens,omitempty"` // 0 = unknown
+	SupportsTools    *bool    `koanf:"supports_tools" json:"supports_tools,omitempty"`         // default true
+	ImageSizes       []string `koanf:"image_sizes" json:"image_sizes,omitempty"`               // images: sizes served; empty = any
+	Enabled          *bool    `koanf:"enabled" json:"enabled,omitempty"`                       // default true
+}
+
+// IsEnabled reports the effective enabled flag.
+func (d Deployment) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
+
+// ToolsSupported reports the effective supports_tools flag.
+func (d Deployment) ToolsSupported() bool { return d.SupportsTools == nil || *d.SupportsTools }
+
+// Model configures a public model's routing.
+type Model struct {
+	Name      string `koanf:"name"`
+	Strategy  string `koanf:"strategy"`  // default routing.default_strategy
+	Objective string `koanf:"objective"` // adaptive only: latency | cost | balanced (default)
+}
+
+// Team is a group of API keys with an allowlist and limits.
+type Team struct {
+	Name        string   `koanf:"name"`
+	Keys        []string `koanf:"keys"`   // clear keys or "sha256:<hex>"
+	Models      []string `koanf:"models"` // allowlist; "*" allows all
+	RPM         int64    `koanf:"rpm"`    // 0 = unlimited
+	TPM         int64    `koanf:"tpm"`
+	MaxParallel int64    `koanf:"max_parallel"`
+	Budget      Budget   `koanf:"budget"`
+}
+
+// Budget is a spend limit per period.
+type Budget struct {
+	USD    float64       `koanf:"usd"`    // 0 = none
+	Period time.Duration `koanf:"period"` // default 720h
+}
+
+// Routing configures selection, health, failover and fallbacks (SPEC 5-7).
+type Routing struct {
+	DefaultStrategy        string                       `koanf:"default_strategy"`
+	LatencyBuffer          float64                      `koanf:"latency_buffer"`
+	RetryAfter             time.Duration                `koanf:"retry_after"`
+	MaxAttempts            map[string]map[string]int    `koanf:"max_attempts"` // operation -> mode -> attempts
+	CooldownBase           time.Duration                `koanf:"cooldown_base"`
+	CooldownMax            time.Duration                `koanf:"cooldown_max"`
+	FailuresBeforeCooldown int                          `koanf:"failures_before_cooldown"`
+	ProbeInterval          time.Duration                `koanf:"probe_interval"` // 0 = a fifth of the current cooldown
+	LastResort             bool                         `koanf:"last_resort"`
+	MinWeightFraction      float64                      `koanf:"min_weight_fraction"`
+	EWMADecay              time.Duration                `koanf:"ewma_decay"`
+	WarmCacheTTL           time.Duration                `koanf:"warm_cache_ttl"`
+	WarmCacheWeight        float64                      `koanf:"warm_cache_weight"`
+	SessionKeeping         bool                         `koanf:"session_keeping"`
+	DefaultMaxTokens       int                          `koanf:"default_max_tokens"`
+	FallbackModels         []string                     `koanf:"fallback_models"`
+	Fallbacks              []Fallback                   `koanf:"fallbacks"`
+}
+
+// Fallback is one configured chain.
+type Fallback struct {
+	Primary string   `koanf:"primary"`
+	Reason  string   `koanf:"reason"` // general | context_window | content_policy
+	Models  []string `koanf:"models"`
+}
+
+// SmartRouting configures tier routing (SPEC 4).
+type SmartRouting struct {
+	Threshold  int            `koanf:"threshold"`
+	SessionTTL time.Duration  `koanf:"session_ttl"`
+	Points     map[string]int `koanf:"points"`
+	Routes     []TierRoute    `koanf:"routes"`
+}
+
+// TierRoute is one alias rewritten to an easy or a hard target.
+type TierRoute struct {
+	Alias       string `koanf:"alias"`
+	Easy        string `koanf:"easy"`
+	Hard        string `koanf:"hard"`
+	DefaultTier string `koanf:"default_tier"` // easy (default) | hard
+}
+
+// Audit configures the audit log.
+type Audit struct {
+	MaxEntries int `koanf:"max_entries"` // ring size or stream length; default 10000
+}

@@ -1,0 +1,306 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+)
+
+// EnvPrefix starts every environment override: SWITCHYARD_<SECTION>_<KEY>.
+const EnvPrefix = "SWITCHYARD_"
+
+// Problems is every problem found in a configuration, reported together.
+type Problems []string
+
+func (p Problems) Error() string {
+	return fmt.Sprintf("%d configuration problem(s):\n  - %s", len(p), strings.Join(p, "\n  - "))
+}
+
+// defaults are the scalar defaults of SPEC 13. Per-item defaults (a
+// deployment's weight, a provider's simulate profile) are applied after
+// unmarshalling in applyItemDefaults.
+func defaults() map[string]any {
+	return map[string]any{
+		"server.listen":                    ":8080",
+		"server.max_body_bytes":            10 << 20,
+		"server.upstream_timeout":          "60s",
+		"server.request_timeout":           "10m",
+		"data_dir":                         "./data",
+		"redis.timeout":                    "50ms",
+		"redis.key_prefix":                 "switchyard:",
+		"redis.expected_replicas":          1,
+		"routing.default_strategy":         "simple_shuffle",
+		"routing.latency_buffer":           0.10,
+		"routing.retry_after":              "0s",
+		"routing.cooldown_base":            "5s",
+		"routing.cooldown_max":             "5m",
+		"routing.failures_before_cooldown": 3,
+		"routing.probe_interval":           "0s",
+		"routing.last_resort":              true,
+		"routing.min_weight_fraction":      0.05,
+		"routing.ewma_decay":               "10s",
+		"routing.warm_cache_ttl":           "5m",
+		"routing.warm_cache_weight":        4,
+		"routing.session_keeping":          true,
+		"routing.default_max_tokens":       1024,
+		"smart_routing.threshold":          4,
+		"smart_routing.session_ttl":        "30m",
+		"audit.max_entries":                10000,
+	}
+}
+
+// DefaultMaxAttempts is max_attempts[operation][mode] of SPEC 7.2.
+func DefaultMaxAttempts() map[string]map[string]int {
+	return map[string]map[string]int{
+		"chat":       {"sync": 6, "stream": 4},
+		"embeddings": {"sync": 6, "stream": 6},
+		"images":     {"sync": 3, "stream": 3},
+	}
+}
+
+// DefaultPoints is the smart-routing points table of SPEC 4.
+func DefaultPoints() map[string]int {
+	return map[string]int{
+		"code": 3, "context_2k": 1, "context_8k": 2, "context_32k": 3,
+		"tools": 1, "many_tools": 2, "tool_results": 1, "reasoning_words": 2,
+		"math": 1, "deep_conversation": 1, "structured_output": 1, "long_output": 1,
+	}
+}
+
+// LoadFile reads, merges and validates the configuration at path.
+func LoadFile(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Load(raw, os.Environ())
+}
+
+// Load builds a validated Config from YAML bytes and an environment (as
+// os.Environ returns it). Env overrides win over the file; ${NAME}
+// placeholders are replaced from the same environment. Every problem, unknown
+// keys included, is returned at once as Problems.
+func Load(yamlBytes []byte, environ []string) (*Config, error) {
+	env := envMap(environ)
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
+		return nil, err
+	}
+	if err := k.Load(rawbytes.Provider(yamlBytes), yaml.Parser()); err != nil {
+		return nil, Problems{fmt.Sprintf("config is not valid YAML: %v", err)}
+	}
+	var problems Problems
+	overrides, envProblems := envOverrides(env)
+	problems = append(problems, envProblems...)
+	if err := k.Load(confmap.Provider(overrides, "."), nil); err != nil {
+		return nil, err
+	}
+	tree := expandSecrets(k.Raw(), env, "", &problems)
+
+	var cfg Config
+	var md mapstructure.Metadata
+	dc := &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+		Metadata:         &md,
+		Result:           &cfg,
+		WeaklyTypedInput: true,
+		TagName:          "koanf",
+	}
+	dec, err := mapstructure.NewDecoder(dc)
+	if err != nil {
+		return nil, err
+	}
+	if err := dec.Decode(tree); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
+			if line != "" && !strings.HasSuffix(line, "decoding:") {
+				problems = append(problems, line)
+			}
+		}
+	}
+	sort.Strings(md.Unused)
+	for _, key := range md.Unused {
+		problems = append(problems, fmt.Sprintf("%s: unknown key (check its spelling against SPEC 13)", key))
+	}
+	applyItemDefaults(&cfg)
+	problems = append(problems, Validate(&cfg)...)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return &cfg, nil
+}
+
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if i := strings.IndexByte(kv, '='); i > 0 {
+			m[kv[:i]] = kv[i+1:]
+		}
+	}
+	return m
+}
+
+// sections lists the top-level keys an env override may address; longest
+// first so SMART_ROUTING wins over ROUTING.
+var sections = []string{"smart_routing", "data_dir", "routing", "server", "admin", "redis", "audit"}
+
+// envOverrides maps SWITCHYARD_<SECTION>_<KEY> to section.key. Lists
+// (redis.addrs, routing.fallback_models) accept comma-separated values.
+func envOverrides(env map[string]string) (map[string]any, Problems) {
+	out := map[string]any{}
+	var problems Problems
+	for name, value := range env {
+		if !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		rest := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
+		matched := false
+		for _, s := range sections {
+			if rest == s && s == "data_dir" {
+				out["data_dir"] = value
+				matched = true
+				break
+			}
+			if strings.HasPrefix(rest, s+"_") {
+				out[s+"."+strings.TrimPrefix(rest, s+"_")] = value
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			problems = append(problems, fmt.Sprintf("%s: environment override names no known section (want SWITCHYARD_<SECTION>_<KEY>, sections %s)", name, strings.Join(sections, ", ")))
+		}
+	}
+	return out, problems
+}
+
+var secretRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandSecrets replaces ${NAME} in every string of the tree. A reference to
+// an unset variable is left empty; validation then names the empty field.
+func expandSecrets(v any, env map[string]string, path string, problems *Problems) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			t[k] = expandSecrets(child, env, joinPath(path, k), problems)
+		}
+		return t
+	case []any:
+		for i, child := range t {
+			t[i] = expandSecrets(child, env, fmt.Sprintf("%s[%d]", path, i), problems)
+		}
+		return t
+	case string:
+		if !strings.Contains(t, "${") {
+			return t
+		}
+		return secretRef.ReplaceAllStringFunc(t, func(ref string) string {
+			return env[secretRef.FindStringSubmatch(ref)[1]]
+		})
+	default:
+		return v
+	}
+}
+
+func joinPath(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+// applyItemDefaults fills defaults inside list items and maps that koanf's
+// scalar defaults cannot reach.
+func applyItemDefaults(c *Config) {
+	if c.Server.NodeID == "" {
+		c.Server.NodeID, _ = os.Hostname()
+	}
+	for i := range c.Providers {
+		s := &c.Providers[i].Simulate
+		if s.TTFB == 0 {
+			s.TTFB = 20 * time.Millisecond
+		}
+		if s.TokensPerSecond == 0 {
+			s.TokensPerSecond = 500
+		}
+		if s.OutputTokens == 0 {
+			s.OutputTokens = 16
+		}
+		if s.ErrorStatus == 0 {
+			s.ErrorStatus = 503
+		}
+		if s.ContextTokens == 0 {
+			s.ContextTokens = 128000
+		}
+		if s.EmbeddingDims == 0 {
+			s.EmbeddingDims = 8
+		}
+	}
+	for i := range c.Deployments {
+		ApplyDeploymentDefaults(&c.Deployments[i])
+	}
+	for i := range c.Teams {
+		if c.Teams[i].Budget.Period == 0 {
+			c.Teams[i].Budget.Period = 720 * time.Hour
+		}
+	}
+	for i := range c.Models {
+		if c.Models[i].Strategy == "" {
+			c.Models[i].Strategy = c.Routing.DefaultStrategy
+		}
+		if c.Models[i].Objective == "" {
+			c.Models[i].Objective = "balanced"
+		}
+	}
+	ma := DefaultMaxAttempts()
+	for op, modes := range c.Routing.MaxAttempts {
+		if ma[op] == nil {
+			ma[op] = map[string]int{}
+		}
+		for mode, n := range modes {
+			ma[op][mode] = n
+		}
+	}
+	c.Routing.MaxAttempts = ma
+	pts := DefaultPoints()
+	for k, v := range c.SmartRouting.Points {
+		pts[k] = v
+	}
+	c.SmartRouting.Points = pts
+	for i := range c.SmartRouting.Routes {
+		if c.SmartRouting.Routes[i].DefaultTier == "" {
+			c.SmartRouting.Routes[i].DefaultTier = "easy"
+		}
+	}
+	for i := range c.Routing.Fallbacks {
+		if c.Routing.Fallbacks[i].Reason == "" {
+			c.Routing.Fallbacks[i].Reason = "general"
+		}
+	}
+}
+
+// ApplyDeploymentDefaults fills a deployment's optional fields; the admin API
+// uses it for PUT bodies too.
+func ApplyDeploymentDefaults(d *Deployment) {
+	if d.UpstreamModel == "" {
+		d.UpstreamModel = d.Model
+	}
+	if len(d.Operations) == 0 {
+		d.Operations = []string{"chat"}
+	}
+	if d.Weight == 0 {
+		d.Weight = 1
+	}
+}

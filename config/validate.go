@@ -1,0 +1,349 @@
+package config
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Strategies are the selection strategies of SPEC 5.
+var Strategies = []string{"simple_shuffle", "round_robin", "least_busy", "latency", "cost", "usage", "adaptive"}
+
+// Operations are the request operations of SPEC 1.
+var Operations = []string{"chat", "embeddings", "images"}
+
+// Reasons are the fallback reasons of SPEC 7.3.
+var Reasons = []string{"general", "context_window", "content_policy"}
+
+func oneOf(v string, set []string) bool {
+	for _, s := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks a configuration after defaults and returns every problem,
+// each naming its field and the fix. It is pure: it reads nothing else.
+func Validate(c *Config) Problems {
+	var p Problems
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+
+	if c.Server.Listen == "" {
+		add("server.listen: must not be empty (e.g. \":8080\")")
+	}
+	if c.Server.MaxBodyBytes <= 0 {
+		add("server.max_body_bytes: must be > 0, got %d", c.Server.MaxBodyBytes)
+	}
+	if c.Server.UpstreamTimeout <= 0 {
+		add("server.upstream_timeout: must be > 0")
+	}
+	if c.Server.RequestTimeout <= 0 {
+		add("server.request_timeout: must be > 0")
+	}
+	if c.Redis.URL != "" {
+		if u, err := url.Parse(c.Redis.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			add("redis.url: %q is not a redis:// or rediss:// URL", c.Redis.URL)
+		}
+	}
+	if c.Redis.Timeout <= 0 {
+		add("redis.timeout: must be > 0 (default 50ms)")
+	}
+	if c.Redis.ExpectedReplicas < 1 {
+		add("redis.expected_replicas: must be >= 1, got %d", c.Redis.ExpectedReplicas)
+	}
+
+	providers := map[string]string{}
+	for i, pr := range c.Providers {
+		f := fmt.Sprintf("providers[%d]", i)
+		if pr.Name == "" {
+			add("%s.name: required", f)
+		} else if _, dup := providers[pr.Name]; dup {
+			add("%s.name: %q is used by another provider", f, pr.Name)
+		}
+		providers[pr.Name] = pr.Kind
+		switch pr.Kind {
+		case "openai", "anthropic":
+			if pr.BaseURL == "" {
+				add("%s.base_url: required for kind %s", f, pr.Kind)
+			} else if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				add("%s.base_url: %q is not an http(s) URL", f, pr.BaseURL)
+			}
+		case "simulated":
+			s := pr.Simulate
+			if s.ErrorRate < 0 || s.ErrorRate > 1 {
+				add("%s.simulate.error_rate: must be within 0..1, got %g", f, s.ErrorRate)
+			}
+			if s.ErrorStatus < 400 || s.ErrorStatus > 599 {
+				add("%s.simulate.error_status: must be an HTTP error status 400..599, got %d", f, s.ErrorStatus)
+			}
+			if s.TokensPerSecond < 0 || s.OutputTokens < 0 || s.TTFB < 0 {
+				add("%s.simulate: ttfb, tokens_per_second and output_tokens must not be negative", f)
+			}
+		case "":
+			add("%s.kind: required (openai | anthropic | simulated)", f)
+		default:
+			add("%s.kind: %q is not one of openai, anthropic, simulated", f, pr.Kind)
+		}
+	}
+
+	models := map[string][]string{} // public model -> operations served
+	ids := map[string]bool{}
+	for i, d := range c.Deployments {
+		p = append(p, ValidateDeployment(d, fmt.Sprintf("deployments[%d]", i), providers)...)
+		if d.ID != "" && ids[d.ID] {
+			add("deployments[%d].id: %q is used by another deployment", i, d.ID)
+		}
+		ids[d.ID] = true
+		models[d.Model] = append(models[d.Model], d.Operations...)
+	}
+
+	seenModels := map[string]bool{}
+	for i, m := range c.Models {
+		f := fmt.Sprintf("models[%d]", i)
+		if m.Name == "" {
+			add("%s.name: required", f)
+		} else if seenModels[m.Name] {
+			add("%s.name: %q configured twice", f, m.Name)
+		}
+		seenModels[m.Name] = true
+		if _, ok := models[m.Name]; m.Name != "" && !ok {
+			add("%s.name: %q has no deployment (add a deployment with model: %s)", f, m.Name, m.Name)
+		}
+		if !oneOf(m.Strategy, Strategies) {
+			add("%s.strategy: %q is not one of %s", f, m.Strategy, strings.Join(Strategies, ", "))
+		}
+		if !oneOf(m.Objective, []string{"latency", "cost", "balanced"}) {
+			add("%s.objective: %q is not one of latency, cost, balanced", f, m.Objective)
+		}
+	}
+	if !oneOf(c.Routing.DefaultStrategy, Strategies) {
+		add("routing.default_strategy: %q is not one of %s", c.Routing.DefaultStrategy, strings.Join(Strategies, ", "))
+	}
+
+	aliases := map[string]bool{}
+	for i, r := range c.SmartRouting.Routes {
+		f := fmt.Sprintf("smart_routing.routes[%d]", i)
+		if r.Alias == "" {
+			add("%s.alias: required", f)
+		} else if aliases[r.Alias] {
+			add("%s.alias: %q routed twice", f, r.Alias)
+		} else if _, ok := models[r.Alias]; ok {
+			add("%s.alias: %q is also a deployment's public model; pick another alias", f, r.Alias)
+		}
+		aliases[r.Alias] = true
+		for _, t := range []struct{ field, name string }{{"easy", r.Easy}, {"hard", r.Hard}} {
+			if t.name == "" {
+				add("%s.%s: required", f, t.field)
+			} else if _, ok := models[t.name]; !ok {
+				add("%s.%s: %q has no deployment", f, t.field, t.name)
+			}
+		}
+		if r.DefaultTier != "easy" && r.DefaultTier != "hard" {
+			add("%s.default_tier: %q is not easy or hard", f, r.DefaultTier)
+		}
+	}
+	if c.SmartRouting.Threshold < 1 {
+		add("smart_routing.threshold: must be >= 1, got %d", c.SmartRouting.Threshold)
+	}
+	if c.SmartRouting.SessionTTL <= 0 {
+		add("smart_routing.session_ttl: must be > 0")
+	}
+	known := DefaultPoints()
+	for k, v := range c.SmartRouting.Points {
+		if _, ok := known[k]; !ok {
+			add("smart_routing.points.%s: unknown signal (known: code, context_2k, context_8k, context_32k, tools, many_tools, tool_results, reasoning_words, math, deep_conversation, structured_output, long_output)", k)
+		}
+		if v < 0 {
+			add("smart_routing.points.%s: must not be negative", k)
+		}
+	}
+
+	seenTeams := map[string]bool{}
+	seenKeys := map[string]string{}
+	for i, t := range c.Teams {
+		f := fmt.Sprintf("teams[%d]", i)
+		if t.Name == "" {
+			add("%s.name: required", f)
+		} else if seenTeams[t.Name] {
+			add("%s.name: %q configured twice", f, t.Name)
+		}
+		seenTeams[t.Name] = true
+		if len(t.Keys) == 0 {
+			add("%s.keys: at least one key required", f)
+		}
+		for j, key := range t.Keys {
+			kf := fmt.Sprintf("%s.keys[%d]", f, j)
+			switch {
+			case key == "":
+				add("%s: empty (is its ${ENV} variable set?)", kf)
+			case strings.HasPrefix(key, "sha256:"):
+				if b, err := hex.DecodeString(strings.TrimPrefix(key, "sha256:")); err != nil || len(b) != 32 {
+					add("%s: sha256: needs 64 hex digits", kf)
+				}
+			}
+			if other, dup := seenKeys[key]; dup && key != "" {
+				add("%s: the same key is also given to team %q", kf, other)
+			}
+			seenKeys[key] = t.Name
+		}
+		for j, m := range t.Models {
+			if m == "*" {
+				continue
+			}
+			if _, ok := models[m]; !ok && !aliases[m] {
+				add("%s.models[%d]: %q is neither a deployment's public model nor a tier alias", f, j, m)
+			}
+		}
+		if t.RPM < 0 || t.TPM < 0 || t.MaxParallel < 0 || t.Budget.USD < 0 {
+			add("%s: rpm, tpm, max_parallel and budget.usd must not be negative", f)
+		}
+		if t.Budget.Period <= 0 {
+			add("%s.budget.period: must be > 0", f)
+		}
+	}
+
+	r := c.Routing
+	if r.LatencyBuffer < 0 {
+		add("routing.latency_buffer: must not be negative")
+	}
+	if r.RetryAfter < 0 {
+		add("routing.retry_after: must not be negative")
+	}
+	for op, modes := range r.MaxAttempts {
+		if !oneOf(op, Operations) {
+			add("routing.max_attempts.%s: unknown operation (chat, embeddings, images)", op)
+		}
+		for mode, n := range modes {
+			if mode != "sync" && mode != "stream" {
+				add("routing.max_attempts.%s.%s: unknown mode (sync, stream)", op, mode)
+			}
+			if n < 1 {
+				add("routing.max_attempts.%s.%s: must be >= 1, got %d", op, mode, n)
+			}
+		}
+	}
+	if r.CooldownBase <= 0 {
+		add("routing.cooldown_base: must be > 0")
+	}
+	if r.CooldownMax < r.CooldownBase {
+		add("routing.cooldown_max: must be >= cooldown_base (%s)", r.CooldownBase)
+	}
+	if r.FailuresBeforeCooldown < 1 {
+		add("routing.failures_before_cooldown: must be >= 1")
+	}
+	if r.ProbeInterval < 0 {
+		add("routing.probe_interval: must not be negative")
+	}
+	if r.MinWeightFraction < 0 || r.MinWeightFraction > 1 {
+		add("routing.min_weight_fraction: must be within 0..1")
+	}
+	if r.EWMADecay <= 0 {
+		add("routing.ewma_decay: must be > 0")
+	}
+	if r.WarmCacheWeight < 1 {
+		add("routing.warm_cache_weight: must be >= 1")
+	}
+	if r.DefaultMaxTokens < 1 {
+		add("routing.default_max_tokens: must be >= 1")
+	}
+	for i, m := range r.FallbackModels {
+		if _, ok := models[m]; !ok {
+			add("routing.fallback_models[%d]: %q has no deployment", i, m)
+		}
+	}
+	for i, fb := range r.Fallbacks {
+		for _, e := range ValidateFallback(fb.Primary, fb.Reason, fb.Models, models) {
+			add("routing.fallbacks[%d].%s", i, e)
+		}
+	}
+	if c.Audit.MaxEntries < 1 {
+		add("audit.max_entries: must be >= 1")
+	}
+	return p
+}
+
+// ValidateDeployment checks one deployment (config file or admin PUT body)
+// against the known providers (name -> kind).
+func ValidateDeployment(d Deployment, f string, providers map[string]string) Problems {
+	var p Problems
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if d.ID == "" {
+		add("%s.id: required", f)
+	} else if strings.ContainsAny(d.ID, "/ ?#") {
+		add("%s.id: %q must not contain '/', '?', '#' or spaces", f, d.ID)
+	}
+	if d.Model == "" {
+		add("%s.model: required (the public model name clients send)", f)
+	}
+	if d.Provider == "" {
+		add("%s.provider: required", f)
+	} else if _, ok := providers[d.Provider]; !ok {
+		add("%s.provider: %q is not a configured provider", f, d.Provider)
+	}
+	for j, op := range d.Operations {
+		if !oneOf(op, Operations) {
+			add("%s.operations[%d]: %q is not one of chat, embeddings, images", f, j, op)
+		}
+	}
+	if d.Price.Input < 0 || d.Price.Output < 0 {
+		add("%s.price: must not be negative", f)
+	}
+	if d.RPM < 0 || d.TPM < 0 {
+		add("%s: rpm and tpm must not be negative", f)
+	}
+	if d.Weight < 0 {
+		add("%s.weight: must not be negative", f)
+	}
+	if d.MaxContextTokens < 0 {
+		add("%s.max_context_tokens: must not be negative", f)
+	}
+	return p
+}
+
+// ValidateFallback checks one chain against the public models and the
+// operations their deployments serve (SPEC 11). Each problem starts with the
+// field it names.
+func ValidateFallback(primary, reason string, targets []string, models map[string][]string) []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if primary == "" {
+		add("primary: required")
+	} else if _, ok := models[primary]; !ok {
+		add("primary: %q has no deployment", primary)
+	}
+	if !oneOf(reason, Reasons) {
+		add("reason: %q is not one of general, context_window, content_policy", reason)
+	}
+	if len(targets) < 1 || len(targets) > 5 {
+		add("models: needs 1 to 5 fallback models, got %d", len(targets))
+	}
+	seen := map[string]bool{}
+	for i, t := range targets {
+		switch {
+		case t == primary:
+			add("models[%d]: %q is the primary itself", i, t)
+		case seen[t]:
+			add("models[%d]: %q is listed twice", i, t)
+		default:
+			if ops, ok := models[t]; !ok {
+				add("models[%d]: %q has no deployment", i, t)
+			} else if !sharesOperation(ops, models[primary]) && models[primary] != nil {
+				add("models[%d]: %q shares no operation with %q", i, t, primary)
+			}
+		}
+		seen[t] = true
+	}
+	return p
+}
+
+func sharesOperation(a, b []string) bool {
+	for _, x := range a {
+		if oneOf(x, b) {
+			return true
+		}
+	}
+	return false
+}
