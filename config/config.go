@@ -127,23 +127,23 @@ type Budget struct {
 
 // Routing configures selection, health, failover and fallbacks (SPEC 5-7).
 type Routing struct {
-	DefaultStrategy        string                       `koanf:"default_strategy"`
-	LatencyBuffer          float64                      `koanf:"latency_buffer"`
-	RetryAfter             time.Duration                `koanf:"retry_after"`
-	MaxAttempts            map[string]map[string]int    `koanf:"max_attempts"` // operation -> mode -> attempts
-	CooldownBase           time.Duration                `koanf:"cooldown_base"`
-	CooldownMax            time.Duration                `koanf:"cooldown_max"`
-	FailuresBeforeCooldown int                          `koanf:"failures_before_cooldown"`
-	ProbeInterval          time.Duration                `koanf:"probe_interval"` // 0 = a fifth of the current cooldown
-	LastResort             bool                         `koanf:"last_resort"`
-	MinWeightFraction      float64                      `koanf:"min_weight_fraction"`
-	EWMADecay              time.Duration                `koanf:"ewma_decay"`
-	WarmCacheTTL           time.Duration                `koanf:"warm_cache_ttl"`
-	WarmCacheWeight        float64                      `koanf:"warm_cache_weight"`
-	SessionKeeping         bool                         `koanf:"session_keeping"`
-	DefaultMaxTokens       int                          `koanf:"default_max_tokens"`
-	FallbackModels         []string                     `koanf:"fallback_models"`
-	Fallbacks              []Fallback                   `koanf:"fallbacks"`
+	DefaultStrategy        string                    `koanf:"default_strategy"`
+	LatencyBuffer          float64                   `koanf:"latency_buffer"`
+	RetryAfter             time.Duration             `koanf:"retry_after"`
+	MaxAttempts            map[string]map[string]int `koanf:"max_attempts"` // operation -> mode -> attempts
+	CooldownBase           time.Duration             `koanf:"cooldown_base"`
+	CooldownMax            time.Duration             `koanf:"cooldown_max"`
+	FailuresBeforeCooldown int                       `koanf:"failures_before_cooldown"`
+	ProbeInterval          time.Duration             `koanf:"probe_interval"` // 0 = a fifth of the current cooldown
+	LastResort             bool                      `koanf:"last_resort"`
+	MinWeightFraction      float64                   `koanf:"min_weight_fraction"`
+	EWMADecay              time.Duration             `koanf:"ewma_decay"`
+	WarmCacheTTL           time.Duration             `koanf:"warm_cache_ttl"`
+	WarmCacheWeight        float64                   `koanf:"warm_cache_weight"`
+	SessionKeeping         bool                      `koanf:"session_keeping"`
+	DefaultMaxTokens       int                       `koanf:"default_max_tokens"`
+	FallbackModels         []string                  `koanf:"fallback_models"`
+	Fallbacks              []Fallback                `koanf:"fallbacks"`
 }
 
 // Fallback is one configured chain.

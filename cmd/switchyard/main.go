@@ -1,0 +1,274 @@
+// Command switchyard is the Switchyard LLM gateway (SPEC 13): with no
+// arguments it serves the built-in demo; subcommands serve a real config,
+// check one, run the simulated upstream, classify a request, and print the
+// version.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/config"
+	"switchyard/gateway"
+	"switchyard/providers"
+	"switchyard/routing/tier"
+	"switchyard/wire"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return serveDemo(stdout, stderr)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "mockllm":
+		return mockllm(args[1:], stderr)
+	case "classify":
+		return classify(args[1:], stdin, stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "switchyard", version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "switchyard: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  switchyard                         serve the built-in demo on :8080 (simulated providers, no Redis)
+  switchyard serve -config FILE      serve a configuration
+  switchyard check -config FILE      validate a configuration; lists every problem
+  switchyard mockllm -listen ADDR [-ttfb D] [-tps N] [-error-rate F] [-error-status N] [-context-tokens N]
+                                     serve the simulated upstream over HTTP (OpenAI and Anthropic formats)
+  switchyard classify [-config FILE] < request.json
+                                     print the smart-routing score, signals and tier of a request
+  switchyard version
+`)
+}
+
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Demo(os.Environ())
+	}
+	return config.LoadFile(path)
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "switchyard check: -config FILE is required")
+		return 2
+	}
+	cfg, err := config.LoadFile(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", *path, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d providers, %d deployments, %d teams, %d tier routes)\n",
+		*path, len(cfg.Providers), len(cfg.Deployments), len(cfg.Teams), len(cfg.SmartRouting.Routes))
+	return 0
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "switchyard serve: -config FILE is required (run `switchyard` alone for the demo)")
+		return 2
+	}
+	cfg, err := config.LoadFile(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", *path, err)
+		return 1
+	}
+	return listenAndServe(cfg, newLogger(stderr), nil)
+}
+
+func serveDemo(stdout, stderr io.Writer) int {
+	cfg, err := config.Demo(os.Environ())
+	if err != nil {
+		fmt.Fprintf(stderr, "demo config: %v\n", err)
+		return 1
+	}
+	return listenAndServe(cfg, newLogger(stderr), func(addr string) {
+		host := addr
+		if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
+			host = "localhost:" + p
+		}
+		fmt.Fprintf(stdout, `
+Switchyard demo is listening on %s (simulated providers, local-only state).
+Demo team key: %s
+
+Try:
+  curl -s http://%[3]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
+    -d '{"model":"normal","messages":[{"role":"user","content":"Hello!"}]}' -i
+
+  curl -sN http://%[3]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
+    -d '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Stream me a story"}]}'
+
+  curl -s http://%[3]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
+    -d '{"model":"normal","messages":[{"role":"user","content":"Prove step by step that sqrt(2) is irrational."}]}' -i
+
+  curl -s http://%[3]s/v1/embeddings -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
+    -d '{"model":"text-embedding-3-small","input":"hello"}'
+
+  curl -s http://%[3]s/v1/models -H "Authorization: Bearer %[2]s"
+  curl -s http://%[3]s/metrics | grep switchyard_requests_total
+
+`, addr, config.DemoKey, host)
+	})
+}
+
+func listenAndServe(cfg *config.Config, log *slog.Logger, ready func(addr string)) int {
+	node, err := gateway.Assemble(cfg, gateway.Options{Logger: log})
+	if err != nil {
+		log.Error("starting gateway", "error", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		log.Error("listening", "addr", cfg.Server.Listen, "error", err)
+		return 1
+	}
+	srv := &http.Server{Handler: node.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("switchyard listening", "addr", ln.Addr().String(), "node", cfg.Server.NodeID, "version", version,
+		"redis", cfg.Redis.Enabled(), "deployments", len(node.Catalog.Load().Deployments))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Error("server failed", "error", err)
+			return 1
+		}
+	case <-ctx.Done():
+		log.Info("shutting down: draining requests")
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	if err := node.Close(shutdownCtx); err != nil {
+		log.Error("flushing on shutdown", "error", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+func mockllm(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mockllm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:9000", "address to listen on")
+	seed := fs.Int64("seed", 1, "random seed for simulated errors")
+	profile := providers.MockFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := newLogger(stderr)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Error("listening", "addr", *listen, "error", err)
+		return 1
+	}
+	p := profile()
+	log.Info("mockllm listening", "addr", ln.Addr().String(), "ttfb", p.TTFB.String(), "tps", p.TokensPerSecond,
+		"error_rate", p.ErrorRate, "error_status", p.ErrorStatus, "context_tokens", p.ContextTokens)
+	srv := &http.Server{Handler: providers.MockHandler(p, *seed), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("mockllm failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func classify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("classify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (default: the built-in demo's smart_routing)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	body, err := io.ReadAll(io.LimitReader(stdin, cfg.Server.MaxBodyBytes+1))
+	if err != nil {
+		fmt.Fprintln(stderr, "reading request:", err)
+		return 1
+	}
+	format := wire.FormatOpenAI
+	if looksAnthropic(body) {
+		format = wire.FormatAnthropic
+	}
+	req, err := wire.Parse(body, catalog.OpChat, format)
+	if err != nil {
+		fmt.Fprintln(stderr, "request:", err)
+		return 1
+	}
+	c := tier.New(cfg.SmartRouting)
+	v := c.Classify(req)
+	fmt.Fprintf(stdout, "tier: %s\nscore: %d (threshold %d)\nsource: %s\nsignals:\n", v.Tier, v.Score, c.Threshold(), v.Source)
+	if len(v.Signals) == 0 {
+		fmt.Fprintln(stdout, "  (none)")
+	}
+	for _, s := range v.Signals {
+		fmt.Fprintf(stdout, "  %-18s +%d  %s\n", s.Name, s.Points, s.Detail)
+	}
+	return 0
+}
+
+// looksAnthropic guesses the body's format: Anthropic bodies carry a
+// top-level system or an Anthropic thinking block.
+func looksAnthropic(body []byte) bool {
+	_, _, sys := wire.FindTopLevel(body, "system")
+	_, _, th := wire.FindTopLevel(body, "thinking")
+	return sys || th
+}

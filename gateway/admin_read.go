@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// handleAdminHealth shows each deployment's live state on this node (SPEC 6).
+func (s *Server) handleAdminHealth(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"node": s.Config.Server.NodeID, "deployments": s.Router.Health(time.Now())})
+}
+
+// handleAdminRequest returns one request's audit entry (SPEC 12.2).
+func (s *Server) handleAdminRequest(c *gin.Context) {
+	id := c.Param("id")
+	e, ok, err := s.Audit.Get(c.Request.Context(), id)
+	if err != nil {
+		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "audit store unavailable: " + err.Error()}, 0)
+		return
+	}
+	if !ok {
+		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "request_not_found",
+			Message: "no audit entry for request id \"" + id + "\" (entries are kept for the last audit.max_entries requests)"}, 0)
+		return
+	}
+	c.JSON(http.StatusOK, e)
+}
+
+// handleAdminCluster lists the nodes seen recently and the Redis state.
+func (s *Server) handleAdminCluster(c *gin.Context) {
+	out := gin.H{"node": s.Config.Server.NodeID, "redis": s.RedisState(), "catalog_version": s.Catalog.Load().Version}
+	if s.Cluster != nil {
+		nodes, err := s.Cluster(c.Request.Context())
+		if err != nil {
+			out["error"] = err.Error()
+		}
+		out["nodes"] = nodes
+	} else {
+		out["nodes"] = []gin.H{{"node": s.Config.Server.NodeID, "catalog_version": s.Catalog.Load().Version, "redis": s.RedisState()}}
+	}
+	c.JSON(http.StatusOK, out)
+}

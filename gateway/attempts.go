@@ -1,0 +1,313 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/providers"
+	"switchyard/routing"
+	"switchyard/telemetry"
+)
+
+// errUpstreamTimeout is the cancel cause when an attempt saw no first byte
+// within server.upstream_timeout.
+var errUpstreamTimeout = errors.New("upstream_timeout: no first byte in time")
+
+// route builds the plan for the public model and runs the attempt loop
+// (SPEC 2.6-2.8, 7).
+func (cl *call) route() bool {
+	s := cl.s
+	stream := cl.req.Stream
+	mode := "sync"
+	if stream {
+		mode = "stream"
+	}
+	in := routing.PlanInput{
+		Snapshot: cl.snap,
+		Model:    cl.model,
+		Profile: routing.Profile{Op: cl.op, Stream: stream, PromptTokens: cl.promptTokens, OutputTokens: cl.outputTokens,
+			Tools: cl.req.Tools > 0, ImageSize: cl.req.ImageSize},
+		MaxAttempts: s.Config.Routing.MaxAttempts[cl.op.String()][mode],
+	}
+	if s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model) {
+		in.Session = cl.sessionKey()
+		if in.Session != "" {
+			if id, ok, err := s.Sessions.GetDeployment(cl.ctx, "dep:"+cl.model+":"+in.Session); err == nil && ok {
+				in.SessionDeployment = id
+				cl.pinnedDep = id
+			}
+		}
+	}
+	plan, err := s.Router.Plan(in)
+	if err != nil {
+		return cl.fail(errModelNotFound(cl.model))
+	}
+	cl.plan = plan
+	var lastErr error
+	for {
+		att, ok := plan.Next()
+		if !ok {
+			break
+		}
+		if att.N > 1 && s.Config.Routing.RetryAfter > 0 && !cl.wait(s.Config.Routing.RetryAfter) {
+			att.Done(routing.Outcome{Class: routing.ClassCanceled})
+			break
+		}
+		served, err := cl.attempt(att)
+		if served {
+			cl.record(plan)
+			return true
+		}
+		lastErr = err
+		if cl.ctx.Err() != nil {
+			break
+		}
+	}
+	res := cl.record(plan)
+	deadline := errors.Is(cl.ctx.Err(), context.DeadlineExceeded)
+	if cl.c.Request.Context().Err() != nil {
+		// the client went away; nobody reads the answer
+		cl.entry.Status = 499
+		cl.entry.Error = "client disconnected"
+		return false
+	}
+	e := fromUpstream(lastErr, deadline)
+	if res.RetryAfter > 0 && (lastErr == nil || e.Status == http.StatusTooManyRequests || e.Status >= 500) {
+		e.RetryAfter = res.RetryAfter
+	}
+	if lastErr == nil && res.RetryAfter > 0 {
+		e.Status, e.Type, e.Code = http.StatusServiceUnavailable, "upstream_unavailable", "all_deployments_cooling_down"
+		e.Message = "every deployment of \"" + cl.model + "\" and its fallbacks is cooling down or over quota; retry after " + res.RetryAfter.Round(time.Millisecond).String()
+	}
+	cl.setDecisionHeaders(res, nil)
+	return cl.fail(e)
+}
+
+func isAdaptive(snap *catalog.Snapshot, model string) bool {
+	m := snap.Models[model]
+	return m != nil && m.Strategy == "adaptive"
+}
+
+// wait sleeps d between attempts, never past the request deadline.
+func (cl *call) wait(d time.Duration) bool {
+	if dl, ok := cl.ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-cl.ctx.Done():
+		return false
+	}
+}
+
+// record copies the plan's timeline into the audit entry.
+func (cl *call) record(plan *routing.Plan) routing.PlanResult {
+	res := plan.Result()
+	e := &cl.entry
+	e.Attempts = e.Attempts[:0]
+	for _, a := range res.Timeline {
+		e.Attempts = append(e.Attempts, telemetry.Attempt{
+			Deployment: a.Deployment, Model: a.Model, Adapter: a.Adapter, Transport: a.Transport,
+			Start: a.Start, Duration: a.Duration, Status: a.Status, Class: a.Class.String(),
+			Fallback: a.Fallback, LastResort: a.LastResort, Probe: a.Probe, Error: a.Error,
+		})
+	}
+	e.Degraded = res.Degraded
+	if res.Reason != "" {
+		e.FallbackReason = string(res.Reason)
+	}
+	if res.Served != nil {
+		e.Deployment = res.Served.ID
+		e.RoutedModel = res.Served.Model
+	}
+	return res
+}
+
+// attempt makes one upstream call. It reports served=true once the
+// response (or the first stream byte) reached the client: no failover is
+// possible after that (SPEC 7.1).
+func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
+	s := cl.s
+	d := att.Deployment
+	adapter := s.Adapters[d.Provider.Name]
+	if adapter == nil {
+		att.Done(routing.Outcome{Class: routing.ClassNetwork, Message: "no adapter for provider " + d.Provider.Name})
+		return false, &providers.Error{Class: routing.ClassNetwork, Message: "provider " + d.Provider.Name + " has no adapter"}
+	}
+	ctx, cancel := context.WithCancelCause(cl.ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(s.Config.Server.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
+	t0 := time.Now()
+	resp, err := adapter.Do(ctx, d, &providers.Request{
+		Op: cl.op, Stream: cl.req.Stream, Client: cl.req, WantUsage: cl.req.IncludeUsage, PromptTokens: cl.promptTokens,
+	})
+	if err != nil {
+		timer.Stop()
+		cl.upstream += time.Since(t0)
+		o := outcomeOf(err, context.Cause(ctx), time.Since(t0))
+		s.Metrics.Attempts.WithLabelValues(d.ID, o.Class.String()).Inc()
+		att.Done(o)
+		return false, err
+	}
+	if resp.Stream == nil {
+		timer.Stop()
+		lat := time.Since(t0)
+		cl.upstream += lat
+		s.Metrics.Attempts.WithLabelValues(d.ID, "ok").Inc()
+		s.Metrics.UpstreamLatency.WithLabelValues(d.ID).Observe(lat.Seconds())
+		s.Metrics.UpstreamTTFB.WithLabelValues(d.ID).Observe(resp.TTFB.Seconds())
+		att.Done(routing.Outcome{Status: resp.Status, Class: routing.ClassOK, Latency: lat, TTFB: resp.TTFB})
+		res := cl.plan.Result()
+		cl.setDecisionHeaders(res, d)
+		cl.settle(d, resp.Usage)
+		status := resp.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		cl.c.Data(status, "application/json", resp.Body)
+		cl.entry.Status = status
+		return true, nil
+	}
+	return cl.relay(att, resp, t0, timer)
+}
+
+// relay streams an upstream SSE response event by event, flushing each as
+// it arrives. The first event is read before any byte is written, so a
+// stream that fails before its first event still fails over.
+func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Time, timer *time.Timer) (bool, error) {
+	s := cl.s
+	d := att.Deployment
+	st := resp.Stream
+	defer st.Close()
+	first, err := st.Next()
+	timer.Stop()
+	ttfb := time.Since(t0)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = &providers.Error{Class: routing.ClassServerError, Status: http.StatusBadGateway, Message: "upstream closed the stream before any event"}
+		}
+		cl.upstream += ttfb
+		o := outcomeOf(err, nil, ttfb)
+		s.Metrics.Attempts.WithLabelValues(d.ID, o.Class.String()).Inc()
+		att.Done(o)
+		return false, err
+	}
+	cl.upstream += ttfb
+	res := cl.plan.Result() // timeline so far; this attempt is still open
+	res.Served = d
+	cl.setDecisionHeaders(res, d)
+	w := cl.c.Writer
+	h := w.Header()
+	h["Content-Type"] = []string{"text/event-stream"}
+	h["Cache-Control"] = []string{"no-cache"}
+	h["X-Accel-Buffering"] = []string{"no"}
+	w.WriteHeader(http.StatusOK)
+	cl.entry.Status = http.StatusOK
+	o := routing.Outcome{Status: http.StatusOK, Class: routing.ClassOK, TTFB: ttfb}
+	ev := first
+	for {
+		if _, werr := w.Write(ev); werr != nil {
+			o.Class = routing.ClassCanceled
+			break
+		}
+		w.Flush()
+		ev, err = st.Next()
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if cl.c.Request.Context().Err() != nil {
+			o.Class = routing.ClassCanceled
+			break
+		}
+		// mid-stream failure: no failover once a byte reached the client
+		o = outcomeOf(err, nil, time.Since(t0))
+		o.TTFB = ttfb
+		s.Metrics.StreamErrors.WithLabelValues(d.ID).Inc()
+		e := fromUpstream(err, false)
+		_, _ = w.Write(e.streamEvent(cl.format))
+		w.Flush()
+		cl.entry.Error = "stream failed after first byte: " + e.Message
+		break
+	}
+	o.Latency = time.Since(t0)
+	s.Metrics.Attempts.WithLabelValues(d.ID, o.Class.String()).Inc()
+	s.Metrics.UpstreamTTFB.WithLabelValues(d.ID).Observe(ttfb.Seconds())
+	s.Metrics.UpstreamLatency.WithLabelValues(d.ID).Observe(o.Latency.Seconds())
+	att.Done(o)
+	cl.settle(d, st.Usage())
+	return true, nil
+}
+
+// outcomeOf classifies an attempt error. cause is the attempt context's
+// cancel cause: our own first-byte timer makes it a timeout, a client that
+// went away makes it canceled (never counted against the deployment).
+func outcomeOf(err, cause error, lat time.Duration) routing.Outcome {
+	o := routing.Outcome{Latency: lat, Class: routing.ClassNetwork}
+	var pe *providers.Error
+	if errors.As(err, &pe) {
+		o.Status, o.Class, o.RetryAfter, o.Message = pe.Status, pe.Class, pe.RetryAfter, pe.Message
+	}
+	if errors.Is(cause, errUpstreamTimeout) {
+		o.Class = routing.ClassTimeout
+	} else if errors.Is(cause, context.DeadlineExceeded) {
+		o.Class = routing.ClassTimeout
+	}
+	return o
+}
+
+// setDecisionHeaders writes the SPEC 12.3 headers before the body.
+func (cl *call) setDecisionHeaders(res routing.PlanResult, served *catalog.Deployment) {
+	h := cl.c.Writer.Header()
+	if served != nil {
+		h["X-Switchyard-Model"] = []string{served.Model}
+		h["X-Switchyard-Deployment"] = []string{served.ID}
+	}
+	n := res.Attempts
+	if served != nil && n == 0 {
+		n = 1
+	}
+	h["X-Switchyard-Attempts"] = []string{strconv.Itoa(n)}
+	if res.Degraded {
+		h["X-Switchyard-Degraded"] = []string{"true"}
+	}
+	overhead := time.Since(cl.start) - cl.upstream
+	h["X-Switchyard-Overhead-Ms"] = []string{strconv.FormatFloat(float64(overhead.Microseconds())/1000, 'f', 3, 64)}
+}
+
+// settle reconciles the team's TPM and budget with the real usage, pins the
+// session to the deployment that served, and fills the audit usage.
+func (cl *call) settle(d *catalog.Deployment, u providers.Usage) {
+	s := cl.s
+	prompt, completion := u.PromptTokens, u.CompletionTokens
+	if prompt == 0 && completion == 0 {
+		prompt = cl.promptTokens // upstream reported nothing: charge the estimate, never zero
+	}
+	cost := d.ExpectedCost(prompt, completion)
+	cl.entry.PromptTokens, cl.entry.CompletionTokens, cl.entry.CostUSD = prompt, completion, cost
+	if cl.admitted {
+		s.Limiter.Reconcile(cl.decision.Ticket, int64(prompt+completion), cost)
+	}
+	team := cl.team.Name
+	s.Metrics.Tokens.WithLabelValues(team, d.ID, "prompt").Add(float64(prompt))
+	s.Metrics.Tokens.WithLabelValues(team, d.ID, "completion").Add(float64(completion))
+	if cost > 0 {
+		s.Metrics.Cost.WithLabelValues(team, d.ID).Add(cost)
+	}
+	if cl.session != "" && (s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model)) {
+		key := "dep:" + cl.model + ":" + cl.session
+		if err := s.Sessions.SetDeployment(cl.ctx, key, d.ID, s.Config.SmartRouting.SessionTTL); err != nil {
+			s.Logger.Debug("session pin write failed", "error", err)
+		}
+	}
+}

@@ -1,0 +1,320 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"switchyard/catalog"
+	"switchyard/ratelimit"
+	"switchyard/routing"
+	"switchyard/routing/tier"
+	"switchyard/sessions"
+	"switchyard/telemetry"
+	"switchyard/wire"
+)
+
+// call is one client request moving through the pipeline stages of SPEC 2.
+// Each stage reads and fills it; a stage that answers the client returns
+// false and the pipeline stops.
+type call struct {
+	s      *Server
+	c      *gin.Context
+	ctx    context.Context
+	start  time.Time
+	reqID  string
+	format wire.Format
+	op     catalog.Operation
+
+	snap     *catalog.Snapshot
+	req      *wire.Request
+	team     *catalog.Team
+	decision ratelimit.Decision
+	admitted bool
+
+	alias      string // requested name when it was a tier alias
+	model      string // public model after the tier stage
+	verdict    *tier.Verdict
+	session    string
+	sessionSrc string
+	pinnedDep  string
+	plan       *routing.Plan
+
+	promptTokens int
+	outputTokens int
+	upstream     time.Duration // time spent waiting on upstreams
+
+	entry telemetry.Entry
+}
+
+func (s *Server) handleChat(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatOpenAI) }
+
+func (s *Server) handleEmbeddings(c *gin.Context) {
+	s.serve(c, catalog.OpEmbeddings, wire.FormatOpenAI)
+}
+
+func (s *Server) handleImages(c *gin.Context) { s.serve(c, catalog.OpImages, wire.FormatOpenAI) }
+
+func (s *Server) handleMessages(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatAnthropic) }
+
+// serve runs the pipeline: parse, authenticate, edge limits, tier,
+// allowlist, pool and attempts, respond (SPEC 2).
+func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format) {
+	cl := &call{s: s, c: c, start: time.Now(), op: op, format: format, snap: s.Catalog.Load()}
+	cl.reqID = s.newRequestID(c.Request)
+	c.Header("X-Request-Id", cl.reqID)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.Config.Server.RequestTimeout)
+	defer cancel()
+	cl.ctx = ctx
+	defer cl.finish()
+
+	_ = cl.parse() && cl.authenticate() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
+}
+
+// fail answers the client with e and records it.
+func (cl *call) fail(e *apiError) bool {
+	cl.entry.Status = e.Status
+	cl.entry.Error = e.Message
+	writeErrorFormat(cl.c, e, cl.format)
+	return false
+}
+
+// parse reads the bounded body once and parses it (SPEC 2.1, 14).
+func (cl *call) parse() bool {
+	limit := cl.s.Config.Server.MaxBodyBytes
+	r := cl.c.Request
+	if r.ContentLength > limit {
+		return cl.fail(errTooLarge(limit))
+	}
+	body, err := readBody(r, limit)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return cl.fail(errTooLarge(limit))
+		}
+		return cl.fail(errBadRequest("", "could not read the request body: "+err.Error()))
+	}
+	req, err := wire.Parse(body, cl.op, cl.format)
+	if err != nil {
+		return cl.fail(fromInputError(err))
+	}
+	cl.req = req
+	cl.model = req.Model
+	cl.promptTokens = req.PromptTokens()
+	cl.outputTokens = req.OutputTokens(cl.s.Config.Routing.DefaultMaxTokens)
+	return true
+}
+
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(nil, r.Body, limit)
+	if n := r.ContentLength; n > 0 {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return nil, err
+		}
+		// a body longer than its Content-Length is a client bug; ignore the rest
+		return buf, nil
+	}
+	return io.ReadAll(rd)
+}
+
+func (cl *call) authenticate() bool {
+	cl.team = cl.snap.Authenticate(apiKey(cl.c.Request))
+	if cl.team == nil {
+		return cl.fail(errNoKeyOr(cl.c.Request))
+	}
+	cl.entry.Team = cl.team.Name
+	return true
+}
+
+// edgeLimit applies the team's RPM/TPM/parallel/budget before any routing
+// (SPEC 3): a rejected request never touches a deployment.
+func (cl *call) edgeLimit() bool {
+	t := cl.team
+	if t.RPM == 0 && t.TPM == 0 && t.MaxParallel == 0 && t.Budget.USD == 0 {
+		return true
+	}
+	d, err := cl.s.Limiter.Admit(cl.ctx, ratelimit.Admission{RequestID: cl.reqID, Team: t, Tokens: int64(cl.promptTokens + cl.outputTokens)})
+	if err != nil {
+		cl.s.Logger.Warn("rate limiter failed; admitting", "team", t.Name, "error", err)
+		return true
+	}
+	cl.decision = d
+	setLimitHeaders(cl.c, &d)
+	if !d.Allowed {
+		cl.s.Metrics.EdgeRejections.WithLabelValues(t.Name, d.Kind).Inc()
+		typ, code := "rate_limit_exceeded", "rate_limit_exceeded"
+		msg := "team " + t.Name + " is over its " + d.Kind + " limit; retry after " + d.RetryAfter.Round(time.Millisecond).String()
+		if d.Kind == "budget" {
+			typ, code = "budget_exceeded", "budget_exceeded"
+			msg = "team " + t.Name + " has spent its budget for this period"
+		}
+		return cl.fail(&apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, Message: msg, RetryAfter: d.RetryAfter})
+	}
+	cl.admitted = true
+	return true
+}
+
+func setLimitHeaders(c *gin.Context, d *ratelimit.Decision) {
+	h := c.Writer.Header()
+	if d.LimitRequests > 0 {
+		h["X-Ratelimit-Limit-Requests"] = []string{strconv.FormatInt(d.LimitRequests, 10)}
+		h["X-Ratelimit-Remaining-Requests"] = []string{strconv.FormatInt(d.RemainingRequests, 10)}
+		h["X-Ratelimit-Reset-Requests"] = []string{formatReset(d.ResetRequests)}
+	}
+	if d.LimitTokens > 0 {
+		h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(d.LimitTokens, 10)}
+		h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(d.RemainingTokens, 10)}
+		h["X-Ratelimit-Reset-Tokens"] = []string{formatReset(d.ResetTokens)}
+	}
+}
+
+// formatReset renders a reset duration the way OpenAI does ("1s", "6m0s").
+func formatReset(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// sessionKey detects the request's session once, when a stage needs it.
+func (cl *call) sessionKey() string {
+	if cl.sessionSrc == "" {
+		cl.session, cl.sessionSrc = sessions.Detect(cl.team.Name, cl.c.Request.Header, cl.req)
+		cl.entry.Session = cl.sessionSrc
+	}
+	return cl.session
+}
+
+// tierRoute rewrites a tier alias to its easy or hard target (SPEC 4).
+func (cl *call) tierRoute() bool {
+	route := cl.snap.Routes[cl.req.Model]
+	if route == nil {
+		return true
+	}
+	s := cl.s
+	cl.alias = route.Alias
+	h := cl.c.Request.Header
+	smartOff := headerAny(h, "X-Switchyard-Smart-Routing", "X-Gomodel-Smart-Routing") == "off"
+	forced := headerAny(h, "X-Switchyard-Tier", "X-Gomodel-Tier")
+	if forced != "" && forced != "easy" && forced != "hard" {
+		return cl.fail(errBadRequest("X-Switchyard-Tier", "X-Switchyard-Tier must be \"easy\" or \"hard\", got \""+forced+"\""))
+	}
+	pinKey := "tier:" + route.Alias + ":" + cl.sessionKey()
+	var pin tier.Tier
+	pinStr, havePin, err := s.Sessions.GetTier(cl.ctx, pinKey)
+	if err != nil {
+		havePin = false
+	} else if havePin {
+		pin = tier.Parse(pinStr)
+	}
+	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, func() tier.Verdict { return s.Tier.Classify(cl.req) }, pin, havePin)
+	if v.Tier == tier.Hard {
+		v.Target = route.Hard
+	} else {
+		v.Target = route.Easy
+	}
+	cl.verdict = &v
+	cl.model = v.Target
+	if store {
+		if err := s.Sessions.SetTier(cl.ctx, pinKey, newPin.String(), s.Config.SmartRouting.SessionTTL); err != nil {
+			s.Logger.Debug("tier pin write failed", "error", err)
+		}
+	}
+	tierName := v.Tier.String()
+	s.Metrics.SmartRequests.WithLabelValues(route.Alias, tierName).Inc()
+	s.Metrics.SmartScore.WithLabelValues(route.Alias).Observe(float64(v.Score))
+	if escalated {
+		s.Metrics.SmartEscalations.WithLabelValues(route.Alias).Inc()
+	}
+	wh := cl.c.Writer.Header()
+	wh["X-Switchyard-Tier"] = []string{tierName}
+	wh["X-Switchyard-Tier-Score"] = []string{strconv.Itoa(v.Score)}
+	wh["X-Switchyard-Tier-Source"] = []string{v.Source}
+	wh["X-Switchyard-Tier-Target"] = []string{v.Target}
+	return true
+}
+
+func headerAny(h http.Header, names ...string) string {
+	for _, n := range names {
+		if v := h.Get(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// allow checks the allowlist before existence (SPEC 2.5), so a restricted
+// team cannot probe which models exist. The alias must be allowed too.
+func (cl *call) allow() bool {
+	if cl.alias != "" && !cl.team.Allows(cl.alias) {
+		return cl.fail(errNotAllowed(cl.alias))
+	}
+	if !cl.team.Allows(cl.model) {
+		return cl.fail(errNotAllowed(cl.model))
+	}
+	return true
+}
+
+// finish records the request once, whatever path it took.
+func (cl *call) finish() {
+	s := cl.s
+	if cl.admitted {
+		s.Limiter.Release(cl.decision.Ticket)
+	}
+	if cl.entry.Status == 0 {
+		cl.entry.Status = cl.c.Writer.Status()
+	}
+	dur := time.Since(cl.start)
+	e := &cl.entry
+	e.RequestID = cl.reqID
+	e.Node = s.Config.Server.NodeID
+	e.Time = cl.start
+	e.Operation = cl.op.String()
+	if cl.req != nil {
+		e.RequestedModel = cl.req.Model
+		e.Stream = cl.req.Stream
+	}
+	e.RoutedModel = cl.model
+	e.DurationMs = float64(dur.Microseconds()) / 1000
+	e.OverheadMs = float64((dur - cl.upstream).Microseconds()) / 1000
+	if cl.verdict != nil {
+		v := cl.verdict
+		tv := &telemetry.TierVerdict{Alias: cl.alias, Tier: v.Tier.String(), Score: v.Score, Source: v.Source, Target: v.Target}
+		for _, sg := range v.Signals {
+			tv.Signals = append(tv.Signals, telemetry.Signal{Name: sg.Name, Points: sg.Points, Detail: sg.Detail})
+		}
+		e.Tier = tv
+	}
+	team := e.Team
+	if team == "" {
+		team = "-"
+	}
+	model := cl.model
+	if cl.snap.Models[model] == nil && cl.snap.Routes[model] == nil {
+		model = "-" // bound the label set: unknown names never become labels
+	}
+	s.Metrics.Requests.WithLabelValues(model, team, strconv.Itoa(e.Status)).Inc()
+	s.Metrics.RequestDuration.WithLabelValues(model).Observe(dur.Seconds())
+	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
+	s.Audit.Record(e)
+}
+
+// writeErrorFormat writes e in the client's format with the headers it needs.
+func writeErrorFormat(c *gin.Context, e *apiError, format wire.Format) {
+	if e.RetryAfter > 0 {
+		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
+		c.Header("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	c.Data(e.Status, "application/json", e.body(format))
+}
+
+func writeError(c *gin.Context, e *apiError, _ int) { writeErrorFormat(c, e, wire.FormatOpenAI) }

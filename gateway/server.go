@@ -1,0 +1,218 @@
+// Package gateway owns the HTTP edge (SPEC 2, 3, 11, 12, 14): the gin
+// routes, authentication, the request pipeline as small stages over one
+// call value, the attempt loop that drives routing's plan through the
+// provider adapters, the streaming relay, the decision headers, the error
+// format and the admin API. Decisions live in routing, limits in ratelimit,
+// pins in sessions; gateway wires them together and does the I/O.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"switchyard/catalog"
+	"switchyard/config"
+	"switchyard/providers"
+	"switchyard/ratelimit"
+	"switchyard/routing"
+	"switchyard/routing/tier"
+	"switchyard/sessions"
+	"switchyard/telemetry"
+)
+
+// Deps is everything a Server is built from. Nil optional fields get
+// node-local defaults in New.
+type Deps struct {
+	Config   *config.Config
+	Catalog  *catalog.Holder
+	Router   *routing.Router
+	Adapters map[string]providers.Adapter // by provider name
+	Limiter  ratelimit.Limiter
+	Sessions sessions.Store
+	Tier     *tier.Classifier
+	Audit    telemetry.AuditLog
+	Metrics  *telemetry.Metrics
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+	Admin    *Admin // nil: admin writes are not available (read endpoints still are when a key is set)
+	// RedisState reports "up", "down" or "disabled" for /readyz and /admin/cluster.
+	RedisState func() string
+	// Cluster lists the nodes seen recently (GET /admin/cluster); nil = this node only.
+	Cluster func(ctx context.Context) (any, error)
+}
+
+// Server is the HTTP edge. Its fields are immutable after New; the live
+// catalog is read through Deps.Catalog.
+type Server struct {
+	Deps
+	engine   *gin.Engine
+	adminKey [32]byte
+	adminOn  bool
+	idPrefix string
+	idSeq    atomic.Uint64
+}
+
+// New builds the server and its routes.
+func New(d Deps) *Server {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.RedisState == nil {
+		d.RedisState = func() string { return "disabled" }
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{Deps: d, engine: gin.New()}
+	if k := d.Config.Admin.Key; k != "" {
+		s.adminKey, s.adminOn = sha256.Sum256([]byte(k)), true
+	}
+	s.idPrefix = d.Config.Server.NodeID
+	if s.idPrefix == "" {
+		s.idPrefix = "sy"
+	}
+	s.idPrefix += "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-"
+	s.engine.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
+		d.Logger.Error("panic in handler", "error", err, "path", c.Request.URL.Path)
+		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": gin.H{"message": "internal error", "type": "internal_error"}})
+	}))
+	s.routes()
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+func (s *Server) routes() {
+	e := s.engine
+	e.POST("/v1/chat/completions", s.handleChat)
+	e.POST("/v1/embeddings", s.handleEmbeddings)
+	e.POST("/v1/images/generations", s.handleImages)
+	e.POST("/v1/messages", s.handleMessages)
+	e.GET("/v1/models", s.handleModels)
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", s.handleReady)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})))
+	e.NoRoute(func(c *gin.Context) {
+		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path}, 0)
+	})
+	admin := e.Group("/admin", s.adminAuth)
+	admin.GET("/health", s.handleAdminHealth)
+	admin.GET("/requests/:id", s.handleAdminRequest)
+	admin.GET("/cluster", s.handleAdminCluster)
+	if s.Admin != nil {
+		s.Admin.register(admin)
+	}
+}
+
+func (s *Server) handleReady(c *gin.Context) {
+	snap := s.Catalog.Load()
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "catalog_version": snap.Version, "redis": s.RedisState()})
+}
+
+// adminAuth checks the admin key in constant time; without a configured
+// key the admin API is off (404), never open (SPEC 15).
+func (s *Server) adminAuth(c *gin.Context) {
+	if !s.adminOn {
+		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "admin_disabled",
+			Message: "the admin API is off: set admin.key (SWITCHYARD_ADMIN_KEY) to enable it"}, 0)
+		c.Abort()
+		return
+	}
+	key := bearer(c.Request)
+	h := sha256.Sum256([]byte(key))
+	if key == "" || subtle.ConstantTimeCompare(h[:], s.adminKey[:]) != 1 {
+		writeError(c, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_admin_key",
+			Message: "admin API needs \"Authorization: Bearer <admin key>\""}, 0)
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+func bearer(r *http.Request) string {
+	const p = "Bearer "
+	if a := r.Header.Get("Authorization"); len(a) > len(p) && (a[:len(p)] == p || a[:len(p)] == "bearer ") {
+		return a[len(p):]
+	}
+	return ""
+}
+
+// apiKey reads a team key from Authorization: Bearer or x-api-key.
+func apiKey(r *http.Request) string {
+	if k := bearer(r); k != "" {
+		return k
+	}
+	return r.Header.Get("X-Api-Key")
+}
+
+func (s *Server) handleModels(c *gin.Context) {
+	snap := s.Catalog.Load()
+	team := snap.Authenticate(apiKey(c.Request))
+	if team == nil {
+		writeError(c, errNoKeyOr(c.Request), 0)
+		return
+	}
+	type entry struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := []entry{}
+	for name, m := range snap.Models {
+		if team.Allows(name) && hasEnabled(m) {
+			out = append(out, entry{ID: name, Object: "model", OwnedBy: "switchyard"})
+		}
+	}
+	for alias := range snap.Routes {
+		if team.Allows(alias) {
+			out = append(out, entry{ID: alias, Object: "model", OwnedBy: "switchyard-tier-route"})
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.ID, b.ID) })
+	c.JSON(http.StatusOK, gin.H{"object": "list", "data": out})
+}
+
+func hasEnabled(m *catalog.Model) bool {
+	for _, d := range m.Pool {
+		if d.On {
+			return true
+		}
+	}
+	return false
+}
+
+func errNoKeyOr(r *http.Request) *apiError {
+	if apiKey(r) == "" {
+		return errNoKey
+	}
+	return errBadKey
+}
+
+func (s *Server) newRequestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 && printable(id) {
+		return id
+	}
+	return s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 36)
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,110 @@
+// Package telemetry owns what the gateway reports about itself (SPEC 12):
+// the Prometheus metrics, registered on an injected registry with bounded
+// labels (never a key, session id or prompt hash), and the audit log of one
+// entry per request. It imports prometheus, never gin or redis.
+package telemetry
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics holds every collector of SPEC 12.1.
+type Metrics struct {
+	Requests        *prometheus.CounterVec   // model, team, status
+	RequestDuration *prometheus.HistogramVec // model
+	Overhead        prometheus.Histogram     // gateway time excluding upstream
+	Attempts        *prometheus.CounterVec   // deployment, class
+	UpstreamLatency *prometheus.HistogramVec // deployment
+	UpstreamTTFB    *prometheus.HistogramVec // deployment
+	EdgeRejections  *prometheus.CounterVec   // team, kind
+	Tokens          *prometheus.CounterVec   // team, deployment, direction
+	Cost            *prometheus.CounterVec   // team, deployment
+	StreamErrors    *prometheus.CounterVec   // deployment
+
+	SmartRequests    *prometheus.CounterVec   // alias, tier
+	SmartEscalations *prometheus.CounterVec   // alias
+	SmartScore       *prometheus.HistogramVec // alias
+
+	Selections      *prometheus.CounterVec // model, deployment, strategy
+	Rejections      *prometheus.CounterVec // reason
+	Outcomes        *prometheus.CounterVec // deployment, class
+	Cooldowns       *prometheus.CounterVec // deployment, trigger
+	SessionAffinity *prometheus.CounterVec // outcome
+	LatencyEstimate *prometheus.GaugeVec   // deployment
+	Fallbacks       *prometheus.CounterVec // primary, reason, target
+
+	RedisUp       prometheus.Gauge
+	RedisFallback *prometheus.CounterVec // component
+	UsageDropped  prometheus.Counter
+	AuditDropped  prometheus.Counter
+}
+
+// NewMetrics creates the collectors and registers them, plus the Go and
+// process collectors, on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns = "switchyard"
+	latencyBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
+			Help: "Client requests by public model, team and final HTTP status."}, []string{"model", "team", "status"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "request_duration_seconds",
+			Help: "Whole client request duration.", Buckets: latencyBuckets}, []string{"model"}),
+		Overhead: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "overhead_seconds",
+			Help: "Time spent in the gateway itself, excluding upstream time.", Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .01, .05}}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_attempts_total",
+			Help: "Upstream attempts by deployment and outcome class."}, []string{"deployment", "class"}),
+		UpstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_latency_seconds",
+			Help: "Upstream attempt duration.", Buckets: latencyBuckets}, []string{"deployment"}),
+		UpstreamTTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_ttfb_seconds",
+			Help: "Upstream time to first byte.", Buckets: latencyBuckets}, []string{"deployment"}),
+		EdgeRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_rejections_total",
+			Help: "Requests rejected at the edge by team and kind (rpm, tpm, parallel, budget)."}, []string{"team", "kind"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_total",
+			Help: "Tokens by team, deployment and direction (prompt, completion)."}, []string{"team", "deployment", "direction"}),
+		Cost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "cost_usd_total",
+			Help: "Spend in USD by team and deployment."}, []string{"team", "deployment"}),
+		StreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_errors_total",
+			Help: "Streams that failed after the first byte reached the client."}, []string{"deployment"}),
+
+		SmartRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "smartroute_requests_total",
+			Help: "Smart-routed requests by alias and tier."}, []string{"alias", "tier"}),
+		SmartEscalations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "smartroute_escalations_total",
+			Help: "Session tier pins raised from easy to hard."}, []string{"alias"}),
+		SmartScore: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "smartroute_score",
+			Help: "Classifier scores by alias, to tune the threshold.", Buckets: []float64{0, 1, 2, 3, 4, 5, 6, 8, 10, 12}}, []string{"alias"}),
+
+		Selections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_selections_total",
+			Help: "Deployment selections by public model, deployment and strategy."}, []string{"model", "deployment", "strategy"}),
+		Rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_rejections_total",
+			Help: "Candidates skipped during selection, by reason."}, []string{"reason"}),
+		Outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_outcomes_total",
+			Help: "Attempt outcomes fed back to routing, by deployment and class."}, []string{"deployment", "class"}),
+		Cooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_cooldowns_total",
+			Help: "Cooldowns started, by deployment and trigger."}, []string{"deployment", "trigger"}),
+		SessionAffinity: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_session_affinity_total",
+			Help: "Session deployment pins honored or released by a cooldown."}, []string{"outcome"}),
+		LatencyEstimate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "routing_latency_estimate_seconds",
+			Help: "Peak-EWMA latency estimate per deployment on this node."}, []string{"deployment"}),
+		Fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fallbacks_total",
+			Help: "Fallback models tried, by primary, reason and target."}, []string{"primary", "reason", "target"}),
+
+		RedisUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "redis_up",
+			Help: "1 while the shared Redis answers, 0 in local fallback (or not configured)."}),
+		RedisFallback: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "redis_fallback_total",
+			Help: "Operations served locally because Redis was unavailable, by component."}, []string{"component"}),
+		UsageDropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_dropped_total",
+			Help: "Usage deltas that could not be written to Redis at all."}),
+		AuditDropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "audit_dropped_total",
+			Help: "Audit entries that could not be stored."}),
+	}
+	reg.MustRegister(
+		m.Requests, m.RequestDuration, m.Overhead, m.Attempts, m.UpstreamLatency, m.UpstreamTTFB,
+		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
+		m.SmartRequests, m.SmartEscalations, m.SmartScore,
+		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
