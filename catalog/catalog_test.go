@@ -1,0 +1,88 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+
+	"switchyard/config"
+)
+
+func testConfig(t *testing.T) *config.Config {
+	t.Helper()
+	sum := sha256.Sum256([]byte("hashed-key"))
+	yml := `
+providers: [{name: sim, kind: simulated}]
+deployments:
+  - {id: b, model: m, provider: sim, operations: [chat, embeddings]}
+  - {id: a, model: m, provider: sim, enabled: false}
+  - {id: c, model: n, provider: sim, supports_tools: false}
+models: [{name: m, strategy: round_robin}]
+teams:
+  - {name: open, keys: ["clear-key"], models: ["*"]}
+  - {name: narrow, keys: ["sha256:` + hex.EncodeToString(sum[:]) + `"], models: [n]}
+routing:
+  fallbacks: [{primary: m, reason: context_window, models: [n]}]
+`
+	c, err := config.Load([]byte(yml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestBuild(t *testing.T) {
+	cfg := testConfig(t)
+	s := Build(cfg, SeedState(cfg))
+	m := s.Model("m")
+	if m == nil || m.Strategy != "round_robin" || len(m.Pool) != 2 || m.Pool[0].ID != "a" {
+		t.Fatalf("model m: %+v", m)
+	}
+	if m.Pool[0].On || !m.Pool[1].On || !m.Pool[1].Serves(OpEmbeddings) || m.Pool[0].Serves(OpEmbeddings) {
+		t.Fatal("enabled/ops not resolved")
+	}
+	if s.Model("n").Strategy != "simple_shuffle" || s.Deployments["c"].Tools {
+		t.Fatal("defaults for model n / tools")
+	}
+	if got := s.Chain("m", ReasonContextWindow); len(got) != 1 || got[0] != "n" {
+		t.Fatalf("chain: %v", got)
+	}
+	if s.Chain("m", ReasonGeneral) != nil {
+		t.Fatal("general must not stand in for context_window")
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	cfg := testConfig(t)
+	s := Build(cfg, SeedState(cfg))
+	cases := []struct {
+		key, team string
+	}{
+		{"clear-key", "open"},
+		{"hashed-key", "narrow"},
+		{"sha256:" + hex.EncodeToString(make([]byte, 32)), ""},
+		{"wrong", ""},
+		{"", ""},
+	}
+	for _, tc := range cases {
+		got := s.Authenticate(tc.key)
+		name := ""
+		if got != nil {
+			name = got.Name
+		}
+		if name != tc.team {
+			t.Errorf("key %q: got team %q want %q", tc.key, name, tc.team)
+		}
+	}
+	narrow := s.Authenticate("hashed-key")
+	if narrow.Allows("m") || !narrow.Allows("n") {
+		t.Fatal("allowlist")
+	}
+}
+
+func TestExpectedCost(t *testing.T) {
+	d := &Deployment{Deployment: config.Deployment{Price: config.Price{Input: 1, Output: 2}}}
+	if got := d.ExpectedCost(1_000_000, 500_000); got != 2 {
+		t.Fatalf("cost %v", got)
+	}
+}

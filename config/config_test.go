@@ -1,0 +1,155 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+providers:
+  - {name: sim, kind: simulated}
+deployments:
+  - {id: a, model: m, provider: sim}
+teams:
+  - {name: t, keys: ["k1"], models: ["*"]}
+`
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := Load([]byte(minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"listen", c.Server.Listen, ":8080"},
+		{"max_body", c.Server.MaxBodyBytes, int64(10 << 20)},
+		{"upstream_timeout", c.Server.UpstreamTimeout, 60 * time.Second},
+		{"redis timeout", c.Redis.Timeout, 50 * time.Millisecond},
+		{"prefix", c.Redis.KeyPrefix, "switchyard:"},
+		{"strategy", c.Routing.DefaultStrategy, "simple_shuffle"},
+		{"cooldown_base", c.Routing.CooldownBase, 5 * time.Second},
+		{"cooldown_max", c.Routing.CooldownMax, 5 * time.Minute},
+		{"chat sync attempts", c.Routing.MaxAttempts["chat"]["sync"], 6},
+		{"chat stream attempts", c.Routing.MaxAttempts["chat"]["stream"], 4},
+		{"images attempts", c.Routing.MaxAttempts["images"]["sync"], 3},
+		{"threshold", c.SmartRouting.Threshold, 4},
+		{"code points", c.SmartRouting.Points["code"], 3},
+		{"session ttl", c.SmartRouting.SessionTTL, 30 * time.Minute},
+		{"weight", c.Deployments[0].Weight, 1.0},
+		{"upstream_model", c.Deployments[0].UpstreamModel, "m"},
+		{"operations", strings.Join(c.Deployments[0].Operations, ","), "chat"},
+		{"enabled", c.Deployments[0].IsEnabled(), true},
+		{"tools", c.Deployments[0].ToolsSupported(), true},
+		{"sim ttfb", c.Providers[0].Simulate.TTFB, 20 * time.Millisecond},
+		{"sim status", c.Providers[0].Simulate.ErrorStatus, 503},
+		{"budget period", c.Teams[0].Budget.Period, 720 * time.Hour},
+		{"audit", c.Audit.MaxEntries, 10000},
+		{"warm weight", c.Routing.WarmCacheWeight, 4.0},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestEnvOverridesAndSecrets(t *testing.T) {
+	yml := minimal + `
+admin: {key: "${ADMIN}"}
+`
+	env := []string{
+		"ADMIN=s3cret",
+		"SWITCHYARD_REDIS_URL=redis://127.0.0.1:6379/0",
+		"SWITCHYARD_SMART_ROUTING_THRESHOLD=6",
+		"SWITCHYARD_ROUTING_COOLDOWN_BASE=2s",
+		"SWITCHYARD_SERVER_LISTEN=:9999",
+	}
+	c, err := Load([]byte(yml), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin.Key != "s3cret" || c.Redis.URL != "redis://127.0.0.1:6379/0" || c.SmartRouting.Threshold != 6 ||
+		c.Routing.CooldownBase != 2*time.Second || c.Server.Listen != ":9999" {
+		t.Fatalf("overrides not applied: %+v %+v %+v", c.Admin, c.Redis, c.SmartRouting.Threshold)
+	}
+}
+
+// TestValidationRules lists every rule with a config that breaks it; each
+// must be reported naming its field, and all at once.
+func TestValidationRules(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown top key", minimal + "bogus: 1\n", "bogus: unknown key"},
+		{"unknown nested key", minimal + "routing: {cooldwn_base: 1s}\n", "routing.cooldwn_base: unknown key"},
+		{"provider kind", "providers: [{name: p, kind: gcp}]\n", "providers[0].kind"},
+		{"provider missing name", "providers: [{kind: simulated}]\n", "providers[0].name: required"},
+		{"provider dup", "providers: [{name: p, kind: simulated}, {name: p, kind: simulated}]\n", "providers[1].name"},
+		{"openai base url", "providers: [{name: p, kind: openai, base_url: 'ftp://x'}]\n", "providers[0].base_url"},
+		{"error rate", "providers: [{name: p, kind: simulated, simulate: {error_rate: 2}}]\n", "simulate.error_rate"},
+		{"deployment provider", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: nope}]\n", "deployments[0].provider"},
+		{"deployment id", "providers: [{name: p, kind: simulated}]\ndeployments: [{model: m, provider: p}]\n", "deployments[0].id: required"},
+		{"deployment dup", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: p},{id: a, model: m, provider: p}]\n", "deployments[1].id"},
+		{"deployment op", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: p, operations: [audio]}]\n", "deployments[0].operations[0]"},
+		{"strategy", minimal + "models: [{name: m, strategy: fastest}]\n", "models[0].strategy"},
+		{"model without deployment", minimal + "models: [{name: ghost}]\n", "models[0].name"},
+		{"objective", minimal + "models: [{name: m, strategy: adaptive, objective: speed}]\n", "models[0].objective"},
+		{"team key empty", "teams: [{name: t, keys: ['${NOPE}']}]\n", "teams[0].keys[0]: empty"},
+		{"team sha", "teams: [{name: t, keys: ['sha256:zz']}]\n", "teams[0].keys[0]: sha256"},
+		{"team model", "teams: [{name: t, keys: [k], models: [ghost]}]\n", "teams[0].models[0]"},
+		{"team negative", "teams: [{name: t, keys: [k], rpm: -1}]\n", "teams[0]: rpm"},
+		{"route target", minimal + "smart_routing: {routes: [{alias: normal, easy: m, hard: ghost}]}\n", "smart_routing.routes[0].hard"},
+		{"route alias clash", minimal + "smart_routing: {routes: [{alias: m, easy: m, hard: m}]}\n", "smart_routing.routes[0].alias"},
+		{"route default tier", minimal + "smart_routing: {routes: [{alias: n, easy: m, hard: m, default_tier: mid}]}\n", "default_tier"},
+		{"threshold", minimal + "smart_routing: {threshold: 0}\n", "smart_routing.threshold"},
+		{"points unknown", minimal + "smart_routing: {points: {emoji: 3}}\n", "smart_routing.points.emoji"},
+		{"attempts", minimal + "routing: {max_attempts: {chat: {sync: 0}}}\n", "routing.max_attempts.chat.sync"},
+		{"cooldown order", minimal + "routing: {cooldown_base: 10m, cooldown_max: 1m}\n", "routing.cooldown_max"},
+		{"failures", minimal + "routing: {failures_before_cooldown: 0}\n", "routing.failures_before_cooldown"},
+		{"weight fraction", minimal + "routing: {min_weight_fraction: 2}\n", "routing.min_weight_fraction"},
+		{"global fallback", minimal + "routing: {fallback_models: [ghost]}\n", "routing.fallback_models[0]"},
+		{"fallback reason", minimal + "routing: {fallbacks: [{primary: m, reason: oops, models: [m2]}]}\n", "reason"},
+		{"fallback self", minimal + "routing: {fallbacks: [{primary: m, models: [m]}]}\n", "is the primary itself"},
+		{"fallback empty", minimal + "routing: {fallbacks: [{primary: m, models: []}]}\n", "1 to 5"},
+		{"redis url", minimal + "redis: {url: 'http://x'}\n", "redis.url"},
+		{"bad duration", minimal + "server: {upstream_timeout: soon}\n", "upstream_timeout"},
+		{"env section", minimal, "SWITCHYARD_NOPE_X"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := []string{}
+			if tc.name == "env section" {
+				env = append(env, "SWITCHYARD_NOPE_X=1")
+			}
+			_, err := Load([]byte(tc.yaml), env)
+			if err == nil {
+				t.Fatalf("want a problem mentioning %q, got none", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want a problem mentioning %q, got:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestAllProblemsAtOnce(t *testing.T) {
+	_, err := Load([]byte("providers: [{name: p, kind: nope}]\nbogus: 1\nrouting: {failures_before_cooldown: 0}\n"), nil)
+	p, ok := err.(Problems)
+	if !ok || len(p) < 3 {
+		t.Fatalf("want >= 3 problems at once, got %v", err)
+	}
+}
+
+func TestDemoConfigValid(t *testing.T) {
+	c, err := Demo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.SmartRouting.Routes) != 2 || len(c.Routing.Fallbacks) == 0 || len(c.Teams) != 1 {
+		t.Fatalf("demo must have two tier routes, a fallback chain and a team: %+v", c.SmartRouting.Routes)
+	}
+}

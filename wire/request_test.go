@@ -1,0 +1,151 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+
+	"switchyard/catalog"
+)
+
+func TestParseChat(t *testing.T) {
+	body := `{"model":"gpt","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":50,
+	"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]},
+	{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+	{"role":"tool","tool_call_id":"1","content":"42"}],
+	"tools":[{"type":"function","function":{"name":"f"}}],"reasoning":{"effort":"high"},
+	"response_format":{"type":"json_schema"},"prompt_cache_key":"pck","metadata":{"session_id":"ms","user_id":"u"}}`
+	r, err := Parse([]byte(body), catalog.OpChat, FormatOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "gpt" || !r.Stream || !r.IncludeUsage || r.MaxTokens != 50 || r.Tools != 1 ||
+		r.ReasoningEffort != "high" || !r.JSONSchema || r.PromptCacheKey != "pck" || r.MetadataSessionID != "ms" || r.MetadataUserID != "u" {
+		t.Fatalf("fields: %+v", r)
+	}
+	if r.System != "be brief" || len(r.Messages) != 4 || r.Messages[1].Text != "hi" || r.Messages[2].ToolCalls != 1 || !r.Messages[3].ToolResult {
+		t.Fatalf("messages: %+v", r.Messages)
+	}
+	if r.LastUserText() != "hi" {
+		t.Fatalf("last user: %q", r.LastUserText())
+	}
+	if len(r.ToolsRaw) == 0 || r.ToolsRaw[0] != '[' {
+		t.Fatalf("tools raw: %s", r.ToolsRaw)
+	}
+}
+
+func TestParseAnthropic(t *testing.T) {
+	body := `{"model":"claude","max_tokens":100,"system":[{"type":"text","text":"sys"}],"thinking":{"type":"enabled","budget_tokens":1000},
+	"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]},
+	{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"res"}]}]}`
+	r, err := Parse([]byte(body), catalog.OpChat, FormatAnthropic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.System != "sys" || !r.Thinking || r.MaxTokens != 100 || !r.Messages[2].ToolResult || r.LastUserText() != "q" {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name, body string
+		op         catalog.Operation
+		format     Format
+		param      string
+	}{
+		{"empty", ``, catalog.OpChat, FormatOpenAI, ""},
+		{"not json", `{"model":`, catalog.OpChat, FormatOpenAI, ""},
+		{"array", `[1,2]`, catalog.OpChat, FormatOpenAI, ""},
+		{"no model", `{"messages":[{"role":"user","content":"x"}]}`, catalog.OpChat, FormatOpenAI, "model"},
+		{"no messages", `{"model":"m"}`, catalog.OpChat, FormatOpenAI, "messages"},
+		{"empty messages", `{"model":"m","messages":[]}`, catalog.OpChat, FormatOpenAI, "messages"},
+		{"bad role", `{"model":"m","messages":[{"content":"x"}]}`, catalog.OpChat, FormatOpenAI, "messages[0].role"},
+		{"bad content", `{"model":"m","messages":[{"role":"user","content":5}]}`, catalog.OpChat, FormatOpenAI, "messages[0].content"},
+		{"wrong type", `{"model":5,"messages":[]}`, catalog.OpChat, FormatOpenAI, "model"},
+		{"anthropic max_tokens", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, catalog.OpChat, FormatAnthropic, "max_tokens"},
+		{"negative max", `{"model":"m","max_tokens":-1,"messages":[{"role":"user","content":"x"}]}`, catalog.OpChat, FormatOpenAI, "max_tokens"},
+		{"embeddings input", `{"model":"e"}`, catalog.OpEmbeddings, FormatOpenAI, "input"},
+		{"embeddings bad input", `{"model":"e","input":{"a":1}}`, catalog.OpEmbeddings, FormatOpenAI, "input"},
+		{"images prompt", `{"model":"i"}`, catalog.OpImages, FormatOpenAI, "prompt"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.body), tc.op, tc.format)
+			we, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("want *Error, got %v", err)
+			}
+			if we.Param != tc.param {
+				t.Fatalf("param: got %q want %q (%s)", we.Param, tc.param, we.Message)
+			}
+		})
+	}
+}
+
+func TestPromptTokens(t *testing.T) {
+	r, _ := Parse([]byte(`{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("a", 400)+`"}]}`), catalog.OpChat, FormatOpenAI)
+	if got := r.PromptTokens(); got != 100+4+3 {
+		t.Fatalf("tokens: %d", got)
+	}
+	if r.OutputTokens(1024) != 1024 {
+		t.Fatal("default output")
+	}
+	e, _ := Parse([]byte(`{"model":"e","input":["abcd","abcdefgh"]}`), catalog.OpEmbeddings, FormatOpenAI)
+	if e.PromptTokens() != 3 || e.OutputTokens(10) != 0 {
+		t.Fatalf("embeddings tokens %d", e.PromptTokens())
+	}
+}
+
+func TestSetTopLevel(t *testing.T) {
+	cases := []struct{ in, key, val, want string }{
+		{`{"model":"a","x":{"model":"keep"}}`, "model", `"b"`, `{"model":"b","x":{"model":"keep"}}`},
+		{`{"x":"model","model" : "a"}`, "model", `"b"`, `{"x":"model","model" : "b"}`},
+		{`{"x":1}`, "stream_options", `{"include_usage":true}`, `{"stream_options":{"include_usage":true},"x":1}`},
+		{`{}`, "k", `1`, `{"k":1}`},
+		{`{"a":"q\"model\"","model":[1,{"b":"]"}]}`, "model", `2`, `{"a":"q\"model\"","model":2}`},
+	}
+	for _, tc := range cases {
+		if got := string(SetTopLevel([]byte(tc.in), tc.key, []byte(tc.val))); got != tc.want {
+			t.Errorf("SetTopLevel(%s, %s) = %s, want %s", tc.in, tc.key, got, tc.want)
+		}
+	}
+	del := []struct{ in, key, want string }{
+		{`{"a":1,"b":2}`, "a", `{"b":2}`},
+		{`{"a":1,"b":2}`, "b", `{"a":1}`},
+		{`{"a":1}`, "a", `{}`},
+		{`{"a":1}`, "z", `{"a":1}`},
+	}
+	for _, tc := range del {
+		if got := string(DeleteTopLevel([]byte(tc.in), tc.key)); got != tc.want {
+			t.Errorf("DeleteTopLevel(%s, %s) = %s, want %s", tc.in, tc.key, got, tc.want)
+		}
+	}
+}
+
+// FuzzParse: no input may panic the parser or the top-level editor, and an
+// accepted body keeps being valid JSON after the model rewrite.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{}]}`,
+		`{"model":"e","input":["a",[1,2]]}`,
+		`{"model":"c","max_tokens":5,"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"r"}]}]}]}`,
+		`{"model":"\u00e9\"x","messages":[]}`, `[`, `{}`, `null`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, sel uint8) {
+		op := []catalog.Operation{catalog.OpChat, catalog.OpEmbeddings, catalog.OpImages}[int(sel)%3]
+		format := Format(sel / 3 % 2)
+		r, err := Parse(body, op, format)
+		if err != nil {
+			return
+		}
+		_ = r.PromptTokens()
+		_ = r.LastUserText()
+		out := SetTopLevel(body, "model", []byte(`"upstream"`))
+		if !jsonValid(out) {
+			t.Fatalf("rewrite broke JSON: %s -> %s", body, out)
+		}
+	})
+}

@@ -1,0 +1,5 @@
+package wire
+
+import "encoding/json"
+
+func jsonValid(b []byte) bool { return json.Valid(b) }
