@@ -347,3 +347,6 @@ func sharesOperation(a, b []string) bool {
 	}
 	return false
 }
+
+// IsReason reports whether r is a fallback reason of SPEC 7.3.
+func IsReason(r string) bool { return oneOf(r, Reasons) }

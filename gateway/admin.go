@@ -1,8 +1,238 @@
 package gateway
 
-import "github.com/gin-gonic/gin"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
 
-// Admin serves the admin write API (SPEC 11) over a catalog store.
-type Admin struct{}
+	"github.com/gin-gonic/gin"
 
-func (a *Admin) register(g *gin.RouterGroup) {}
+	"switchyard/catalog"
+	"switchyard/config"
+)
+
+// Admin serves the admin write API (SPEC 11): deployments and fallback
+// chains, validated and applied through catalog's pure lifecycle functions,
+// persisted in a Store with compare-and-set, then published as a new
+// snapshot. Writes on this node are serialized by mu; writers on other
+// replicas are caught by the store's version check.
+type Admin struct {
+	cfg     *config.Config
+	holder  *catalog.Holder
+	store   catalog.Store
+	notify  func(ctx context.Context, version int64) // tells other replicas; may be nil
+	mu      sync.Mutex
+	maxBody int64
+}
+
+// NewAdmin returns the admin API over store.
+func NewAdmin(cfg *config.Config, holder *catalog.Holder, store catalog.Store, notify func(context.Context, int64)) *Admin {
+	return &Admin{cfg: cfg, holder: holder, store: store, notify: notify, maxBody: 1 << 20}
+}
+
+func (a *Admin) register(g *gin.RouterGroup) {
+	g.GET("/deployments", a.listDeployments)
+	g.PUT("/deployments/:id", a.putDeployment)
+	g.DELETE("/deployments/:id", a.deleteDeployment)
+	g.POST("/deployments/:id/disable", func(c *gin.Context) { a.setEnabled(c, false) })
+	g.POST("/deployments/:id/enable", func(c *gin.Context) { a.setEnabled(c, true) })
+	g.GET("/fallbacks", a.listFallbacks)
+	g.PUT("/fallbacks", a.putFallback)
+	g.DELETE("/fallbacks", a.deleteFallback)
+}
+
+func (a *Admin) providers() map[string]string {
+	m := map[string]string{}
+	for _, p := range a.cfg.Providers {
+		m[p.Name] = p.Kind
+	}
+	return m
+}
+
+// apply runs one lifecycle change: compute the next state from the current
+// one, save it with compare-and-set, publish it. On a concurrent change by
+// another replica it reloads and recomputes (the change is re-validated
+// against the newer state).
+func (a *Admin) apply(ctx context.Context, change func(*catalog.State) (*catalog.State, error)) (*catalog.State, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for try := 0; try < 5; try++ {
+		cur := a.holder.Load().State
+		next, err := change(cur)
+		if err != nil {
+			return nil, err
+		}
+		next.Version = cur.Version + 1
+		err = a.store.Save(ctx, cur.Version, next)
+		if errors.Is(err, catalog.ErrConflict) {
+			st, ok, lerr := a.store.Load(ctx)
+			if lerr != nil {
+				return nil, catalog.ErrUnavailable
+			}
+			if ok {
+				a.holder.Store(catalog.Build(a.cfg, st))
+			}
+			continue
+		}
+		if err != nil {
+			return nil, catalog.ErrUnavailable
+		}
+		a.holder.Store(catalog.Build(a.cfg, next))
+		if a.notify != nil {
+			a.notify(ctx, next.Version)
+		}
+		return next, nil
+	}
+	return nil, &catalog.Error{Status: http.StatusConflict, Message: "the catalog kept changing concurrently; retry"}
+}
+
+func (a *Admin) answer(c *gin.Context, status int, v any, err error) {
+	if err != nil {
+		var ce *catalog.Error
+		switch {
+		case errors.As(err, &ce):
+			writeError(c, &apiError{Status: ce.Status, Type: "invalid_request_error", Param: ce.Field, Message: ce.Message}, 0)
+		case errors.Is(err, catalog.ErrUnavailable):
+			writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "store_unavailable", Code: "catalog_store_unavailable",
+				Message: "the catalog store is unreachable: nothing was changed; retry when it is back"}, 0)
+		default:
+			writeError(c, &apiError{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()}, 0)
+		}
+		return
+	}
+	c.JSON(status, v)
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// 400 errors naming what is wrong.
+func (a *Admin) decode(c *gin.Context, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, a.maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		msg := "request body is not valid JSON for this endpoint: " + err.Error()
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(c, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: "admin body over 1 MiB"}, 0)
+			return false
+		}
+		if errors.Is(err, io.EOF) {
+			msg = "request body is empty: send a JSON object"
+		}
+		param := ""
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			param = strings.Trim(f, `"`)
+		}
+		writeError(c, errBadRequest(param, msg), 0)
+		return false
+	}
+	if dec.More() {
+		writeError(c, errBadRequest("", "request body has data after the JSON object"), 0)
+		return false
+	}
+	return true
+}
+
+func (a *Admin) listDeployments(c *gin.Context) {
+	st := a.holder.Load().State
+	c.JSON(http.StatusOK, gin.H{"version": st.Version, "deployments": st.Deployments})
+}
+
+func (a *Admin) putDeployment(c *gin.Context) {
+	var d config.Deployment
+	if !a.decode(c, &d) {
+		return
+	}
+	id := c.Param("id")
+	if d.ID == "" {
+		d.ID = id
+	}
+	if d.ID != id {
+		writeError(c, errBadRequest("id", "body id \""+d.ID+"\" differs from the path id \""+id+"\""), 0)
+		return
+	}
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.PutDeployment(cur, d, a.providers())
+	})
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deployment": findDeployment(st, id)}, err)
+}
+
+func (a *Admin) deleteDeployment(c *gin.Context) {
+	id := c.Param("id")
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.DeleteDeployment(cur, id)
+	})
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deleted": id}, err)
+}
+
+func (a *Admin) setEnabled(c *gin.Context, on bool) {
+	id := c.Param("id")
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.SetEnabled(cur, id, on)
+	})
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deployment": findDeployment(st, id)}, err)
+}
+
+func (a *Admin) listFallbacks(c *gin.Context) {
+	st := a.holder.Load().State
+	out := st.Fallbacks
+	if out == nil {
+		out = []catalog.Chain{}
+	}
+	c.JSON(http.StatusOK, gin.H{"version": st.Version, "fallbacks": out})
+}
+
+func (a *Admin) putFallback(c *gin.Context) {
+	var ch catalog.Chain
+	if !a.decode(c, &ch) {
+		return
+	}
+	if ch.Reason == "" {
+		ch.Reason = string(catalog.ReasonGeneral)
+	}
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.PutFallback(cur, ch)
+	})
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "fallback": ch}, err)
+}
+
+func (a *Admin) deleteFallback(c *gin.Context) {
+	primary, reason := c.Query("primaryModel"), c.Query("reason")
+	if primary == "" {
+		writeError(c, errBadRequest("primaryModel", "query parameter primaryModel is required"), 0)
+		return
+	}
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.DeleteFallback(cur, primary, reason)
+	})
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deleted": gin.H{"primaryModel": primary, "reason": reasonOr(reason)}}, err)
+}
+
+func reasonOr(r string) string {
+	if r == "" {
+		return string(catalog.ReasonGeneral)
+	}
+	return r
+}
+
+func versionOf(st *catalog.State) int64 {
+	if st == nil {
+		return 0
+	}
+	return st.Version
+}
+
+func findDeployment(st *catalog.State, id string) any {
+	if st == nil {
+		return nil
+	}
+	for _, d := range st.Deployments {
+		if d.ID == id {
+			return d
+		}
+	}
+	return nil
+}

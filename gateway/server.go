@@ -46,7 +46,7 @@ type Deps struct {
 	Metrics  *telemetry.Metrics
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
-	Admin    *Admin // nil: admin writes are not available (read endpoints still are when a key is set)
+	Admin    *Admin // nil: no admin write API (read endpoints still serve when a key is set)
 	// RedisState reports "up", "down" or "disabled" for /readyz and /admin/cluster.
 	RedisState func() string
 	// Cluster lists the nodes seen recently (GET /admin/cluster); nil = this node only.
@@ -62,6 +62,8 @@ type Server struct {
 	adminOn  bool
 	idPrefix string
 	idSeq    atomic.Uint64
+
+	adminGroup *gin.RouterGroup // Assemble registers the write API on it
 }
 
 // New builds the server and its routes.
@@ -108,12 +110,10 @@ func (s *Server) routes() {
 			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path}, 0)
 	})
 	admin := e.Group("/admin", s.adminAuth)
+	s.adminGroup = admin
 	admin.GET("/health", s.handleAdminHealth)
 	admin.GET("/requests/:id", s.handleAdminRequest)
 	admin.GET("/cluster", s.handleAdminCluster)
-	if s.Admin != nil {
-		s.Admin.register(admin)
-	}
 }
 
 func (s *Server) handleReady(c *gin.Context) {

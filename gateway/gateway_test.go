@@ -1,0 +1,371 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard/config"
+)
+
+const testKey = "sk-test"
+
+// newTestNode assembles a gateway from YAML; ${UPSTREAM} is replaced by
+// upstream when given.
+func newTestNode(t *testing.T, yml string) *Node {
+	t.Helper()
+	cfg, err := config.Load([]byte(yml), nil)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
+}
+
+const simYAML = `
+providers:
+  - {name: sim, kind: simulated, simulate: {ttfb: 0s, tokens_per_second: 100000, output_tokens: 8}}
+deployments:
+  - {id: d1, model: m, provider: sim, price: {input: 1, output: 2}}
+  - {id: d2, model: m, provider: sim}
+  - {id: emb, model: e, provider: sim, operations: [embeddings]}
+  - {id: img, model: i, provider: sim, operations: [images]}
+  - {id: other, model: secret, provider: sim}
+teams:
+  - {name: t, keys: ["sk-test"], models: [m, e, i, normal]}
+smart_routing:
+  routes: [{alias: normal, easy: m, hard: m}]
+`
+
+func do(t *testing.T, h http.Handler, method, path, key, body string, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+func TestChatSync(t *testing.T) {
+	n := newTestNode(t, simYAML)
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var resp struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || len(resp.Choices) != 1 || resp.Choices[0].Message.Content == "" {
+		t.Fatalf("body %s (%v)", w.Body, err)
+	}
+	for _, h := range []string{"X-Request-Id", "X-Switchyard-Model", "X-Switchyard-Deployment", "X-Switchyard-Attempts", "X-Switchyard-Overhead-Ms"} {
+		if w.Header().Get(h) == "" {
+			t.Errorf("missing header %s", h)
+		}
+	}
+	if got := w.Header().Get("X-Switchyard-Model"); got != "m" {
+		t.Errorf("model header %q", got)
+	}
+}
+
+func TestRequestIDEcho(t *testing.T) {
+	n := newTestNode(t, simYAML)
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "X-Request-Id", "abc-123")
+	if w.Header().Get("X-Request-Id") != "abc-123" {
+		t.Fatalf("request id not echoed: %q", w.Header().Get("X-Request-Id"))
+	}
+	admin := do(t, n.Handler(), "GET", "/admin/requests/abc-123", "", "")
+	if admin.Code != 404 { // admin API is off without a key
+		t.Fatalf("admin without key must be off, got %d", admin.Code)
+	}
+}
+
+func TestEmbeddingsAndImages(t *testing.T) {
+	n := newTestNode(t, simYAML)
+	w := do(t, n.Handler(), "POST", "/v1/embeddings", testKey, `{"model":"e","input":["a","b"]}`)
+	if w.Code != 200 || !bytes.Contains(w.Body.Bytes(), []byte(`"embedding"`)) {
+		t.Fatalf("embeddings %d: %s", w.Code, w.Body)
+	}
+	w = do(t, n.Handler(), "POST", "/v1/images/generations", testKey, `{"model":"i","prompt":"a cat"}`)
+	if w.Code != 200 {
+		t.Fatalf("images %d: %s", w.Code, w.Body)
+	}
+	// a chat model does not serve embeddings: 404, not a fallback
+	w = do(t, n.Handler(), "POST", "/v1/embeddings", testKey, `{"model":"m","input":"x"}`)
+	if w.Code != 404 {
+		t.Fatalf("embeddings on chat model: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	n := newTestNode(t, strings.Replace(simYAML, "providers:", "server: {max_body_bytes: 2048}\nproviders:", 1))
+	big := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 4096) + `"}]}`
+	cases := []struct {
+		name, key, path, body string
+		status                int
+		code                  string
+	}{
+		{"malformed", testKey, "/v1/chat/completions", `{"model":"m",`, 400, ""},
+		{"missing model", testKey, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 400, ""},
+		{"missing messages", testKey, "/v1/chat/completions", `{"model":"m"}`, 400, ""},
+		{"huge body", testKey, "/v1/chat/completions", big, 413, "request_too_large"},
+		{"no key", "", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, 401, "invalid_api_key"},
+		{"unknown key", "nope", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, 401, "invalid_api_key"},
+		{"disallowed", testKey, "/v1/chat/completions", `{"model":"secret","messages":[{"role":"user","content":"x"}]}`, 403, "model_not_allowed"},
+		{"disallowed unknown", testKey, "/v1/chat/completions", `{"model":"ghost","messages":[{"role":"user","content":"x"}]}`, 403, "model_not_allowed"},
+		{"bad tier header", testKey, "/v1/chat/completions", `{"model":"normal","messages":[{"role":"user","content":"x"}]}`, 400, ""},
+		{"anthropic missing max_tokens", testKey, "/v1/messages", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, 400, ""},
+		{"unknown path", testKey, "/v1/nope", `{}`, 404, "unknown_url"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var w *httptest.ResponseRecorder
+			if tc.name == "bad tier header" {
+				w = do(t, n.Handler(), "POST", tc.path, tc.key, tc.body, "X-Switchyard-Tier", "medium")
+			} else {
+				w = do(t, n.Handler(), "POST", tc.path, tc.key, tc.body)
+			}
+			if w.Code != tc.status {
+				t.Fatalf("status %d want %d: %s", w.Code, tc.status, w.Body)
+			}
+			var e struct {
+				Error struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Type == "" {
+				t.Fatalf("error body not in the OpenAI/Anthropic shape: %s", w.Body)
+			}
+			if tc.code != "" && (e.Error.Code == nil || *e.Error.Code != tc.code) {
+				t.Fatalf("code %v want %s", e.Error.Code, tc.code)
+			}
+		})
+	}
+}
+
+func TestUnknownModelForAllowAllTeam(t *testing.T) {
+	n := newTestNode(t, strings.Replace(simYAML, "models: [m, e, i, normal]", `models: ["*"]`, 1))
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"ghost","messages":[{"role":"user","content":"x"}]}`)
+	if w.Code != 404 || !strings.Contains(w.Body.String(), "model_not_found") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+func TestModelsList(t *testing.T) {
+	n := newTestNode(t, simYAML)
+	w := do(t, n.Handler(), "GET", "/v1/models", testKey, "")
+	if w.Code != 200 {
+		t.Fatal(w.Code)
+	}
+	for _, want := range []string{`"m"`, `"e"`, `"normal"`} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("models list lacks %s: %s", want, w.Body)
+		}
+	}
+	if strings.Contains(w.Body.String(), `"secret"`) {
+		t.Errorf("models list shows a disallowed model: %s", w.Body)
+	}
+	if w := do(t, n.Handler(), "GET", "/v1/models", "", ""); w.Code != 401 {
+		t.Fatalf("models without key: %d", w.Code)
+	}
+}
+
+func TestTeamRPMLimit(t *testing.T) {
+	n := newTestNode(t, strings.Replace(simYAML, `models: [m, e, i, normal]}`, `models: ["*"], rpm: 2}`, 1))
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for i := 0; i < 2; i++ {
+		if w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, body); w.Code != 200 {
+			t.Fatalf("request %d: %d %s", i, w.Code, w.Body)
+		} else if w.Header().Get("X-Ratelimit-Limit-Requests") != "2" {
+			t.Fatalf("limit headers on success: %v", w.Header())
+		}
+	}
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, body)
+	if w.Code != 429 || w.Header().Get("Retry-After") == "" || w.Header().Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Fatalf("third: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if !strings.Contains(w.Body.String(), "rate_limit_exceeded") {
+		t.Fatalf("429 body: %s", w.Body)
+	}
+}
+
+// gatedUpstream is an OpenAI-compatible upstream whose stream sends one
+// event, then waits for release before sending the rest. It proves the
+// gateway relays events as they arrive, without any timing assumption.
+type gatedUpstream struct {
+	release  chan struct{}
+	canceled chan struct{}
+}
+
+func newGatedUpstream(t *testing.T) (*gatedUpstream, *httptest.Server) {
+	g := &gatedUpstream{release: make(chan struct{}), canceled: make(chan struct{}, 1)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		fmt.Fprint(w, `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"first"}}]}`+"\n\n")
+		fl.Flush()
+		select {
+		case <-g.release:
+		case <-r.Context().Done():
+			g.canceled <- struct{}{}
+			return
+		}
+		fmt.Fprint(w, `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" second"},"finish_reason":"stop"}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`+"\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return g, srv
+}
+
+func gatedYAML(url string) string {
+	return `
+providers:
+  - {name: up, kind: openai, base_url: "` + url + `", api_key: "upstream-secret"}
+deployments:
+  - {id: g, model: m, provider: up}
+teams:
+  - {name: t, keys: ["sk-test"], models: ["*"]}
+`
+}
+
+func TestStreamingRelaysBeforeUpstreamFinishes(t *testing.T) {
+	g, up := newGatedUpstream(t)
+	n := newTestNode(t, gatedYAML(up.URL+"/v1"))
+	gw := httptest.NewServer(n.Handler())
+	defer gw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", gw.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d %v", resp.StatusCode, resp.Header)
+	}
+	rd := bufio.NewReader(resp.Body)
+	line, err := rd.ReadString('\n')
+	if err != nil || !strings.Contains(line, "first") {
+		t.Fatalf("first event did not arrive while the upstream was still open: %q %v", line, err)
+	}
+	close(g.release) // only now may the upstream finish
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), "second") || !strings.Contains(string(rest), "[DONE]") {
+		t.Fatalf("rest of stream: %s", rest)
+	}
+	if strings.Contains(string(rest), `"usage"`) {
+		t.Fatalf("usage chunk relayed although the client did not ask for it: %s", rest)
+	}
+}
+
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	g, up := newGatedUpstream(t)
+	n := newTestNode(t, gatedYAML(up.URL+"/v1"))
+	gw := httptest.NewServer(n.Handler())
+	defer gw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", gw.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-g.canceled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("upstream call was not canceled after the client went away")
+	}
+	// the deployment must not be blamed for the client's disconnect
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, h := range n.Router.Health(time.Now()) {
+			if h.ID == "g" && h.InFlight == 0 {
+				if h.Streak != 0 {
+					t.Fatalf("client disconnect counted against the deployment: %+v", h)
+				}
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("in-flight count never returned to 0")
+}
+
+func TestUpstreamCredentialsNotForwarded(t *testing.T) {
+	var gotAuth, gotCookie string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotCookie = r.Header.Get("Authorization"), r.Header.Get("Cookie")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	defer up.Close()
+	n := newTestNode(t, gatedYAML(up.URL+"/v1"))
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "Cookie", "session=abc")
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if gotAuth != "Bearer upstream-secret" || gotCookie != "" {
+		t.Fatalf("upstream saw auth %q cookie %q", gotAuth, gotCookie)
+	}
+}
+
+// TestChatAllocations is the allocation guard of SPEC 16: the in-process
+// chat hot path must stay under a ceiling set from measurement.
+func TestChatAllocations(t *testing.T) {
+	n := newTestNode(t, simYAML)
+	h := n.Handler()
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`)
+	run := func() {
+		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+	run()
+	allocs := testing.AllocsPerRun(200, run)
+	t.Logf("allocations per in-process chat request (including httptest request/recorder): %.0f", allocs)
+	const ceiling = 120
+	if allocs > ceiling {
+		t.Fatalf("chat hot path allocates %.0f per request, ceiling %d", allocs, ceiling)
+	}
+}
