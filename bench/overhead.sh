@@ -15,7 +15,7 @@ trap cleanup EXIT
 go build -o "$out/switchyard" ./cmd/switchyard
 
 MOCK=127.0.0.1:19001; GW=127.0.0.1:19002
-"$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 0 2>"$out/mock.log" & pids+=($!)
+"$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
 cat > "$out/gw.yaml" <<YAML
 server: {listen: "$GW"}
 data_dir: ""

@@ -40,6 +40,7 @@ func adminNode(t *testing.T, store catalog.Store) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.DataDir = ""
 	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1, Store: store})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"switchyard/catalog"
 	"switchyard/providers"
 	"switchyard/routing"
+	"switchyard/sessions"
 	"switchyard/telemetry"
 )
 
@@ -37,7 +38,7 @@ func (cl *call) route() bool {
 	if s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model) {
 		in.Session = cl.sessionKey()
 		if in.Session != "" {
-			if id, ok, err := s.Sessions.GetDeployment(cl.ctx, "dep:"+cl.model+":"+in.Session); err == nil && ok {
+			if id, ok, err := s.Sessions.GetDeployment(cl.ctx, sessions.ScopedKey(in.Session, "dep:"+cl.model)); err == nil && ok {
 				in.SessionDeployment = id
 				cl.pinnedDep = id
 			}
@@ -305,7 +306,7 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage) {
 		s.Metrics.Cost.WithLabelValues(team, d.ID).Add(cost)
 	}
 	if cl.session != "" && (s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model)) {
-		key := "dep:" + cl.model + ":" + cl.session
+		key := sessions.ScopedKey(cl.session, "dep:"+cl.model)
 		if err := s.Sessions.SetDeployment(cl.ctx, key, d.ID, s.Config.SmartRouting.SessionTTL); err != nil {
 			s.Logger.Debug("session pin write failed", "error", err)
 		}

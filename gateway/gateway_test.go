@@ -27,6 +27,7 @@ func newTestNode(t *testing.T, yml string) *Node {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	cfg.DataDir = "" // memory catalog store: tests never share state through ./data
 	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 		adapters[p.Name] = a
 	}
-	usage := ratelimit.NewLocalUsage(clock.Now)
+	usage := routing.NewLocalUsage()
 	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
 	limiter := ratelimit.NewLocal(clock.Now, 1)
 	n.closers = append(n.closers, limiter.Close)

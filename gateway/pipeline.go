@@ -208,13 +208,16 @@ func (cl *call) tierRoute() bool {
 	if forced != "" && forced != "easy" && forced != "hard" {
 		return cl.fail(errBadRequest("X-Switchyard-Tier", "X-Switchyard-Tier must be \"easy\" or \"hard\", got \""+forced+"\""))
 	}
-	pinKey := "tier:" + route.Alias + ":" + cl.sessionKey()
-	var pin tier.Tier
-	pinStr, havePin, err := s.Sessions.GetTier(cl.ctx, pinKey)
-	if err != nil {
-		havePin = false
-	} else if havePin {
-		pin = tier.Parse(pinStr)
+	var (
+		pin     tier.Tier
+		havePin bool
+		pinKey  string
+	)
+	if sk := cl.sessionKey(); sk != "" {
+		pinKey = sessions.ScopedKey(sk, "tier:"+route.Alias)
+		if pinStr, ok, err := s.Sessions.GetTier(cl.ctx, pinKey); err == nil && ok {
+			pin, havePin = tier.ParseTier(pinStr)
+		}
 	}
 	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, func() tier.Verdict { return s.Tier.Classify(cl.req) }, pin, havePin)
 	if v.Tier == tier.Hard {
@@ -224,7 +227,7 @@ func (cl *call) tierRoute() bool {
 	}
 	cl.verdict = &v
 	cl.model = v.Target
-	if store {
+	if store && pinKey != "" {
 		if err := s.Sessions.SetTier(cl.ctx, pinKey, newPin.String(), s.Config.SmartRouting.SessionTTL); err != nil {
 			s.Logger.Debug("tier pin write failed", "error", err)
 		}

@@ -1,8 +1,11 @@
-// Package routing is Switchyard's pure decision logic (SPEC 4-7): the
+// Package routing is Switchyard's pure decision logic (SPEC 5-8): the
 // selection strategies and the adaptive selector, per-node deployment health
 // and cooldowns, the attempt planner with its shared retry budget and fallback
-// chains by reason, and the smart tier classifier. Time and randomness are
-// injected. It imports neither gin nor redis and does no I/O.
+// chains by reason, and session keeping. The smart tier classifier (SPEC 4)
+// lives in the subpackage tier. Time and randomness are injected (Clock, a
+// seed); metrics leave through the Observer interface and cluster-wide usage
+// comes in through UsageSource. It imports config and catalog only: never
+// gin, redis or prometheus, and it does no I/O.
 package routing
 
 import "time"
@@ -29,6 +32,7 @@ const (
 
 var classNames = [...]string{"ok", "rate_limited", "auth", "not_found", "server_error", "timeout", "network", "context_window", "content_policy", "bad_request", "canceled"}
 
+// String returns the class's name as SPEC 7.4 spells it.
 func (c Class) String() string {
 	if int(c) < len(classNames) {
 		return classNames[c]

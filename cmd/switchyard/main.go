@@ -208,12 +208,16 @@ func mockllm(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr)
+	p, err := profile()
+	if err != nil {
+		fmt.Fprintln(stderr, "switchyard mockllm:", err)
+		return 2
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		log.Error("listening", "addr", *listen, "error", err)
 		return 1
 	}
-	p := profile()
 	log.Info("mockllm listening", "addr", ln.Addr().String(), "ttfb", p.TTFB.String(), "tps", p.TokensPerSecond,
 		"error_rate", p.ErrorRate, "error_status", p.ErrorStatus, "context_tokens", p.ContextTokens)
 	srv := &http.Server{Handler: providers.MockHandler(p, *seed), ReadHeaderTimeout: 10 * time.Second}

@@ -1,0 +1,181 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/wire"
+)
+
+// anthropicVersion is the Messages API version the adapter speaks; a
+// provider header anthropic-version overrides it.
+const anthropicVersion = "2023-06-01"
+
+// anthropic calls the native Anthropic Messages API (SPEC 10). An
+// Anthropic-format client passes through with only the model rewritten; an
+// OpenAI-format client is translated both ways.
+type anthropic struct {
+	// immutable after construction
+	name   string
+	client *http.Client
+	url    string
+	header http.Header
+}
+
+func newAnthropic(p *catalog.Provider) (*anthropic, error) {
+	base := p.BaseURL
+	if base == "" {
+		base = "https://api.anthropic.com/v1"
+	}
+	u, err := endpoint(base, "/messages", "")
+	if err != nil {
+		return nil, fmt.Errorf("providers: provider %q: %w", p.Name, err)
+	}
+	a := &anthropic{name: p.Name, client: newClient(), url: u, header: http.Header{}}
+	a.header.Set("Content-Type", "application/json")
+	a.header.Set("Anthropic-Version", anthropicVersion)
+	if p.APIKey != "" {
+		a.header.Set("X-Api-Key", p.APIKey)
+	}
+	for k, v := range p.Headers {
+		a.header.Set(k, v)
+	}
+	return a, nil
+}
+
+// Do implements Adapter.
+func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*Response, error) {
+	if req.Client == nil {
+		return nil, badRequest("no client request")
+	}
+	if req.Op != catalog.OpChat {
+		return nil, badRequest("provider %q (anthropic) serves chat only, not %s", a.name, req.Op)
+	}
+	model := upstreamModel(d)
+	openAIClient := req.Client.Format == wire.FormatOpenAI
+	var body []byte
+	if openAIClient {
+		var err error
+		if body, err = openAIToAnthropicRequest(req.Client.Raw, model, req.Stream); err != nil {
+			return nil, err
+		}
+	} else {
+		body = anthropicBody(req.Client.Raw, model, req.Stream)
+	}
+
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, classifyTransport(ctx.Err(), err)
+	}
+	hreq.Header = a.header.Clone()
+	if req.Stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
+	start := time.Now()
+	resp, err := a.client.Do(hreq)
+	if err != nil {
+		return nil, classifyTransport(ctx.Err(), err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, readStatusError(KindAnthropic, resp)
+	}
+	h := relayHeaders(resp.Header)
+	if req.Stream {
+		var conv converter
+		if openAIClient {
+			conv = newAnthropicToOpenAIStream(model, start.Unix(), req.WantUsage)
+		} else {
+			conv = &anthropicRelay{}
+		}
+		return startStream(ctx, resp, conv, start, h)
+	}
+	ttfb := time.Since(start)
+	raw, err := readBody(ctx, resp)
+	if err != nil {
+		return nil, err
+	}
+	var usage Usage
+	if openAIClient {
+		if raw, usage, err = anthropicToOpenAIResponse(raw, start.Unix()); err != nil {
+			return nil, err
+		}
+	} else {
+		usage = anthropicUsageOf(raw)
+	}
+	return &Response{Status: resp.StatusCode, Header: h, Body: raw, Usage: usage, TTFB: ttfb}, nil
+}
+
+// anthropicBody rewrites an Anthropic-format client body: the model, and
+// the stream flag when the gateway's mode differs from the body's.
+func anthropicBody(raw []byte, model string, stream bool) []byte {
+	var q [96]byte
+	body := wire.SetTopLevel(raw, "model", appendJSONString(q[:0], model))
+	s, e, ok := wire.FindTopLevel(body, "stream")
+	isStream := ok && bytes.Equal(body[s:e], jsonTrue)
+	if stream != isStream {
+		v := jsonFalse
+		if stream {
+			v = jsonTrue
+		}
+		body = wire.SetTopLevel(body, "stream", v)
+	}
+	return body
+}
+
+// anthropicUsageOf reads the usage of an Anthropic message.
+func anthropicUsageOf(body []byte) Usage {
+	s, e, ok := wire.FindTopLevel(body, "usage")
+	if !ok {
+		return Usage{}
+	}
+	var u anUsage
+	if json.Unmarshal(body[s:e], &u) != nil {
+		return Usage{}
+	}
+	return Usage{PromptTokens: u.prompt(), CompletionTokens: u.OutputTokens}
+}
+
+// anthropicRelay passes an Anthropic stream through to an Anthropic-format
+// client, recording usage from message_start and message_delta.
+type anthropicRelay struct {
+	u Usage
+}
+
+func (c *anthropicRelay) event(name string, data []byte) ([]byte, bool, error) {
+	done := false
+	switch name {
+	case "error":
+		return nil, false, midStreamError(data)
+	case "message_start":
+		if s, e, ok := wire.FindTopLevel(data, "message"); ok {
+			u := anthropicUsageOf(data[s:e])
+			c.u = u
+		}
+	case "message_delta":
+		if s, e, ok := wire.FindTopLevel(data, "usage"); ok {
+			var u anUsage
+			if json.Unmarshal(data[s:e], &u) == nil {
+				c.u.CompletionTokens = u.OutputTokens
+				if p := u.prompt(); p > 0 {
+					c.u.PromptTokens = p
+				}
+			}
+		}
+	case "message_stop":
+		done = true
+	}
+	return appendEvent(make([]byte, 0, len(name)+len(data)+17), name, data), done, nil
+}
+
+// eof: Anthropic ends every complete stream with message_stop.
+func (c *anthropicRelay) eof() ([]byte, error) { return nil, streamCut() }
+
+func (c *anthropicRelay) usage() Usage { return c.u }
+
+var _ Adapter = (*anthropic)(nil)
+var _ converter = (*anthropicRelay)(nil)

@@ -1,0 +1,294 @@
+package providers
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// The JSON shapes of the OpenAI Chat Completions and Anthropic Messages APIs
+// that the translators read and write. Fields a translator does not map are
+// left out on purpose: they are dropped, not forwarded half-understood.
+
+// oaRequest is an OpenAI chat completions request.
+type oaRequest struct {
+	Model               string          `json:"model"`
+	Messages            []oaMessage     `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	TopP                *float64        `json:"top_p,omitempty"`
+	Stop                json.RawMessage `json:"stop,omitempty"` // string or array
+	Stream              bool            `json:"stream,omitempty"`
+	StreamOptions       json.RawMessage `json:"stream_options,omitempty"`
+	Tools               []oaTool        `json:"tools,omitempty"`
+	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"` // string or object
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
+	User                string          `json:"user,omitempty"`
+}
+
+// oaMessage is one request message; Content is a string, an array of parts
+// or null.
+type oaMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	Name       string          `json:"name,omitempty"`
+	ToolCalls  []oaToolCall    `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+}
+
+// oaPart is one element of an array content.
+type oaPart struct {
+	Type     string      `json:"type"`
+	Text     string      `json:"text,omitempty"`
+	ImageURL *oaImageURL `json:"image_url,omitempty"`
+}
+
+type oaImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type oaToolCall struct {
+	Index    *int           `json:"index,omitempty"` // stream deltas only
+	ID       string         `json:"id,omitempty"`
+	Type     string         `json:"type,omitempty"`
+	Function oaFunctionCall `json:"function"`
+}
+
+type oaFunctionCall struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+type oaTool struct {
+	Type     string     `json:"type"`
+	Function oaFunction `json:"function"`
+}
+
+type oaFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// oaResponse is a chat completion, or (Object chat.completion.chunk) a chunk.
+type oaResponse struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Choices []oaChoice `json:"choices"`
+	Usage   *oaUsage   `json:"usage,omitempty"`
+}
+
+type oaChoice struct {
+	Index        int        `json:"index"`
+	Message      *oaOutMsg  `json:"message,omitempty"`
+	Delta        *oaDeltaIn `json:"delta,omitempty"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+// oaOutMsg is a response message: content is null when there is no text.
+type oaOutMsg struct {
+	Role      string       `json:"role"`
+	Content   *string      `json:"content"`
+	Refusal   *string      `json:"refusal,omitempty"`
+	ToolCalls []oaToolCall `json:"tool_calls,omitempty"`
+}
+
+// oaDeltaIn is a chunk delta as read from an upstream.
+type oaDeltaIn struct {
+	Role      string       `json:"role,omitempty"`
+	Content   *string      `json:"content,omitempty"`
+	Refusal   *string      `json:"refusal,omitempty"`
+	ToolCalls []oaToolCall `json:"tool_calls,omitempty"`
+}
+
+type oaUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// oaChunk is a chunk as written to an OpenAI-format client.
+type oaChunk struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []oaChunkChoice `json:"choices"`
+	Usage   *oaUsage        `json:"usage,omitempty"`
+}
+
+type oaChunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        oaDeltaIn `json:"delta"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// anRequest is an Anthropic Messages request.
+type anRequest struct {
+	Model         string          `json:"model"`
+	MaxTokens     int             `json:"max_tokens"`
+	System        json.RawMessage `json:"system,omitempty"` // string or text blocks
+	Messages      []anMessage     `json:"messages"`
+	Temperature   *float64        `json:"temperature,omitempty"`
+	TopP          *float64        `json:"top_p,omitempty"`
+	StopSequences []string        `json:"stop_sequences,omitempty"`
+	Stream        bool            `json:"stream,omitempty"`
+	Tools         []anTool        `json:"tools,omitempty"`
+	ToolChoice    *anToolChoice   `json:"tool_choice,omitempty"`
+	Metadata      *anMetadata     `json:"metadata,omitempty"`
+}
+
+// anMessage is one message; Content is a string or an array of blocks.
+type anMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// anBlock is a content block of any type.
+type anBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	Source    *anSource       `json:"source,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"` // tool_result: string or blocks
+	IsError   bool            `json:"is_error,omitempty"`
+}
+
+type anSource struct {
+	Type      string `json:"type"` // base64 | url
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+type anTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+type anToolChoice struct {
+	Type                   string `json:"type"` // auto | any | tool | none
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
+}
+
+type anMetadata struct {
+	UserID string `json:"user_id,omitempty"`
+}
+
+// anResponse is a Messages response (also the message of message_start).
+type anResponse struct {
+	ID           string    `json:"id"`
+	Type         string    `json:"type"`
+	Role         string    `json:"role"`
+	Model        string    `json:"model"`
+	Content      []anBlock `json:"content"`
+	StopReason   *string   `json:"stop_reason"`
+	StopSequence *string   `json:"stop_sequence"`
+	Usage        anUsage   `json:"usage"`
+}
+
+type anUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens,omitempty"`
+}
+
+// prompt is every input token, cached or not, as OpenAI counts prompt_tokens.
+func (u anUsage) prompt() int {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// Stop reasons, Anthropic <-> OpenAI.
+func finishFromStop(stop string) string {
+	switch stop {
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	}
+	return "stop" // end_turn, stop_sequence, pause_turn
+}
+
+func stopFromFinish(finish string) string {
+	switch finish {
+	case "length":
+		return "max_tokens"
+	case "tool_calls", "function_call":
+		return "tool_use"
+	case "content_filter":
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+// rawString is a JSON string literal as a RawMessage.
+func rawString(s string) json.RawMessage { return appendJSONString(nil, s) }
+
+// jsonObjectOr returns raw when it is a JSON object, else "{}": Anthropic
+// requires tool_use input to be an object, OpenAI sends arguments as text
+// that may be empty or cut.
+func jsonObjectOr(raw []byte) json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '{' && json.Valid(raw) {
+		return json.RawMessage(raw)
+	}
+	return json.RawMessage(`{}`)
+}
+
+// Anthropic stream event payloads, in the field order Anthropic sends.
+type anMessageStart struct {
+	Type    string     `json:"type"`
+	Message anResponse `json:"message"`
+}
+
+type anBlockStart struct {
+	Type         string          `json:"type"`
+	Index        int             `json:"index"`
+	ContentBlock json.RawMessage `json:"content_block"`
+}
+
+type anBlockDelta struct {
+	Type  string  `json:"type"`
+	Index int     `json:"index"`
+	Delta anDelta `json:"delta"`
+}
+
+type anDelta struct {
+	Type        string `json:"type"`
+	Text        string `json:"text,omitempty"`
+	PartialJSON string `json:"partial_json,omitempty"`
+}
+
+type anBlockStop struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+}
+
+type anMessageDelta struct {
+	Type  string         `json:"type"`
+	Delta anStopDelta    `json:"delta"`
+	Usage anMessageUsage `json:"usage"`
+}
+
+type anStopDelta struct {
+	StopReason   string  `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
+}
+
+type anMessageUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+var messageStopData = []byte(`{"type":"message_stop"}`)

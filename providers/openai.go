@@ -1,0 +1,282 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/routing"
+	"switchyard/wire"
+)
+
+// maxResponseBody bounds a sync upstream response (generated images as
+// base64 are the largest legitimate ones).
+const maxResponseBody = 64 << 20
+
+// openAI calls any OpenAI-compatible API (SPEC 10): OpenAI, Azure OpenAI
+// (api-version from the provider headers), vLLM, Ollama, Groq and the like.
+type openAI struct {
+	// immutable after construction
+	name   string
+	client *http.Client
+	urls   [3]string   // chat, embeddings, images endpoints
+	header http.Header // credentials and provider headers, cloned per request
+}
+
+func newOpenAI(p *catalog.Provider) (*openAI, error) {
+	base := p.BaseURL
+	if base == "" {
+		base = "https://api.openai.com/v1"
+	}
+	a := &openAI{name: p.Name, client: newClient(), header: http.Header{}}
+	apiVersion := ""
+	for k, v := range p.Headers {
+		if strings.EqualFold(k, "api-version") {
+			apiVersion = v
+		}
+	}
+	for i, path := range []string{"/chat/completions", "/embeddings", "/images/generations"} {
+		u, err := endpoint(base, path, apiVersion)
+		if err != nil {
+			return nil, fmt.Errorf("providers: provider %q: %w", p.Name, err)
+		}
+		a.urls[i] = u
+	}
+	a.header.Set("Content-Type", "application/json")
+	if p.APIKey != "" {
+		a.header.Set("Authorization", "Bearer "+p.APIKey)
+	}
+	for k, v := range p.Headers {
+		a.header.Set(k, v)
+	}
+	return a, nil
+}
+
+// endpoint joins the base URL and an API path, keeping the base's query and
+// adding api-version (Azure) when the provider names one.
+func endpoint(base, path, apiVersion string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("base_url %q is not an http(s) URL", base)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawPath = ""
+	if apiVersion != "" {
+		q := u.Query()
+		q.Set("api-version", apiVersion)
+		u.RawQuery = q.Encode()
+	}
+	return u.String(), nil
+}
+
+func opIndex(op catalog.Operation) int {
+	switch op {
+	case catalog.OpEmbeddings:
+		return 1
+	case catalog.OpImages:
+		return 2
+	}
+	return 0
+}
+
+var (
+	includeUsage = []byte(`{"include_usage":true}`)
+	jsonTrue     = []byte("true")
+	jsonFalse    = []byte("false")
+)
+
+// Do implements Adapter.
+func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*Response, error) {
+	if req.Client == nil {
+		return nil, badRequest("no client request")
+	}
+	model := upstreamModel(d)
+	anthropicClient := req.Client.Format == wire.FormatAnthropic
+	stream := req.Stream && req.Op == catalog.OpChat
+	var body []byte
+	if anthropicClient {
+		if req.Op != catalog.OpChat {
+			return nil, badRequest("the Anthropic format serves chat only")
+		}
+		var err error
+		if body, err = anthropicToOpenAIRequest(req.Client.Raw, model, stream); err != nil {
+			return nil, err
+		}
+	} else {
+		body = openAIBody(req.Client.Raw, model, req.Op, stream)
+	}
+
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.urls[opIndex(req.Op)], bytes.NewReader(body))
+	if err != nil {
+		return nil, classifyTransport(ctx.Err(), err)
+	}
+	hreq.Header = a.header.Clone()
+	if stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
+	start := time.Now()
+	resp, err := a.client.Do(hreq)
+	if err != nil {
+		return nil, classifyTransport(ctx.Err(), err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, readStatusError(KindOpenAI, resp)
+	}
+	h := relayHeaders(resp.Header)
+	if stream {
+		var conv converter
+		if anthropicClient {
+			conv = newOpenAIToAnthropicStream(model, req.PromptTokens)
+		} else {
+			conv = &openAIRelay{wantUsage: req.WantUsage}
+		}
+		return startStream(ctx, resp, conv, start, h)
+	}
+	ttfb := time.Since(start)
+	raw, err := readBody(ctx, resp)
+	if err != nil {
+		return nil, err
+	}
+	usage := openAIUsageOf(raw)
+	if anthropicClient {
+		if raw, err = openAIToAnthropicResponse(raw); err != nil {
+			return nil, err
+		}
+	}
+	return &Response{Status: resp.StatusCode, Header: h, Body: raw, Usage: usage, TTFB: ttfb}, nil
+}
+
+// openAIBody rewrites an OpenAI-format client body for the upstream: only
+// the model value changes, plus, for streams, stream:true and
+// stream_options.include_usage (SPEC 3: the gateway always wants usage).
+// Top-level edits in place; the body is never re-marshalled.
+func openAIBody(raw []byte, model string, op catalog.Operation, stream bool) []byte {
+	var q [96]byte
+	body := wire.SetTopLevel(raw, "model", appendJSONString(q[:0], model))
+	if op != catalog.OpChat {
+		return body
+	}
+	s, e, ok := wire.FindTopLevel(body, "stream")
+	isStream := ok && bytes.Equal(body[s:e], jsonTrue)
+	switch {
+	case stream:
+		if !isStream {
+			body = wire.SetTopLevel(body, "stream", jsonTrue)
+		}
+		body = wire.SetTopLevel(body, "stream_options", includeUsage)
+	case isStream:
+		body = wire.SetTopLevel(body, "stream", jsonFalse)
+		body = wire.DeleteTopLevel(body, "stream_options")
+	}
+	return body
+}
+
+// readBody reads a complete 2xx body, bounded, and closes it.
+func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	size := resp.ContentLength
+	if size < 0 || size > maxResponseBody {
+		size = 4096
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+1))
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, maxResponseBody+1))
+	if err != nil {
+		return nil, classifyTransport(ctx.Err(), err)
+	}
+	if n > maxResponseBody {
+		return nil, &Error{Status: resp.StatusCode, Class: routing.ClassServerError, Message: "upstream response exceeds 64 MiB"}
+	}
+	return buf.Bytes(), nil
+}
+
+// openAIUsage is the usage object of OpenAI chat, embeddings and images
+// (gpt-image) responses.
+type openAIUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	InputTokens      int `json:"input_tokens"`  // images
+	OutputTokens     int `json:"output_tokens"` // images
+}
+
+func (u openAIUsage) usage() Usage {
+	return Usage{PromptTokens: u.PromptTokens + u.InputTokens, CompletionTokens: u.CompletionTokens + u.OutputTokens}
+}
+
+// openAIUsageOf reads the top-level usage of a response or chunk; ok is
+// false when there is none (absent or null).
+func openAIUsageOf(body []byte) Usage {
+	u, _ := openAIUsageOK(body)
+	return u
+}
+
+func openAIUsageOK(body []byte) (Usage, bool) {
+	s, e, ok := wire.FindTopLevel(body, "usage")
+	if !ok || body[s] != '{' {
+		return Usage{}, false
+	}
+	var u openAIUsage
+	if json.Unmarshal(body[s:e], &u) != nil {
+		return Usage{}, false
+	}
+	return u.usage(), true
+}
+
+// openAIRelay passes an OpenAI stream through to an OpenAI-format client,
+// recording usage and dropping the usage-only chunk the client did not ask for.
+type openAIRelay struct {
+	wantUsage bool
+	u         Usage
+	events    int
+}
+
+var usageKey = []byte(`"usage"`)
+
+func (c *openAIRelay) event(_ string, data []byte) ([]byte, bool, error) {
+	if isDone(data) {
+		return appendData(nil, doneData), true, nil
+	}
+	if _, _, ok := wire.FindTopLevel(data, "error"); ok {
+		return nil, false, midStreamError(data)
+	}
+	if bytes.Contains(data, usageKey) {
+		if u, ok := openAIUsageOK(data); ok {
+			c.u = u
+			if !c.wantUsage && emptyChoices(data) {
+				return nil, false, nil
+			}
+		}
+	}
+	c.events++
+	return appendData(make([]byte, 0, len(data)+8), data), false, nil
+}
+
+// emptyChoices reports a chunk with no choices (the usage-only chunk).
+func emptyChoices(data []byte) bool {
+	s, e, ok := wire.FindTopLevel(data, "choices")
+	if !ok {
+		return true
+	}
+	v := bytes.TrimSpace(data[s:e])
+	return string(v) == "null" || (len(v) >= 2 && v[0] == '[' && len(bytes.TrimSpace(v[1:len(v)-1])) == 0)
+}
+
+// eof: a server that ends the body cleanly without [DONE] (some
+// OpenAI-compatible ones do) still gets a well-formed end for the client.
+func (c *openAIRelay) eof() ([]byte, error) {
+	if c.events == 0 {
+		return nil, &Error{Class: routing.ClassNetwork, Message: "upstream stream ended before any chunk"}
+	}
+	return appendData(nil, doneData), nil
+}
+
+func (c *openAIRelay) usage() Usage { return c.u }
+
+var _ Adapter = (*openAI)(nil)
+var _ converter = (*openAIRelay)(nil)

@@ -1,0 +1,208 @@
+// Package providers owns the upstream adapters of SPEC 10: one Adapter per
+// configured provider — openai (any OpenAI-compatible API, Azure included),
+// anthropic (the native Messages API) and simulated (the in-process fake that
+// powers the demo, the tests and the benchmarks) — the translation between
+// the OpenAI and Anthropic wire formats in both directions, the one-time
+// classification of upstream failures into routing classes (SPEC 7.4), and
+// the HTTP mock LLM behind `switchyard mockllm`.
+//
+// It imports catalog, wire, routing (for Class) and config; never gin or
+// redis. An adapter never forwards client headers or credentials upstream
+// (SPEC 15): the only credentials it sends are the provider's own.
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/http"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/config"
+	"switchyard/routing"
+	"switchyard/wire"
+)
+
+// The provider kinds of SPEC 1.
+const (
+	KindOpenAI    = "openai"
+	KindAnthropic = "anthropic"
+	KindSimulated = "simulated"
+)
+
+// Request is one upstream attempt's input.
+type Request struct {
+	Op     catalog.Operation
+	Stream bool
+	// Client is the parsed client request; Client.Raw is the body and
+	// Client.Format its wire format. Adapters never modify it.
+	Client *wire.Request
+	// WantUsage reports that the client asked for the usage chunk
+	// (stream_options.include_usage). When false the adapter still asks the
+	// upstream for usage but strips the usage-only chunk from what it relays.
+	WantUsage bool
+	// PromptTokens is the gateway's prompt estimate; the simulator checks it
+	// against its context limit and reports it as prompt usage.
+	PromptTokens int
+}
+
+// Response is one successful upstream attempt. For sync requests Body holds
+// the complete response in the client's format (Client.Format); for streams
+// Stream yields SSE events already in the client's format.
+type Response struct {
+	Status int
+	// Header holds only safe upstream headers worth relaying
+	// (openai-processing-ms, upstream-request-id); never credentials. May be nil.
+	Header http.Header
+	Body   []byte
+	Stream EventStream // nil for sync
+	Usage  Usage       // sync: parsed from the body; streams: see EventStream.Usage
+	// TTFB is the time to the response headers (sync) or to the first event
+	// (streams); the latency sample routing learns from.
+	TTFB time.Duration
+}
+
+// Usage is the token usage an upstream reported.
+type Usage struct{ PromptTokens, CompletionTokens int }
+
+// EventStream relays an upstream stream event by event.
+//
+// The context given to Do governs the whole stream: cancelling it aborts a
+// blocked Next, which then returns an *Error of class canceled or timeout.
+type EventStream interface {
+	// Next returns the next complete SSE event(s), framed and ready to write
+	// to the client ("data: {...}\n\n", or for Anthropic
+	// "event: x\ndata: {...}\n\n"); a translated upstream event may yield
+	// several framed events in one slice. The slice is the caller's to keep.
+	// Next returns io.EOF at the clean end (after "data: [DONE]\n\n" for the
+	// OpenAI format, after message_stop for Anthropic). A failure mid-stream
+	// returns an *Error (class server_error, network, timeout or canceled).
+	Next() ([]byte, error)
+	// Usage is the usage the upstream reported; complete after io.EOF.
+	Usage() Usage
+	// Close releases the upstream connection. It is safe to call twice and
+	// concurrently with a blocked Next.
+	Close() error
+}
+
+// Adapter calls one provider. Implementations are safe for concurrent use.
+type Adapter interface {
+	// Do makes one upstream attempt for deployment d. Failures are *Error.
+	Do(ctx context.Context, d *catalog.Deployment, req *Request) (*Response, error)
+}
+
+// Tunable is the optional capability of an adapter whose behaviour profile
+// can be changed at runtime (the simulated provider, for the brownout
+// benchmark). Find it with a type assertion.
+type Tunable interface {
+	Profile() config.Simulate
+	SetProfile(config.Simulate)
+}
+
+// Error is an upstream failure, classified once (SPEC 7.4).
+type Error struct {
+	Status     int           // upstream HTTP status; 0 when none arrived
+	Class      routing.Class // the one classification
+	Type       string        // upstream error type, e.g. invalid_request_error
+	Code       string        // upstream error code, e.g. context_length_exceeded
+	Message    string        // upstream error message (never holds credentials)
+	RetryAfter time.Duration // from Retry-After or retry-after-ms; 0 when absent
+
+	body  []byte // the error body as the upstream sent it (mock server relays it)
+	cause error  // underlying transport or context error, for errors.Is
+}
+
+func (e *Error) Error() string {
+	if e.Status > 0 {
+		return fmt.Sprintf("upstream %d %s: %s", e.Status, e.Class, e.Message)
+	}
+	return fmt.Sprintf("upstream %s: %s", e.Class, e.Message)
+}
+
+// Unwrap returns the underlying transport or context error, if any, so
+// errors.Is(err, context.Canceled) works.
+func (e *Error) Unwrap() error { return e.cause }
+
+// AsError returns err as an *Error: itself when it is one (or wraps one), a
+// canceled/timeout error for context errors, and a network error otherwise.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return classifyTransport(err, err)
+}
+
+// New builds the adapter for a provider: one per provider, created at start.
+// HTTP adapters get their own tuned, pooled transport.
+func New(p *catalog.Provider) (Adapter, error) {
+	if p == nil {
+		return nil, errors.New("providers: nil provider")
+	}
+	switch p.Kind {
+	case KindOpenAI:
+		return newOpenAI(p)
+	case KindAnthropic:
+		return newAnthropic(p)
+	case KindSimulated:
+		return NewSimulated(p, SeedFor(p.Name)), nil
+	}
+	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic or simulated)", p.Name, p.Kind)
+}
+
+// SeedFor is the deterministic seed New gives a simulated provider: a hash of
+// its name, so two providers with the same profile still fail differently.
+func SeedFor(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64() >> 1)
+}
+
+// newTransport is the one pooled transport of an HTTP provider. No
+// ResponseHeaderTimeout: the gateway bounds time to first byte with the
+// attempt's context (server.upstream_timeout).
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          0, // no global cap; the per-host cap bounds the pool
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// newClient wraps a provider's transport. Redirects are not followed: a
+// credential must never be replayed to a host the operator did not name.
+func newClient() *http.Client {
+	return &http.Client{
+		Transport: newTransport(),
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// upstreamModel is the model name the upstream knows the deployment by.
+func upstreamModel(d *catalog.Deployment) string {
+	if d.UpstreamModel != "" {
+		return d.UpstreamModel
+	}
+	return d.Model
+}
+
+// badRequest is an attempt the adapter refuses before calling the upstream.
+func badRequest(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Class: routing.ClassBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,256 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchyard/catalog"
+)
+
+// errNoTeam is returned for an Admission without a team.
+var errNoTeam = errors.New("ratelimit: admission without a team")
+
+// Local is the node-local limiter: GCRA for RPM and TPM, a slot map for
+// max_parallel and a spend counter for the budget, on an injected clock. It
+// is the limiter when Redis is not configured, and the fallback when it is
+// unreachable; then every limit is divided by the divisor
+// (redis.expected_replicas) so the cluster as a whole stays near its limit.
+//
+// State is per team, each behind its own mutex: teams never contend.
+type Local struct {
+	// Immutable after construction.
+	clock func() time.Time
+	div   int64
+
+	slotTTL atomic.Int64 // ns; set before use
+	seq     atomic.Uint64
+	teams   sync.Map // team name -> *localTeam
+}
+
+// localTeam is one team's local state.
+type localTeam struct {
+	mu sync.Mutex
+	// Guarded by mu.
+	rpmTAT, tpmTAT int64            // ns
+	slots          map[string]int64 // slot id -> expiry (ns), the TTL backstop
+	period         int64            // budget period index of spent
+	spent          float64          // USD spent in period
+	blockedUntil   int64            // budget known exhausted cluster-wide until (ns)
+}
+
+// NewLocal returns a local limiter on clock with every limit divided by
+// divisor (at least 1; a limit never drops below 1).
+func NewLocal(clock func() time.Time, divisor int) *Local {
+	if clock == nil {
+		clock = time.Now
+	}
+	if divisor < 1 {
+		divisor = 1
+	}
+	l := &Local{clock: clock, div: int64(divisor)}
+	l.slotTTL.Store(int64(DefaultSlotTTL))
+	return l
+}
+
+// SetSlotTTL sets the backstop expiry of a max_parallel slot (the request
+// timeout plus a margin; DefaultSlotTTL when unset).
+func (l *Local) SetSlotTTL(d time.Duration) {
+	if d > 0 {
+		l.slotTTL.Store(int64(d))
+	}
+}
+
+// limits are a team's limits as this node enforces them.
+type limits struct {
+	rpm, tpm, parallel int64
+	budget             float64
+	period             time.Duration
+}
+
+func (l *Local) scaled(t *catalog.Team) limits {
+	div := func(v int64) int64 {
+		if v <= 0 {
+			return 0
+		}
+		return max(1, v/l.div)
+	}
+	return limits{
+		rpm: div(t.RPM), tpm: div(t.TPM), parallel: div(t.MaxParallel),
+		budget: max(0, t.Budget.USD) / float64(l.div), period: budgetPeriod(t),
+	}
+}
+
+func (l *Local) team(name string) *localTeam {
+	if v, ok := l.teams.Load(name); ok {
+		return v.(*localTeam)
+	}
+	v, _ := l.teams.LoadOrStore(name, &localTeam{slots: map[string]int64{}})
+	return v.(*localTeam)
+}
+
+// Admit implements Limiter. It never blocks on anything but the team's mutex.
+func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
+	if a.Team == nil {
+		return Decision{}, errNoTeam
+	}
+	if unlimited(a.Team) {
+		return unlimitedDecision(a, true), nil
+	}
+	lim := l.scaled(a.Team)
+	cost := reservation(a.Tokens, lim.tpm)
+	st := l.team(a.Team.Name)
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := l.clock().UnixNano()
+
+	var (
+		wait       time.Duration
+		kind       int
+		rNext      = st.rpmTAT
+		tNext      = st.tpmTAT
+		dimWait    time.Duration
+		budgetLeft time.Duration
+	)
+	reject := func(w time.Duration, k int) {
+		if w > wait {
+			wait, kind = w, k
+		}
+	}
+	if lim.rpm > 0 {
+		rNext, dimWait = gcraCharge(st.rpmTAT, now, lim.rpm, 1)
+		reject(dimWait, 1)
+	}
+	if lim.tpm > 0 {
+		tNext, dimWait = gcraCharge(st.tpmTAT, now, lim.tpm, cost)
+		reject(dimWait, 2)
+	}
+	if lim.parallel > 0 && int64(len(st.slots)) >= lim.parallel {
+		st.purgeLocked(now)
+		if int64(len(st.slots)) >= lim.parallel {
+			reject(parallelRetry, 3)
+		}
+	}
+	if lim.budget > 0 {
+		var idx int64
+		idx, budgetLeft = period(now, lim.period)
+		if st.period != idx {
+			st.period, st.spent = idx, 0
+		}
+		if st.spent >= lim.budget {
+			reject(budgetLeft, 4)
+		} else if now < st.blockedUntil {
+			reject(time.Duration(st.blockedUntil-now), 4)
+		}
+	}
+
+	d := Decision{Allowed: kind == 0, LimitRequests: lim.rpm, LimitTokens: lim.tpm}
+	if kind != 0 {
+		d.Kind, d.RetryAfter = kinds[kind], wait
+		rNext, tNext = st.rpmTAT, st.tpmTAT // nothing is charged
+	} else {
+		st.rpmTAT, st.tpmTAT = rNext, tNext
+		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, Reserved: cost, Local: true, team: a.Team}
+		if lim.parallel > 0 {
+			d.Ticket.Slot = l.slotID()
+			st.slots[d.Ticket.Slot] = now + l.slotTTL.Load()
+		}
+		if lim.tpm <= 0 {
+			d.Ticket.Reserved = 0
+		}
+	}
+	if lim.rpm > 0 {
+		d.RemainingRequests, d.ResetRequests = gcraState(rNext, now, lim.rpm)
+	}
+	if lim.tpm > 0 {
+		d.RemainingTokens, d.ResetTokens = gcraState(tNext, now, lim.tpm)
+	}
+	return d, nil
+}
+
+// slotID names a local slot: unique per admission even when clients reuse a
+// request id, so a shared id can never merge two requests into one slot.
+func (l *Local) slotID() string {
+	return "l" + strconv.FormatUint(l.seq.Add(1), 36)
+}
+
+// purgeLocked drops slots past their TTL backstop.
+func (st *localTeam) purgeLocked(now int64) {
+	for id, exp := range st.slots {
+		if exp <= now {
+			delete(st.slots, id)
+		}
+	}
+}
+
+// Release implements Limiter.
+func (l *Local) Release(t Ticket) {
+	if t.Slot == "" {
+		return
+	}
+	v, ok := l.teams.Load(t.Team)
+	if !ok {
+		return
+	}
+	st := v.(*localTeam)
+	st.mu.Lock()
+	delete(st.slots, t.Slot)
+	st.mu.Unlock()
+}
+
+// Reconcile implements Limiter: the TPM reservation is replaced by the real
+// usage and the cost is added to the period's spend.
+func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
+	if t.team == nil || (t.team.TPM <= 0 && t.team.Budget.USD <= 0) {
+		return
+	}
+	lim := l.scaled(t.team)
+	st := l.team(t.Team)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := l.clock().UnixNano()
+	if lim.tpm > 0 && actualTokens >= 0 {
+		if delta := actualTokens - t.Reserved; delta != 0 {
+			st.tpmTAT = gcraAdjust(st.tpmTAT, now, lim.tpm, delta)
+		}
+	}
+	if lim.budget > 0 && costUSD > 0 {
+		st.spendLocked(now, lim.period, costUSD)
+	}
+}
+
+// spend adds usd to the team's local spend only (the Redis limiter keeps the
+// fallback aware of this node's share of a shared budget).
+func (l *Local) spend(t *catalog.Team, usd float64) {
+	st := l.team(t.Name)
+	st.mu.Lock()
+	st.spendLocked(l.clock().UnixNano(), budgetPeriod(t), usd)
+	st.mu.Unlock()
+}
+
+func (st *localTeam) spendLocked(now int64, p time.Duration, usd float64) {
+	idx, _ := period(now, p)
+	if st.period != idx {
+		st.period, st.spent = idx, 0
+	}
+	st.spent += usd
+}
+
+// blockBudget records that the shared store found the team's budget spent,
+// so the fallback keeps rejecting until until (ns) even with a fresh local
+// spend counter.
+func (l *Local) blockBudget(team string, until int64) {
+	st := l.team(team)
+	st.mu.Lock()
+	if until > st.blockedUntil {
+		st.blockedUntil = until
+	}
+	st.mu.Unlock()
+}
+
+// Close implements Limiter; local state needs no flushing.
+func (l *Local) Close(context.Context) error { return nil }

@@ -1,0 +1,154 @@
+package ratelimit
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts run on Redis's clock (TIME, in microseconds) so replicas
+// with skewed clocks agree, touch only keys of one team (one hash tag, one
+// Cluster slot) and give every key a TTL. TATs are written with string.format('%.17g')
+// so a microsecond timestamp (16 digits) round-trips exactly whatever the
+// server's number-to-string conversion (Lua's tostring keeps 14 digits).
+//
+// Kind codes: 1 rpm, 2 tpm, 3 parallel, 4 budget.
+
+// admitLua checks and charges every dimension of one admission at once.
+//
+//	KEYS: 1 rpm TAT, 2 tpm TAT, 3 parallel slots (zset id -> expiry), 4 budget (hash p, usd)
+//	ARGV: 1 rpm, 2 tpm, 3 max_parallel, 4 budget usd, 5 budget period (s),
+//	      6 tokens to reserve (already capped at tpm), 7 slot id, 8 slot ttl (ms)
+//	returns {allowed, kind, wait us, rpm remaining, rpm reset us,
+//	         tpm remaining, tpm reset us}
+//
+// A dimension whose limit is 0 is skipped and its key never touched. When
+// several dimensions reject, kind is the one with the longest wait (the one
+// that binds) and nothing is charged.
+const admitLua = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local TOL = 1
+local rpm, tpm, par = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local budget, period = tonumber(ARGV[4]), tonumber(ARGV[5]) * 1000000
+local cost = tonumber(ARGV[6])
+local wait, kind = 0, 0
+
+local rtat, rnext, ttat, tnext = now, now, now, now
+if rpm > 0 then
+  rtat = tonumber(redis.call('GET', KEYS[1]) or 0)
+  if rtat < now then rtat = now end
+  rnext = rtat + W / rpm
+  local w = rnext - W - now
+  if w > TOL and w > wait then wait, kind = w, 1 end
+end
+if tpm > 0 then
+  ttat = tonumber(redis.call('GET', KEYS[2]) or 0)
+  if ttat < now then ttat = now end
+  tnext = ttat + cost * W / tpm
+  local w = tnext - W - now
+  if w > TOL and w > wait then wait, kind = w, 2 end
+end
+if par > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  if redis.call('ZCARD', KEYS[3]) >= par then
+    if 1000000 > wait then wait, kind = 1000000, 3 end
+  end
+end
+if budget > 0 and period > 0 then
+  local p = math.floor(now / period)
+  local h = redis.call('HMGET', KEYS[4], 'p', 'usd')
+  if tonumber(h[1]) == p and (tonumber(h[2]) or 0) >= budget then
+    local w = (p + 1) * period - now
+    if w > wait then wait, kind = w, 4 end
+  end
+end
+
+local function state(tat, limit)
+  if tat <= now then return limit, 0 end
+  local free = W - (tat - now)
+  local rem = 0
+  if free > 0 then rem = math.floor((free + TOL) * limit / W) end
+  if rem > limit then rem = limit end
+  return rem, math.ceil(tat - now)
+end
+
+if kind == 0 then
+  if rpm > 0 then
+    redis.call('SET', KEYS[1], string.format('%.17g', rnext), 'PX', math.ceil((rnext - now) / 1000) + 1)
+    rtat = rnext
+  end
+  if tpm > 0 and cost > 0 then
+    redis.call('SET', KEYS[2], string.format('%.17g', tnext), 'PX', math.ceil((tnext - now) / 1000) + 1)
+    ttat = tnext
+  end
+  if par > 0 then
+    local ttl = tonumber(ARGV[8])
+    redis.call('ZADD', KEYS[3], now + ttl * 1000, ARGV[7])
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
+end
+local rrem, rres, trem, tres = 0, 0, 0, 0
+if rpm > 0 then rrem, rres = state(rtat, rpm) end
+if tpm > 0 then trem, tres = state(ttat, tpm) end
+local allowed = 0
+if kind == 0 then allowed = 1 end
+return {allowed, kind, math.ceil(wait), rrem, rres, trem, tres}
+`
+
+// reconcileLua applies one coalesced batch of a team's post-response writes:
+// a TPM delta (refund or charge), budget spend and slot releases.
+//
+//	KEYS: 1 tpm TAT, 2 budget hash, 3 parallel slots, 4 this node's applied-batch mark
+//	ARGV: 1 tpm, 2 token delta, 3 usd, 4 budget period (s), 5 batch seq,
+//	      6 mark ttl (ms), 7... slot ids to release
+//	returns 1 when applied, 0 when this batch was already applied
+//
+// The mark makes the batch idempotent: the flusher resends a batch whose
+// first send failed in an unknown state (a timeout) with the same seq, and
+// seqs of one node only grow, so a resend of an applied batch is a no-op.
+//
+// A refund is not a negative-cost admission: the TAT moves back by the
+// refund but never below now, and when it reaches now the key is deleted
+// (a full bucket), so a refund larger than the outstanding debt restores
+// exactly the full quota instead of being lost.
+const reconcileLua = `
+local seq = tonumber(ARGV[5])
+local last = tonumber(redis.call('GET', KEYS[4]) or -1)
+if seq <= last then return 0 end
+redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local tpm, delta, usd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local period = tonumber(ARGV[4]) * 1000000
+
+if tpm > 0 and delta ~= 0 then
+  local tat = tonumber(redis.call('GET', KEYS[1]) or 0)
+  if tat < now then tat = now end
+  tat = tat + delta * W / tpm
+  if tat <= now then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('SET', KEYS[1], string.format('%.17g', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+  end
+end
+if usd > 0 and period > 0 then
+  local p = math.floor(now / period)
+  if tonumber(redis.call('HGET', KEYS[2], 'p')) == p then
+    redis.call('HINCRBYFLOAT', KEYS[2], 'usd', ARGV[3])
+  else
+    redis.call('HSET', KEYS[2], 'p', p, 'usd', ARGV[3])
+  end
+  redis.call('PEXPIRE', KEYS[2], math.ceil(((p + 1) * period - now) / 1000) + 60000)
+end
+if #ARGV > 6 then
+  redis.call('ZREM', KEYS[3], unpack(ARGV, 7))
+end
+return 1
+`
+
+// The scripts, loaded once per process: EVALSHA, falling back to EVAL on
+// NOSCRIPT (after a Redis restart or failover).
+var (
+	admitScript     = redis.NewScript(admitLua)
+	reconcileScript = redis.NewScript(reconcileLua)
+)

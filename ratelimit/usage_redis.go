@@ -1,0 +1,263 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/cluster"
+)
+
+// usageRecordLua adds counts to a deployment's current minute on Redis's
+// clock. The hash keeps the current minute (m, r, t) and the previous one
+// (pr, pt); a new minute rotates them, so the key never grows.
+//
+//	KEYS: 1 usage hash   ARGV: 1 requests, 2 tokens
+const usageRecordLua = `
+local m = math.floor(tonumber(redis.call('TIME')[1]) / 60)
+local h = redis.call('HMGET', KEYS[1], 'm', 'r', 't')
+local cm = tonumber(h[1])
+if cm == m then
+  redis.call('HINCRBY', KEYS[1], 'r', ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 't', ARGV[2])
+else
+  local pr, pt = 0, 0
+  if cm == m - 1 then pr, pt = h[2] or 0, h[3] or 0 end
+  redis.call('HSET', KEYS[1], 'm', m, 'r', ARGV[1], 't', ARGV[2], 'pr', pr, 'pt', pt)
+end
+redis.call('EXPIRE', KEYS[1], 180)
+return 1
+`
+
+// usageReadLua estimates a deployment's sliding minute from its hash: the
+// current minute plus the previous one weighted by the part of it still
+// inside the last 60 seconds.
+//
+//	KEYS: 1 usage hash   returns {requests, tokens}
+const usageReadLua = `
+local t = redis.call('TIME')
+local s = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local m = math.floor(s / 60)
+local keep = 1 - (s - m * 60) / 60
+local h = redis.call('HMGET', KEYS[1], 'm', 'r', 't', 'pr', 'pt')
+local cm = tonumber(h[1])
+local r, tk, pr, pt = 0, 0, 0, 0
+if cm == m then
+  r, tk, pr, pt = tonumber(h[2]) or 0, tonumber(h[3]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
+elseif cm == m - 1 then
+  pr, pt = tonumber(h[2]) or 0, tonumber(h[3]) or 0
+end
+return {math.floor(r + pr * keep + 0.5), math.floor(tk + pt * keep + 0.5)}
+`
+
+// errUnwritten is returned by Close when Redis refused the last writes.
+var errUnwritten = errors.New("ratelimit: usage counts left unwritten")
+
+var (
+	usageRecordScript = redis.NewScript(usageRecordLua)
+	usageReadScript   = redis.NewScript(usageReadLua)
+)
+
+// DefaultUsageInterval is how often RedisUsage writes its counts and
+// refreshes its cache.
+const DefaultUsageInterval = 500 * time.Millisecond
+
+// RedisUsage is the cluster-wide DeploymentUsage. Record adds to in-memory
+// counters that a background goroutine writes to Redis in one pipeline per
+// interval; Usage answers from a cache of the cluster-wide counts that the
+// same goroutine refreshes, plus this node's not yet written counts, so the
+// selection path never waits on Redis. While the cache is stale (Redis
+// unreachable) Usage answers from the node-local counts multiplied by the
+// expected number of replicas.
+type RedisUsage struct {
+	// Immutable after construction.
+	client   Store
+	prefix   string
+	timeout  time.Duration
+	obs      Observer
+	local    *LocalUsage
+	div      int64
+	clock    func() time.Time
+	interval time.Duration
+
+	deps  sync.Map // deployment id -> *depUsage
+	cache atomic.Pointer[usageCache]
+
+	stop, done chan struct{}
+	once       sync.Once
+}
+
+// depUsage is one deployment's unwritten counts.
+type depUsage struct {
+	keys     []string
+	req, tok atomic.Int64
+	since    atomic.Int64 // ns of the oldest unwritten count, 0 when none
+}
+
+// usageCache is one refresh of every known deployment's cluster-wide counts.
+type usageCache struct {
+	at   time.Time
+	vals map[string][2]int64
+}
+
+// NewRedisUsage returns a RedisUsage over client and starts its goroutine
+// (stopped by Close). replicas is redis.expected_replicas; clock drives the
+// local fallback counts and the staleness of the cache (nil: time.Now).
+func NewRedisUsage(client Store, prefix string, timeout time.Duration, replicas int, clock func() time.Time, obs Observer) *RedisUsage {
+	if clock == nil {
+		clock = time.Now
+	}
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	if timeout <= 0 {
+		timeout = cluster.DefaultTimeout
+	}
+	u := &RedisUsage{
+		client: client, prefix: prefix, timeout: flushTimeout(timeout), obs: obs,
+		local: NewLocalUsage(clock), div: int64(max(1, replicas)), clock: clock,
+		interval: DefaultUsageInterval,
+		stop:     make(chan struct{}), done: make(chan struct{}),
+	}
+	go u.run()
+	return u
+}
+
+func (u *RedisUsage) dep(id string) *depUsage {
+	if v, ok := u.deps.Load(id); ok {
+		return v.(*depUsage)
+	}
+	v, _ := u.deps.LoadOrStore(id, &depUsage{keys: []string{cluster.DeploymentKey(u.prefix, id, "usage")}})
+	return v.(*depUsage)
+}
+
+// Record implements DeploymentUsage.
+func (u *RedisUsage) Record(depID string, tokens int64) {
+	u.local.Record(depID, tokens)
+	d := u.dep(depID)
+	d.req.Add(1)
+	d.tok.Add(tokens)
+	d.since.CompareAndSwap(0, u.clock().UnixNano())
+}
+
+// Usage implements DeploymentUsage.
+func (u *RedisUsage) Usage(depID string) (rpm, tpm int64) {
+	d := u.dep(depID) // known from now on: the next refresh reads it
+	if c := u.cache.Load(); c != nil && u.clock().Sub(c.at) <= 3*u.interval+u.timeout {
+		v := c.vals[depID]
+		return v[0] + d.req.Load(), v[1] + d.tok.Load()
+	}
+	rpm, tpm = u.local.Usage(depID)
+	return rpm * u.div, tpm * u.div
+}
+
+func (u *RedisUsage) run() {
+	defer close(u.done)
+	t := time.NewTicker(u.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ctx := context.Background()
+			u.flush(ctx)
+			u.refresh(ctx)
+		case <-u.stop:
+			return
+		}
+	}
+}
+
+// flush writes every deployment's unwritten counts in one pipeline. Counts
+// that fail are kept for the next round while they are younger than a
+// minute (older ones no longer describe the current minute and are dropped).
+func (u *RedisUsage) flush(ctx context.Context) {
+	type item struct {
+		d          *depUsage
+		req, tok   int64
+		sinceNanos int64
+	}
+	var items []item
+	var calls []scriptCall
+	u.deps.Range(func(_, v any) bool {
+		d := v.(*depUsage)
+		if d.req.Load() == 0 && d.tok.Load() == 0 {
+			return true
+		}
+		it := item{d: d, req: d.req.Swap(0), tok: d.tok.Swap(0), sinceNanos: d.since.Swap(0)}
+		items = append(items, it)
+		calls = append(calls, scriptCall{keys: d.keys, args: []any{it.req, it.tok}})
+		return true
+	})
+	if len(items) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	cmds := evalPipelined(ctx, u.client, usageRecordScript, calls)
+	now := u.clock().UnixNano()
+	for i, it := range items {
+		if cmds[i].Err() == nil {
+			continue
+		}
+		if now-it.sinceNanos < int64(Window) {
+			it.d.req.Add(it.req)
+			it.d.tok.Add(it.tok)
+			it.d.since.CompareAndSwap(0, it.sinceNanos)
+		} else {
+			u.obs.OnDropped(int(it.req))
+		}
+	}
+}
+
+// refresh reads every known deployment's cluster-wide counts. The cache is
+// replaced only by a complete read; a failed one lets it go stale, which
+// switches Usage to the local counts.
+func (u *RedisUsage) refresh(ctx context.Context) {
+	var ids []string
+	var calls []scriptCall
+	u.deps.Range(func(k, v any) bool {
+		ids = append(ids, k.(string))
+		calls = append(calls, scriptCall{keys: v.(*depUsage).keys})
+		return true
+	})
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	cmds := evalPipelined(ctx, u.client, usageReadScript, calls)
+	vals := make(map[string][2]int64, len(ids))
+	for i, id := range ids {
+		v, err := cmds[i].Int64Slice()
+		if err != nil || len(v) != 2 {
+			u.obs.OnFallback("usage")
+			return
+		}
+		vals[id] = [2]int64{v[0], v[1]}
+	}
+	u.cache.Store(&usageCache{at: u.clock(), vals: vals})
+}
+
+// Close stops the goroutine and writes the unwritten counts, bounded by ctx.
+func (u *RedisUsage) Close(ctx context.Context) error {
+	u.once.Do(func() { close(u.stop) })
+	<-u.done
+	u.flush(ctx)
+	lost := 0
+	u.deps.Range(func(_, v any) bool {
+		lost += int(v.(*depUsage).req.Swap(0))
+		return true
+	})
+	if lost > 0 {
+		u.obs.OnDropped(lost)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errUnwritten
+	}
+	return nil
+}

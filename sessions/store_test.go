@@ -1,0 +1,201 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable time source; tests advance it instead of sleeping.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func mustGetTier(t *testing.T, s Store, key string) (string, bool) {
+	t.Helper()
+	v, ok, err := s.GetTier(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, ok
+}
+
+func TestLocalTTLIsInactivity(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	s := NewLocal(clk.Now, 100)
+	const ttl = 30 * time.Minute
+
+	if _, ok := mustGetTier(t, s, "k"); ok {
+		t.Fatal("empty store has a pin")
+	}
+	if err := s.SetTier(ctx, "k", "easy", ttl); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(29 * time.Minute)
+	if v, ok := mustGetTier(t, s, "k"); !ok || v != "easy" {
+		t.Fatalf("before ttl: %q %v", v, ok)
+	}
+	// a Get does not refresh; a Set does
+	_ = s.SetTier(ctx, "k", "hard", ttl)
+	clk.Advance(29 * time.Minute)
+	if v, ok := mustGetTier(t, s, "k"); !ok || v != "hard" {
+		t.Fatalf("after refresh: %q %v", v, ok)
+	}
+	clk.Advance(time.Minute)
+	if _, ok := mustGetTier(t, s, "k"); ok {
+		t.Fatal("pin outlived its ttl of inactivity")
+	}
+	if s.Len() != 0 {
+		t.Fatalf("expired entry kept after read: len %d", s.Len())
+	}
+}
+
+func TestLocalNamespacesAndDelete(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	s := NewLocal(clk.Now, 100)
+	_ = s.SetTier(ctx, "k", "hard", time.Hour)
+	_ = s.SetDeployment(ctx, "k", "dep-1", 5*time.Minute)
+	if v, ok, _ := s.GetDeployment(ctx, "k"); !ok || v != "dep-1" {
+		t.Fatalf("deployment pin %q %v", v, ok)
+	}
+	clk.Advance(6 * time.Minute)
+	if _, ok, _ := s.GetDeployment(ctx, "k"); ok {
+		t.Fatal("deployment pin outlived its ttl")
+	}
+	if v, ok := mustGetTier(t, s, "k"); !ok || v != "hard" {
+		t.Fatal("tier pin lost with the deployment pin")
+	}
+	_ = s.SetTier(ctx, "k", "hard", 0)
+	if _, ok := mustGetTier(t, s, "k"); ok {
+		t.Fatal("ttl 0 did not remove the pin")
+	}
+}
+
+func TestLocalCap(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	s := NewLocal(clk.Now, 3)
+	for i := range 5 {
+		_ = s.SetTier(ctx, fmt.Sprint("k", i), "easy", time.Hour)
+		clk.Advance(time.Second)
+	}
+	if s.Len() != 3 {
+		t.Fatalf("len %d, want cap 3", s.Len())
+	}
+	for i, want := range []bool{false, false, true, true, true} {
+		if _, ok := mustGetTier(t, s, fmt.Sprint("k", i)); ok != want {
+			t.Errorf("k%d present %v, want %v (least recently set goes first)", i, ok, want)
+		}
+	}
+	// refreshing k2 makes k3 the oldest
+	_ = s.SetTier(ctx, "k2", "hard", time.Hour)
+	_ = s.SetTier(ctx, "k5", "easy", time.Hour)
+	if _, ok := mustGetTier(t, s, "k3"); ok {
+		t.Error("k3 survived although it was set longest ago")
+	}
+	if _, ok := mustGetTier(t, s, "k2"); !ok {
+		t.Error("refreshed k2 was evicted")
+	}
+}
+
+func TestLocalSweepsExpiredOnSet(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	s := NewLocal(clk.Now, 100)
+	for i := range 4 {
+		_ = s.SetDeployment(ctx, fmt.Sprint("old", i), "d", time.Minute)
+	}
+	clk.Advance(2 * time.Minute)
+	_ = s.SetDeployment(ctx, "new1", "d", time.Minute)
+	_ = s.SetDeployment(ctx, "new2", "d", time.Minute)
+	if s.Len() != 2 {
+		t.Fatalf("len %d: expired entries not reclaimed by Sets", s.Len())
+	}
+}
+
+func TestLocalShardedCap(t *testing.T) {
+	ctx := context.Background()
+	s := NewLocal(nil, 2048)
+	for i := range 10000 {
+		_ = s.SetTier(ctx, fmt.Sprint("key-", i), "easy", time.Hour)
+	}
+	if n := s.Len(); n > 2048 || n < 1500 {
+		t.Fatalf("len %d, want <= 2048 and most of it used", n)
+	}
+}
+
+func TestLocalConcurrent(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	s := NewLocal(clk.Now, 1024)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				k := fmt.Sprint("k", (g*7919+i)%1500)
+				switch i % 4 {
+				case 0:
+					_ = s.SetTier(ctx, k, "hard", time.Minute)
+				case 1:
+					_, _, _ = s.GetTier(ctx, k)
+				case 2:
+					_ = s.SetDeployment(ctx, k, "d", time.Minute)
+				default:
+					_, _, _ = s.GetDeployment(ctx, k)
+					if i%100 == 3 {
+						clk.Advance(10 * time.Second)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := s.Len(); n > 1024 {
+		t.Fatalf("len %d over cap", n)
+	}
+}
+
+func TestScopedKey(t *testing.T) {
+	if ScopedKey("t:id:0123", "normal") == ScopedKey("t:id:0123", "fast") {
+		t.Fatal("scopes collide")
+	}
+}
+
+func BenchmarkLocal(b *testing.B) {
+	ctx := context.Background()
+	s := NewLocal(nil, DefaultMaxEntries)
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = fmt.Sprint("team:id:", i)
+		_ = s.SetTier(ctx, keys[i], "easy", time.Hour)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			k := keys[i%len(keys)]
+			_, _, _ = s.GetTier(ctx, k)
+			_ = s.SetTier(ctx, k, "hard", time.Hour)
+			i++
+		}
+	})
+}
