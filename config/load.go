@@ -105,6 +105,9 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 		return nil, err
 	}
 	tree := expandSecrets(k.Raw(), env, "", &problems)
+	if m, ok := tree.(map[string]any); ok {
+		defaultSimulate(m)
+	}
 
 	var cfg Config
 	var md mapstructure.Metadata
@@ -227,27 +230,6 @@ func applyItemDefaults(c *Config) {
 	if c.Server.NodeID == "" {
 		c.Server.NodeID, _ = os.Hostname()
 	}
-	for i := range c.Providers {
-		s := &c.Providers[i].Simulate
-		if s.TTFB == 0 {
-			s.TTFB = 20 * time.Millisecond
-		}
-		if s.TokensPerSecond == 0 {
-			s.TokensPerSecond = 500
-		}
-		if s.OutputTokens == 0 {
-			s.OutputTokens = 16
-		}
-		if s.ErrorStatus == 0 {
-			s.ErrorStatus = 503
-		}
-		if s.ContextTokens == 0 {
-			s.ContextTokens = 128000
-		}
-		if s.EmbeddingDims == 0 {
-			s.EmbeddingDims = 8
-		}
-	}
 	for i := range c.Deployments {
 		ApplyDeploymentDefaults(&c.Deployments[i])
 	}
@@ -302,5 +284,36 @@ func ApplyDeploymentDefaults(d *Deployment) {
 	}
 	if d.Weight == 0 {
 		d.Weight = 1
+	}
+}
+
+// simulateDefaults are a simulated provider's profile defaults (SPEC 13).
+// They are filled into the raw tree before decoding, so an explicit 0 (for
+// example ttfb: 0s in a benchmark) stays 0.
+var simulateDefaults = map[string]any{
+	"ttfb": "20ms", "tokens_per_second": 500, "output_tokens": 16, "error_rate": 0,
+	"error_status": 503, "context_tokens": 128000, "embedding_dims": 8,
+}
+
+func defaultSimulate(tree map[string]any) {
+	list, _ := tree["providers"].([]any)
+	for _, item := range list {
+		p, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		sim, ok := p["simulate"].(map[string]any)
+		if !ok {
+			if p["simulate"] != nil {
+				continue // wrong type: the decoder reports it
+			}
+			sim = map[string]any{}
+			p["simulate"] = sim
+		}
+		for k, v := range simulateDefaults {
+			if _, set := sim[k]; !set {
+				sim[k] = v
+			}
+		}
 	}
 }

@@ -41,7 +41,7 @@ type flusher struct {
 
 	mu     sync.Mutex
 	pend   map[string]*pending // guarded by mu
-	seq    int64               // guarded by mu; last batch sequence number
+	seq    int64               // guarded by mu; last batch sequence number (from 0: the mark is per process, and Lua numbers are exact only below 2^53)
 	closed bool                // guarded by mu
 
 	wake chan struct{} // capacity 1: "something is pending"
@@ -75,9 +75,6 @@ func newFlusher(c Store, keys func(string) *teamKeys, obs Observer, timeout time
 		client: c, keys: keys, obs: obs, timeout: timeout,
 		pend: map[string]*pending{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		// The sequence starts at the wall clock so a restarted process
-		// (same node id impossible, but cheap insurance) only grows.
-		seq: time.Now().UnixNano(),
 	}
 	f.retry.Store(int64(defaultRetry))
 	return f

@@ -21,7 +21,9 @@ type DeploymentState struct {
 	id string
 
 	// Lock-free: read on the selection path without mu. inflight is
-	// written with atomic adds; the others are written only while holding mu.
+	// written with atomic adds; estimate, coolSince and coolUntil only while
+	// holding mu; probing by compare-and-swap, and lastProbe only by the
+	// goroutine that holds the probe slot.
 	inflight  atomic.Int64
 	estimate  atomic.Int64 // latency estimate in ns; 0 = no sample yet
 	coolSince atomic.Int64 // start of the current (or last) cooldown

@@ -145,7 +145,7 @@ Try:
     -d '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Stream me a story"}]}'
 
   curl -s http://%[3]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
-    -d '{"model":"normal","messages":[{"role":"user","content":"Prove step by step that sqrt(2) is irrational."}]}' -i
+    -d '{"model":"normal","reasoning_effort":"high","messages":[{"role":"user","content":"Prove that there are infinitely many primes."}]}' -i
 
   curl -s http://%[3]s/v1/embeddings -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
     -d '{"model":"text-embedding-3-small","input":"hello"}'
