@@ -3,7 +3,9 @@
 // allowlists, tier routes and fallback chains. A Snapshot is built once per
 // change and published through a Holder; the request path reads it without
 // locks. The admin-managed part (deployments and chains) is a State that
-// lives in a Store (SPEC 11). catalog imports config, never gin or redis.
+// lives in a Store (SPEC 11): memory, a local file, or Redis shared by all
+// replicas. catalog imports config and go-redis (for its shared store),
+// never gin.
 package catalog
 
 import (

@@ -24,14 +24,16 @@ type Admin struct {
 	cfg     *config.Config
 	holder  *catalog.Holder
 	store   catalog.Store
-	notify  func(ctx context.Context, version int64) // tells other replicas; may be nil
+	publish func(*catalog.State) // builds and publishes a snapshot on this node
 	mu      sync.Mutex
 	maxBody int64
 }
 
-// NewAdmin returns the admin API over store.
-func NewAdmin(cfg *config.Config, holder *catalog.Holder, store catalog.Store, notify func(context.Context, int64)) *Admin {
-	return &Admin{cfg: cfg, holder: holder, store: store, notify: notify, maxBody: 1 << 20}
+// NewAdmin returns the admin API over store. publish makes a saved state
+// live on this node; other replicas hear of it through the store (the Redis
+// store publishes a change notice in the same script as the save).
+func NewAdmin(cfg *config.Config, holder *catalog.Holder, store catalog.Store, publish func(*catalog.State)) *Admin {
+	return &Admin{cfg: cfg, holder: holder, store: store, publish: publish, maxBody: 1 << 20}
 }
 
 func (a *Admin) register(g *gin.RouterGroup) {
@@ -74,17 +76,14 @@ func (a *Admin) apply(ctx context.Context, change func(*catalog.State) (*catalog
 				return nil, catalog.ErrUnavailable
 			}
 			if ok {
-				a.holder.Store(catalog.Build(a.cfg, st))
+				a.publish(st)
 			}
 			continue
 		}
 		if err != nil {
 			return nil, catalog.ErrUnavailable
 		}
-		a.holder.Store(catalog.Build(a.cfg, next))
-		if a.notify != nil {
-			a.notify(ctx, next.Version)
-		}
+		a.publish(next)
 		return next, nil
 	}
 	return nil, &catalog.Error{Status: http.StatusConflict, Message: "the catalog kept changing concurrently; retry"}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchyard/catalog"
+	"switchyard/cluster"
 	"switchyard/config"
 	"switchyard/providers"
 	"switchyard/ratelimit"
@@ -31,6 +32,7 @@ type Options struct {
 type Node struct {
 	*Server
 	closers []func(context.Context) error
+	started time.Time
 }
 
 // Assemble builds a node from a validated configuration: catalog, router,
@@ -50,13 +52,27 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.NewMetrics(reg)
-	n := &Node{}
+	n := &Node{started: time.Now()}
+	rs := &redisSide{}
+	if cfg.Redis.Enabled() {
+		var err error
+		if rs, err = connectRedis(cfg, metrics, log); err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, func(context.Context) error { return rs.client.Close() })
+	} else {
+		metrics.RedisUp.Set(0)
+	}
 
 	store := opt.Store
 	if store == nil {
-		var err error
-		if store, err = localStore(cfg); err != nil {
-			return nil, err
+		if rs.client != nil {
+			store = catalog.NewRedisStore(rs.client, cfg.Redis.KeyPrefix, time.Second)
+		} else {
+			var err error
+			if store, err = localStore(cfg); err != nil {
+				return nil, err
+			}
 		}
 	}
 	state, err := loadOrSeed(context.Background(), cfg, store, log)
@@ -73,22 +89,76 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 		adapters[p.Name] = a
 	}
-	usage := routing.NewLocalUsage()
-	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
-	limiter := ratelimit.NewLocal(clock.Now, 1)
+
+	rlObs := &limitObserver{m: metrics}
+	divisor := 1 // local-only: the node holds the whole team limit
+	if rs.client != nil {
+		divisor = cfg.Redis.ExpectedReplicas // fallback share while Redis is gone (SPEC 9)
+	}
+	localLimiter := ratelimit.NewLocal(clock.Now, divisor)
+	localPins := sessions.NewLocal(clock.Now, sessions.DefaultMaxEntries*10)
+	ring := telemetry.NewRing(cfg.Audit.MaxEntries)
+	var (
+		limiter ratelimit.Limiter   = localLimiter
+		pins    sessions.Store      = localPins
+		usage   routing.UsageSource = routing.NewLocalUsage()
+		audit   telemetry.AuditLog  = ring
+	)
+	if rs.client != nil {
+		prefix, timeout := cfg.Redis.KeyPrefix, cfg.Redis.Timeout
+		rl := ratelimit.NewRedis(rs.client, rs.breaker, prefix, timeout, localLimiter, rlObs)
+		rl.SetSlotTTL(cfg.Server.RequestTimeout + time.Minute)
+		limiter = rl
+		sp := sessions.NewRedis(rs.client, prefix, timeout, localPins, rlObs)
+		pins = sp
+		ru := ratelimit.NewRedisUsage(rs.client, prefix, timeout, cfg.Redis.ExpectedReplicas, clock.Now, rlObs)
+		usage = ru
+		ra := telemetry.NewRedisAudit(rs.client, prefix, cfg.Audit.MaxEntries, ring, func(k int) { metrics.AuditDropped.Add(float64(k)) })
+		audit = ra
+		n.closers = append(n.closers, ru.Close, sp.Close, ra.Close)
+	}
 	n.closers = append(n.closers, limiter.Close)
-	pins := sessions.NewLocal(clock.Now, 1_000_000)
+	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
+	router.Sync(holder.Load())
+	publish := func(st *catalog.State) {
+		snap := catalog.Build(cfg, st)
+		holder.Store(snap)
+		router.Sync(snap)
+	}
 
 	if len(cfg.SmartRouting.Routes) == 0 {
 		log.Info("smart tier routing is off: no smart_routing.routes configured")
 	}
-	n.Server = New(Deps{
+	deps := Deps{
 		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Limiter: limiter,
-		Sessions: pins, Tier: tier.New(cfg.SmartRouting), Audit: telemetry.NewRing(cfg.Audit.MaxEntries),
+		Sessions: pins, Tier: tier.New(cfg.SmartRouting), Audit: audit,
 		Metrics: metrics, Registry: reg, Logger: log,
-	})
+	}
+	if rs.client != nil {
+		deps.RedisState = rs.state
+		ctx, cancel := context.WithCancel(context.Background())
+		n.closers = append(n.closers, func(context.Context) error { cancel(); return nil })
+		if rstore, ok := store.(*catalog.RedisStore); ok {
+			subscribed := make(chan struct{})
+			go rstore.Watch(ctx, func() int64 { return holder.Load().Version }, func(st *catalog.State) {
+				publish(st)
+				log.Info("catalog reloaded after a change notice", "version", st.Version)
+			}, 5*time.Second, func() { close(subscribed) })
+			select { // start serving once change notices reach us (bounded)
+			case <-subscribed:
+			case <-time.After(2 * time.Second):
+				log.Warn("catalog change notices not subscribed yet; polling every 5s until they are")
+			}
+		}
+		hb := cluster.NewHeartbeat(rs.client, cfg.Redis.KeyPrefix, 2*time.Second, func() cluster.NodeInfo {
+			return cluster.NodeInfo{Node: cfg.Server.NodeID, CatalogVersion: holder.Load().Version, Redis: rs.state(), Started: n.started}
+		})
+		go hb.Run(ctx)
+		deps.Cluster = func(ctx context.Context) (any, error) { return hb.Nodes(ctx) }
+	}
+	n.Server = New(deps)
 	if cfg.Admin.Key != "" {
-		n.Server.Admin = NewAdmin(cfg, holder, store, nil)
+		n.Server.Admin = NewAdmin(cfg, holder, store, publish)
 		n.Server.Admin.register(n.Server.adminGroup)
 	}
 	return n, nil

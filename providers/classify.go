@@ -56,13 +56,14 @@ var contextWindowRule = bodyRule{
 	class: routing.ClassContextWindow,
 	codes: []string{"context_length_exceeded"},
 	phrases: []string{
-		"maximum context length",   // OpenAI, vLLM
-		"context_length_exceeded",  // code quoted inside a message
-		"prompt is too long",       // Anthropic
-		"exceed context limit",     // Anthropic: input length and max_tokens exceed context limit
-		"context window",           // Mistral, Groq and others
-		"maximum model length",     // vLLM: longer than the maximum model length
-		"reduce the length of the", // OpenAI advice text
+		"maximum context length",               // OpenAI, vLLM
+		"context_length_exceeded",              // code quoted inside a message
+		"prompt is too long",                   // Anthropic
+		"exceed context limit",                 // Anthropic: input length and max_tokens exceed context limit
+		"context window",                       // Mistral, Groq and others
+		"maximum model length",                 // vLLM: longer than the maximum model length
+		"reduce the length of the",             // OpenAI advice text
+		"exceeds the maximum number of tokens", // Gemini OpenAI-compatible API
 	},
 }
 
@@ -113,9 +114,13 @@ var tables = map[string]*classTable{
 
 // Classify maps an upstream HTTP status and error body to a Class, with the
 // table of the provider kind ("openai", "anthropic", "simulated"; an unknown
-// kind uses the OpenAI table). A 2xx is ClassOK; status 0 (no HTTP status,
-// e.g. an error event) is classified by the body's error type or else as a
-// server error.
+// kind uses the OpenAI table). SPEC 7.4: 429 rate_limited; 401/403 auth;
+// 404 not_found; 408 timeout; 5xx (Anthropic's 529 included) server_error;
+// a 400/413/422 whose body names a context-window or content-policy error
+// gets that class; any other 4xx is bad_request. A 2xx is ClassOK. Any
+// other status (an unfollowed 3xx, or 0 for an error event with no HTTP
+// status) is classified by the body's error type (Anthropic) or else as a
+// server error: the deployment, not the request, is at fault.
 func Classify(kind string, status int, body []byte) routing.Class {
 	if status >= 200 && status < 300 {
 		return routing.ClassOK

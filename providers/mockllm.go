@@ -177,7 +177,7 @@ func anthropicErrorType(status int) string {
 // profile, or an error naming the flag that is out of range.
 func MockFlags(fs *flag.FlagSet) func() (config.Simulate, error) {
 	ttfb := fs.Duration("ttfb", 20*time.Millisecond, "time to first byte")
-	tps := fs.Float64("tps", 500, "stream pace, tokens per second")
+	tps := fs.Float64("tps", 500, "stream pace, tokens per second (0 = unpaced)")
 	out := fs.Int("output-tokens", 16, "tokens in each answer")
 	rate := fs.Float64("error-rate", 0, "share of requests that fail, 0..1")
 	status := fs.Int("error-status", 503, "HTTP status of the failing requests")
@@ -192,8 +192,8 @@ func MockFlags(fs *flag.FlagSet) func() (config.Simulate, error) {
 		if *status < 400 || *status > 599 {
 			problems = append(problems, fmt.Sprintf("-error-status must be an HTTP error status 400..599, got %d", *status))
 		}
-		if *ttfb < 0 || *tps <= 0 || *out <= 0 || *ctxTokens <= 0 || *dims <= 0 {
-			problems = append(problems, "-ttfb must not be negative; -tps, -output-tokens, -context-tokens and -embedding-dims must be positive")
+		if *ttfb < 0 || *tps < 0 || *out <= 0 || *ctxTokens <= 0 || *dims <= 0 {
+			problems = append(problems, "-ttfb and -tps must not be negative; -output-tokens, -context-tokens and -embedding-dims must be positive")
 		}
 		if len(problems) > 0 {
 			return config.Simulate{}, errors.New(strings.Join(problems, "; "))

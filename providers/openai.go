@@ -236,14 +236,19 @@ type openAIRelay struct {
 	events    int
 }
 
-var usageKey = []byte(`"usage"`)
+var (
+	usageKey = []byte(`"usage"`)
+	errorKey = []byte(`"error"`)
+)
 
 func (c *openAIRelay) event(_ string, data []byte) ([]byte, bool, error) {
 	if isDone(data) {
 		return appendData(nil, doneData), true, nil
 	}
-	if _, _, ok := wire.FindTopLevel(data, "error"); ok {
-		return nil, false, midStreamError(data)
+	if bytes.Contains(data, errorKey) {
+		if _, _, ok := wire.FindTopLevel(data, "error"); ok {
+			return nil, false, midStreamError(data)
+		}
 	}
 	if bytes.Contains(data, usageKey) {
 		if u, ok := openAIUsageOK(data); ok {

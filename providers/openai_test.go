@@ -332,7 +332,7 @@ func TestOpenAIErrors(t *testing.T) {
 		{"azure content filter", handler(400, azureContentFilter, nil), routing.ClassContentPolicy, 0, "content_filter"},
 		{"auth", handler(401, openAIInvalidKey, nil), routing.ClassAuth, 0, "invalid_api_key"},
 		{"5xx", handler(502, "<html>bad gateway</html>", nil), routing.ClassServerError, 0, ""},
-		{"redirect is not followed", handler(302, "", map[string]string{"Location": "https://elsewhere.example/"}), routing.ClassBadRequest, 0, ""},
+		{"redirect is not followed", handler(302, "", map[string]string{"Location": "https://elsewhere.example/"}), routing.ClassServerError, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -367,6 +367,7 @@ func TestOpenAIErrors(t *testing.T) {
 	t.Run("client cancel", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) // so the server notices the client leaving
 			cancel()
 			<-r.Context().Done()
 		}))

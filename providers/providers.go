@@ -91,6 +91,11 @@ type EventStream interface {
 // Adapter calls one provider. Implementations are safe for concurrent use.
 type Adapter interface {
 	// Do makes one upstream attempt for deployment d. Failures are *Error.
+	// ctx governs the whole attempt, a returned stream included: to bound
+	// only the time to first byte, cancel ctx from a timer that is stopped
+	// once Do returns. For a stream, Do returns after the first event has
+	// arrived, so a stream that fails before any byte is an attempt error
+	// the caller can still fail over from.
 	Do(ctx context.Context, d *catalog.Deployment, req *Request) (*Response, error)
 }
 
@@ -115,6 +120,7 @@ type Error struct {
 	cause error  // underlying transport or context error, for errors.Is
 }
 
+// Error implements error: "upstream 429 rate_limited: <message>".
 func (e *Error) Error() string {
 	if e.Status > 0 {
 		return fmt.Sprintf("upstream %d %s: %s", e.Status, e.Class, e.Message)

@@ -141,8 +141,8 @@ func (st *simStream) openAITail() []byte {
 		b = append(b, "data: "...)
 		b = append(b, st.head...)
 		b = append(b, `[],"usage":`...)
-		b = appendOpenAIUsage(b, st.prompt, st.n)
-		b = append(b, "}\n\n"...)
+		b = appendOpenAIUsage(b, st.prompt, st.n) // closes usage and the chunk
+		b = append(b, "\n\n"...)
 	}
 	return append(b, "data: [DONE]\n\n"...)
 }

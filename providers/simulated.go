@@ -47,7 +47,7 @@ type Simulated struct {
 type simProfile struct {
 	config.Simulate
 	words    []string      // content_policy_words, lowercased, empty ones dropped
-	interval time.Duration // time between streamed tokens
+	interval time.Duration // time between streamed tokens; 0 = unpaced
 }
 
 // NewSimulated returns the simulated adapter of p (its Simulate profile),
@@ -60,12 +60,13 @@ func NewSimulated(p *catalog.Provider, seed int64) *Simulated {
 }
 
 // SetProfile replaces the profile for every later request (a stream already
-// started keeps its pace). Zero fields take the config defaults of SPEC 13,
-// except ttfb and error_rate, whose zero is meaningful.
+// started keeps its pace). A zero ttfb, error_rate or tokens_per_second is
+// meaningful (no wait, no failures, unpaced stream); the other zero fields,
+// which would make the simulator useless, take the config defaults of
+// SPEC 13 (output_tokens 16, error_status 503, context_tokens 128000,
+// embedding_dims 8).
 func (s *Simulated) SetProfile(sim config.Simulate) {
-	if sim.TokensPerSecond <= 0 {
-		sim.TokensPerSecond = 500
-	}
+	sim.TokensPerSecond = max(sim.TokensPerSecond, 0)
 	if sim.OutputTokens <= 0 {
 		sim.OutputTokens = 16
 	}
@@ -79,7 +80,10 @@ func (s *Simulated) SetProfile(sim config.Simulate) {
 		sim.EmbeddingDims = 8
 	}
 	sim.TTFB = max(sim.TTFB, 0)
-	p := &simProfile{Simulate: sim, interval: time.Duration(float64(time.Second) / sim.TokensPerSecond)}
+	p := &simProfile{Simulate: sim}
+	if sim.TokensPerSecond > 0 {
+		p.interval = time.Duration(float64(time.Second) / sim.TokensPerSecond)
+	}
 	for _, w := range sim.ContentPolicyWords {
 		if w = strings.ToLower(strings.TrimSpace(w)); w != "" {
 			p.words = append(p.words, w)

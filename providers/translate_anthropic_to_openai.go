@@ -219,6 +219,7 @@ type openAIToAnthropicStream struct {
 	kind    string // "text" or "tool_use" for the open block
 	next    int    // index of the next block
 	toolIdx int    // OpenAI tool_calls index of the open tool block
+	toolID  string // id of the open tool block
 	stop    string
 	u       Usage
 	buf     []byte
@@ -264,9 +265,13 @@ func (c *openAIToAnthropicStream) event(_ string, data []byte) ([]byte, bool, er
 				if tc.Index != nil {
 					idx = *tc.Index
 				}
-				if tc.ID != "" || c.kind != "tool_use" || idx != c.toolIdx {
+				// A new call has a new index; some servers repeat the id on
+				// every delta, and some reuse index 0 with a fresh id.
+				if c.kind != "tool_use" || idx != c.toolIdx || (tc.ID != "" && tc.ID != c.toolID) {
 					head, _ := json.Marshal(anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: json.RawMessage(`{}`)})
+					c.closeBlock()
 					c.openBlock("tool_use", idx, string(head))
+					c.toolID = tc.ID
 				}
 				if tc.Function.Arguments != "" {
 					c.emit("content_block_delta", anBlockDelta{Type: "content_block_delta", Index: c.block, Delta: anDelta{Type: "input_json_delta", PartialJSON: tc.Function.Arguments}})
@@ -310,7 +315,7 @@ func (c *openAIToAnthropicStream) closeBlock() {
 		return
 	}
 	c.emit("content_block_stop", anBlockStop{Type: "content_block_stop", Index: c.block})
-	c.block, c.kind, c.toolIdx = -1, "", -1
+	c.block, c.kind, c.toolIdx, c.toolID = -1, "", -1, ""
 }
 
 // finish closes the message: message_delta with the stop reason and the

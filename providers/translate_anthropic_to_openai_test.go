@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"strings"
 	"testing"
 
 	"switchyard/routing"
@@ -225,5 +226,24 @@ func TestOpenAIToAnthropicStream(t *testing.T) {
 	_, _, err := newOpenAIToAnthropicStream("m", 0).event("", []byte(`{"error":{"message":"boom","type":"server_error"}}`))
 	if e := wantClass(t, err, routing.ClassServerError); e.Message != "boom" {
 		t.Fatalf("message %q", e.Message)
+	}
+}
+
+func TestOpenAIToAnthropicStreamRepeatedToolIDs(t *testing.T) {
+	const head = `{"id":"chatcmpl-r","object":"chat.completion.chunk","created":1,"model":"m","choices":`
+	got, _ := feed(t, newOpenAIToAnthropicStream("m", 0), []sseEvent{
+		{"", head + `[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"x\""}}]},"finish_reason":null}]}`},
+		{"", head + `[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"arguments":":1}"}}]},"finish_reason":null}]}`},
+		{"", head + `[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`},
+		{"", "[DONE]"},
+	})
+	var starts []string
+	for _, e := range got {
+		if e.name == "content_block_start" {
+			starts = append(starts, e.data)
+		}
+	}
+	if len(starts) != 2 || !strings.Contains(starts[0], `"call_a"`) || !strings.Contains(starts[1], `"call_b"`) {
+		t.Fatalf("blocks:\n%s", dumpEvents(got))
 	}
 }

@@ -75,7 +75,7 @@ func (o *countObs) OnReject(string, string) { o.rejects.Add(1) }
 
 // waitUntil polls cond until it holds or the deadline passes: every wait in
 // these tests is bounded by a context deadline.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -106,14 +106,14 @@ func settle(t *testing.T, l Limiter) {
 // redisServer is a real redis-server on a free loopback port, for the
 // cluster and fault tests. It can be killed and restarted on the same port.
 type redisServer struct {
-	t    *testing.T
+	t    testing.TB
 	port int
 	cmd  *exec.Cmd
 }
 
 // startRedisServer starts redis-server, skipping the test when the binary
 // is not installed.
-func startRedisServer(t *testing.T) *redisServer {
+func startRedisServer(t testing.TB) *redisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed: skipping the real-Redis test (apt-get install redis-server)")

@@ -47,15 +47,35 @@ type Redis struct {
 	node    string // random per process: slot ids and the flusher's applied-batch mark
 	fl      *flusher
 
-	slotTTL atomic.Int64 // ns
-	seq     atomic.Uint64
-	keys    sync.Map // team name -> *teamKeys
+	slotTTLms atomic.Pointer[any] // slot TTL backstop in ms, boxed once (ARGV 8)
+	seq       atomic.Uint64
+	keys      sync.Map // team name -> *teamKeys
 }
 
 // teamKeys are one team's keys, built once (no allocation per call).
 type teamKeys struct {
 	admit     []string // rpm, tpm, parallel, budget
 	reconcile []string // tpm, budget, parallel, this node's mark
+
+	limits atomic.Pointer[boxedLimits] // the limit arguments of admitLua, boxed once per config
+}
+
+// boxedLimits are ARGV 1-5 of admitLua for one team config, converted to
+// interfaces once instead of on every call.
+type boxedLimits struct {
+	team *catalog.Team // the config they were made from (a reload makes a new one)
+	args [5]any
+}
+
+// limitArgs returns t's boxed limits, rebuilding them when the team's config
+// changed.
+func (k *teamKeys) limitArgs(t *catalog.Team) *boxedLimits {
+	if b := k.limits.Load(); b != nil && b.team == t {
+		return b
+	}
+	b := &boxedLimits{team: t, args: [5]any{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), periodSeconds(t)}}
+	k.limits.Store(b)
+	return b
 }
 
 // NewRedis returns the shared limiter over client. br may be nil (no breaker:
@@ -78,7 +98,7 @@ func NewRedis(client Store, br *cluster.Breaker, prefix string, timeout time.Dur
 		client: client, br: br, prefix: prefix, timeout: timeout,
 		local: fallback, obs: obs, node: nodeID(),
 	}
-	r.slotTTL.Store(int64(DefaultSlotTTL))
+	r.storeSlotTTL(DefaultSlotTTL)
 	r.fl = newFlusher(client, r.teamKeys, obs, flushTimeout(timeout))
 	go r.fl.run()
 	return r
@@ -93,9 +113,14 @@ func flushTimeout(t time.Duration) time.Duration { return max(4*t, 250*time.Mill
 // before the first Admit; it also sets the fallback's.
 func (r *Redis) SetSlotTTL(d time.Duration) {
 	if d > 0 {
-		r.slotTTL.Store(int64(d))
+		r.storeSlotTTL(d)
 		r.local.SetSlotTTL(d)
 	}
+}
+
+func (r *Redis) storeSlotTTL(d time.Duration) {
+	var ms any = d.Milliseconds()
+	r.slotTTLms.Store(&ms)
 }
 
 // SetRetryInterval sets how long the flusher waits after a failed write
@@ -140,10 +165,11 @@ func (r *Redis) Admit(ctx context.Context, a Admission) (Decision, error) {
 	if t.MaxParallel > 0 {
 		slot = r.slotID()
 	}
+	keys := r.teamKeys(t.Name)
+	lim := keys.limitArgs(t)
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
-	res, err := admitScript.Run(cctx, r.client, r.teamKeys(t.Name).admit,
-		t.RPM, t.TPM, t.MaxParallel, max(0, t.Budget.USD), periodSeconds(t), cost, slot,
-		r.slotTTL.Load()/int64(time.Millisecond)).Int64Slice()
+	res, err := admitScript.Run(cctx, r.client, keys.admit,
+		lim.args[0], lim.args[1], lim.args[2], lim.args[3], lim.args[4], cost, slot, *r.slotTTLms.Load()).Int64Slice()
 	cancel()
 	if err == nil && len(res) != 7 {
 		err = errors.New("ratelimit: admit script returned " + strconv.Itoa(len(res)) + " values")

@@ -89,6 +89,7 @@ type RedisUsage struct {
 
 	stop, done chan struct{}
 	once       sync.Once
+	started    atomic.Bool // run was started: Close waits for it
 }
 
 // depUsage is one deployment's unwritten counts.
@@ -108,6 +109,15 @@ type usageCache struct {
 // (stopped by Close). replicas is redis.expected_replicas; clock drives the
 // local fallback counts and the staleness of the cache (nil: time.Now).
 func NewRedisUsage(client Store, prefix string, timeout time.Duration, replicas int, clock func() time.Time, obs Observer) *RedisUsage {
+	u := newRedisUsage(client, prefix, timeout, replicas, clock, obs)
+	u.started.Store(true)
+	go u.run()
+	return u
+}
+
+// newRedisUsage builds a RedisUsage without its goroutine (tests drive
+// flush and refresh by hand).
+func newRedisUsage(client Store, prefix string, timeout time.Duration, replicas int, clock func() time.Time, obs Observer) *RedisUsage {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -123,7 +133,6 @@ func NewRedisUsage(client Store, prefix string, timeout time.Duration, replicas 
 		interval: DefaultUsageInterval,
 		stop:     make(chan struct{}), done: make(chan struct{}),
 	}
-	go u.run()
 	return u
 }
 
@@ -245,7 +254,9 @@ func (u *RedisUsage) refresh(ctx context.Context) {
 // Close stops the goroutine and writes the unwritten counts, bounded by ctx.
 func (u *RedisUsage) Close(ctx context.Context) error {
 	u.once.Do(func() { close(u.stop) })
-	<-u.done
+	if u.started.Load() {
+		<-u.done
+	}
 	u.flush(ctx)
 	lost := 0
 	u.deps.Range(func(_, v any) bool {

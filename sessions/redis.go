@@ -41,8 +41,9 @@ type Redis struct {
 	stop       chan struct{}
 	done       chan struct{}
 
-	mu      sync.Mutex
-	pending map[string]pendingSet // guarded by mu; Redis key -> latest write
+	mu       sync.Mutex
+	pending  map[string]pendingSet // guarded by mu; Redis key -> latest write
+	flushing map[string]pendingSet // guarded by mu; the batch being written now
 }
 
 type pendingSet struct {
@@ -97,6 +98,9 @@ func (r *Redis) get(ctx context.Context, k kind, key string) (string, bool, erro
 	rk := r.key(k, key)
 	r.mu.Lock()
 	p, ok := r.pending[rk]
+	if !ok {
+		p, ok = r.flushing[rk]
+	}
 	r.mu.Unlock()
 	if ok { // read your own writes before they reach Redis
 		return p.value, p.ttl > 0, nil
@@ -175,6 +179,7 @@ func (r *Redis) flush(ctx context.Context) bool {
 	}
 	batch := r.pending
 	r.pending = make(map[string]pendingSet, len(batch))
+	r.flushing = batch
 	r.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, max(4*r.timeout, 250*time.Millisecond))
 	_, err := r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
@@ -188,16 +193,17 @@ func (r *Redis) flush(ctx context.Context) bool {
 		return nil
 	})
 	cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushing = nil
 	if err == nil {
 		return true
 	}
-	r.mu.Lock()
 	for k, v := range batch {
 		if _, newer := r.pending[k]; !newer {
 			r.pending[k] = v
 		}
 	}
-	r.mu.Unlock()
 	return false
 }
 

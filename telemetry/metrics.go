@@ -1,7 +1,8 @@
 // Package telemetry owns what the gateway reports about itself (SPEC 12):
 // the Prometheus metrics, registered on an injected registry with bounded
 // labels (never a key, session id or prompt hash), and the audit log of one
-// entry per request. It imports prometheus, never gin or redis.
+// entry per request (a ring in memory, or a bounded Redis stream shared by
+// the replicas). It imports prometheus and go-redis, never gin.
 package telemetry
 
 import (

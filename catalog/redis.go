@@ -1,0 +1,134 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisClient is the part of go-redis the shared catalog store uses.
+type RedisClient interface {
+	redis.Scripter
+	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// RedisStore keeps the State in Redis, shared by every replica (SPEC 9,
+// 11). A save is one script: compare the stored version with the base,
+// write state and version, publish the new version on the change channel,
+// so a reader sees the old state or the new one and every replica hears of
+// it. The two keys share the {catalog} hash tag. They carry no TTL on
+// purpose: the catalog is the operator's configuration, not a cache.
+type RedisStore struct {
+	c          RedisClient
+	versionKey string
+	stateKey   string
+	channel    string
+	timeout    time.Duration
+}
+
+// NewRedisStore returns the shared store under prefix. timeout bounds each
+// call (admin writes are not on the request path, so it is generous).
+func NewRedisStore(c RedisClient, prefix string, timeout time.Duration) *RedisStore {
+	return &RedisStore{
+		c: c, versionKey: prefix + "{catalog}:version", stateKey: prefix + "{catalog}:state",
+		channel: prefix + "catalog:changed", timeout: timeout,
+	}
+}
+
+// Channel is the pub/sub channel carrying change notices (the new version).
+func (r *RedisStore) Channel() string { return r.channel }
+
+var saveScript = redis.NewScript(`
+local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+if v ~= tonumber(ARGV[1]) then return v end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[2])
+return -1
+`)
+
+// Load implements Store.
+func (r *RedisStore) Load(ctx context.Context) (*State, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	vals, err := r.c.MGet(ctx, r.versionKey, r.stateKey).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	raw, ok := vals[1].(string)
+	if !ok || raw == "" {
+		return nil, false, nil
+	}
+	var st State
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		return nil, false, fmt.Errorf("catalog in Redis (%s) is corrupt: %v", r.stateKey, err)
+	}
+	return &st, true, nil
+}
+
+// Save implements Store.
+func (r *RedisStore) Save(ctx context.Context, base int64, next *State) error {
+	b, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	res, err := saveScript.Run(ctx, r.c, []string{r.versionKey, r.stateKey},
+		base, strconv.FormatInt(next.Version, 10), b, r.channel).Int64()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if res != -1 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// Watch reloads the catalog whenever another replica publishes a change,
+// and every poll interval as a backstop for notices missed while
+// disconnected. apply receives each newer state. ready is called once the
+// subscription is confirmed (or has failed: the poll still runs), after a
+// reload that catches changes made before it. Watch returns when ctx ends.
+func (r *RedisStore) Watch(ctx context.Context, current func() int64, apply func(*State), poll time.Duration, ready func()) {
+	sub := r.c.Subscribe(ctx, r.channel)
+	defer sub.Close()
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, _ = sub.Receive(rctx) // the subscription confirmation
+	cancel()
+	msgs := sub.Channel()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	reload := func() {
+		st, ok, err := r.Load(ctx)
+		if err != nil || !ok || st.Version <= current() {
+			return
+		}
+		apply(st)
+	}
+	reload()
+	ready()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			if v, err := strconv.ParseInt(m.Payload, 10, 64); err == nil && v <= current() {
+				continue
+			}
+			reload()
+		case <-tick.C:
+			reload()
+		}
+	}
+}
+
+var _ Store = (*RedisStore)(nil)

@@ -1,0 +1,329 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"switchyard/config"
+	"switchyard/internal/redistest"
+)
+
+// clusterYAML is one replica's config; ${REDIS} and ${NODE} are filled in.
+const clusterYAML = `
+server: {node_id: "${NODE}"}
+admin: {key: admin-secret}
+redis: {url: "${REDIS}", timeout: ${TIMEOUT}, expected_replicas: 3, key_prefix: "sytest:"}
+providers:
+  - {name: sim, kind: simulated, simulate: {ttfb: 0s, tokens_per_second: 100000, output_tokens: 4}}
+  - {name: slow, kind: simulated, simulate: {ttfb: 1500ms, tokens_per_second: 100000, output_tokens: 4}}
+deployments:
+  - {id: d1, model: m, provider: sim}
+  - {id: d2, model: m, provider: sim}
+  - {id: h1, model: strong, provider: sim}
+  - {id: s1, model: slowm, provider: slow}
+teams:
+  - {name: rpm60, keys: ["sk-rpm"], models: ["*"], rpm: 60}
+  - {name: par5, keys: ["sk-par"], models: ["*"], max_parallel: 5}
+  - {name: tpm, keys: ["sk-tpm"], models: ["*"], tpm: 2000}
+  - {name: open, keys: ["sk-open"], models: ["*"]}
+smart_routing:
+  routes: [{alias: normal, easy: m, hard: strong}]
+`
+
+// startCluster assembles n replicas sharing one real redis-server.
+//
+// timeout is redis.timeout: the exactness tests use a generous one because
+// 200 client goroutines, three gateways and Redis share two cores, and a
+// call that times out falls back to the local limiter (by design) and is no
+// longer a test of the shared one.
+func startCluster(t *testing.T, n int, timeout string) (*redistest.Server, []*Node, []*httptest.Server) {
+	t.Helper()
+	rs := redistest.Start(t)
+	var nodes []*Node
+	var srvs []*httptest.Server
+	for i := 0; i < n; i++ {
+		yml := strings.NewReplacer("${REDIS}", rs.URL(), "${NODE}", fmt.Sprintf("node-%d", i+1), "${TIMEOUT}", timeout).Replace(clusterYAML)
+		cfg, err := config.Load([]byte(yml), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: int64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(node.Handler())
+		t.Cleanup(func() {
+			srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = node.Close(ctx)
+		})
+		nodes, srvs = append(nodes, node), append(srvs, srv)
+	}
+	return rs, nodes, srvs
+}
+
+func post(t *testing.T, url, key, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("request: %v", err)
+		return nil, ""
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+const chatBody = `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+
+// burst sends total concurrent requests spread round-robin over the
+// replicas and counts the statuses.
+func burst(t *testing.T, srvs []*httptest.Server, key, body string, total int) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[int]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < total; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			resp, _ := post(t, srvs[i%len(srvs)].URL+"/v1/chat/completions", key, body)
+			if resp == nil {
+				return
+			}
+			mu.Lock()
+			counts[resp.StatusCode]++
+			mu.Unlock()
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	return counts
+}
+
+func TestClusterRPMExact(t *testing.T) {
+	_, _, srvs := startCluster(t, 3, "2s")
+	counts := burst(t, srvs, "sk-rpm", chatBody, 200)
+	if counts[200] != 60 || counts[429] != 140 {
+		t.Fatalf("rpm 60 over 3 replicas: want exactly 60 admitted and 140 rejected, got %v", counts)
+	}
+}
+
+func TestClusterMaxParallelExact(t *testing.T) {
+	rs, _, srvs := startCluster(t, 3, "2s")
+	body := `{"model":"slowm","messages":[{"role":"user","content":"hi"}]}`
+	counts := burst(t, srvs, "sk-par", body, 30)
+	if counts[200] != 5 || counts[429] != 25 {
+		t.Fatalf("max_parallel 5 over 3 replicas: want 5 served and 25 rejected, got %v", counts)
+	}
+	// slots were released on every exit path (asynchronously, after the
+	// response): once the slot set is empty, a new wave gets 5 again
+	waitSlotsFree(t, rs, "sytest:{team:par5}:")
+	counts = burst(t, srvs, "sk-par", body, 10)
+	if counts[200] != 5 {
+		t.Fatalf("slots leaked: second wave served %v", counts)
+	}
+}
+
+func TestClusterTPMExact(t *testing.T) {
+	_, _, srvs := startCluster(t, 3, "2s")
+	// estimate per request: ceil(2/4)+4+3 prompt = 8, plus max_tokens 92 =
+	// 100. The slow model keeps every request in flight during the burst,
+	// so no reconciliation frees tokens before the burst is decided.
+	body := `{"model":"slowm","max_tokens":92,"messages":[{"role":"user","content":"hi"}]}`
+	counts := burst(t, srvs, "sk-tpm", body, 60)
+	if counts[200] != 20 || counts[429] != 40 {
+		t.Fatalf("tpm 2000 at 100 tokens each over 3 replicas: want exactly 20, got %v", counts)
+	}
+	// reconciliation: each served request really used 8+4 tokens, so the
+	// refunds (written asynchronously) give most of the minute back
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		counts = burst(t, srvs, "sk-tpm", `{"model":"m","max_tokens":92,"messages":[{"role":"user","content":"hi"}]}`, 3)
+		if counts[200] == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refunds did not restore TPM capacity: %v", counts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestClusterTierPinSharedAcrossReplicas(t *testing.T) {
+	_, _, srvs := startCluster(t, 3, "50ms")
+	hard := `{"model":"normal","reasoning_effort":"high","messages":[{"role":"user","content":"prove it"}]}`
+	resp, body := post(t, srvs[0].URL+"/v1/chat/completions", "sk-open", hard, "X-Session-Id", "conv-42")
+	if resp == nil || resp.Header.Get("X-Switchyard-Tier") != "hard" {
+		t.Fatalf("escalation on replica 1: %v %s", resp.Header, body)
+	}
+	thanks := `{"model":"normal","messages":[{"role":"user","content":"thanks!"}]}`
+	for _, srv := range srvs[1:] {
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			resp, _ := post(t, srv.URL+"/v1/chat/completions", "sk-open", thanks, "X-Session-Id", "conv-42")
+			if resp != nil && resp.Header.Get("X-Switchyard-Tier") == "hard" && resp.Header.Get("X-Switchyard-Tier-Source") == "pinned" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pin not honoured on another replica: %v", resp.Header)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// another session stays easy
+	resp, _ = post(t, srvs[2].URL+"/v1/chat/completions", "sk-open", thanks, "X-Session-Id", "other")
+	if resp.Header.Get("X-Switchyard-Tier") != "easy" {
+		t.Fatalf("unrelated session: %v", resp.Header)
+	}
+}
+
+func TestClusterDeploymentPinSharedAcrossReplicas(t *testing.T) {
+	_, _, srvs := startCluster(t, 3, "50ms")
+	resp, _ := post(t, srvs[0].URL+"/v1/chat/completions", "sk-open", chatBody, "X-Session-Id", "agent-7")
+	served := resp.Header.Get("X-Switchyard-Deployment")
+	for i := 0; i < 20; i++ {
+		srv := srvs[1+i%2]
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			resp, _ := post(t, srv.URL+"/v1/chat/completions", "sk-open", chatBody, "X-Session-Id", "agent-7")
+			if got := resp.Header.Get("X-Switchyard-Deployment"); got == served {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("session pinned to %s was served by %s on another replica", served, got)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func TestClusterCatalogChangePropagates(t *testing.T) {
+	_, _, srvs := startCluster(t, 3, "50ms")
+	resp, body := func() (*http.Response, string) {
+		req, _ := http.NewRequest("PUT", srvs[0].URL+"/admin/deployments/n1", strings.NewReader(`{"model":"fresh","provider":"sim"}`))
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		return r, string(b)
+	}()
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin put: %d %s", resp.StatusCode, body)
+	}
+	changed := time.Now()
+	fresh := `{"model":"fresh","messages":[{"role":"user","content":"hi"}]}`
+	for _, srv := range srvs[1:] {
+		for {
+			resp, body := post(t, srv.URL+"/v1/chat/completions", "sk-open", fresh)
+			if resp != nil && resp.StatusCode == 200 {
+				break
+			}
+			if time.Since(changed) > time.Second {
+				t.Fatalf("replica %s did not serve the new deployment within a second: %s", srv.URL, body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestClusterRedisKilledMidLoad: no request fails because Redis died, none
+// waits much longer than redis.timeout on it, the limiter falls back, and
+// after a restart the nodes return to shared state by themselves.
+func TestClusterRedisKilledMidLoad(t *testing.T) {
+	rs, nodes, srvs := startCluster(t, 3, "50ms")
+	var failed, slow, total atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 12; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				resp, body := post(t, srvs[(w+i)%3].URL+"/v1/chat/completions", "sk-open", chatBody, "X-Session-Id", fmt.Sprintf("s%d", w))
+				total.Add(1)
+				if resp == nil || resp.StatusCode != 200 {
+					failed.Add(1)
+					t.Logf("failed: %v %s", resp, body)
+				}
+				if time.Since(start) > 500*time.Millisecond {
+					slow.Add(1)
+				}
+			}
+		}(w)
+	}
+	time.Sleep(300 * time.Millisecond)
+	rs.Kill()
+	time.Sleep(700 * time.Millisecond)
+	down := nodes[0].RedisState()
+	rs.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for nodes[0].RedisState() != "up" || nodes[1].RedisState() != "up" || nodes[2].RedisState() != "up" {
+		if time.Now().After(deadline) {
+			t.Fatalf("nodes did not return to shared state: %s %s %s", nodes[0].RedisState(), nodes[1].RedisState(), nodes[2].RedisState())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if down != "down" {
+		t.Errorf("node did not notice Redis was down (state %q)", down)
+	}
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d requests failed because Redis died", failed.Load(), total.Load())
+	}
+	if slow.Load() != 0 {
+		t.Fatalf("%d requests waited over 500ms while Redis was down", slow.Load())
+	}
+	t.Logf("%d requests, none failed or waited on the dead Redis", total.Load())
+}
+
+func waitSlotsFree(t *testing.T, rs *redistest.Server, prefix string) {
+	t.Helper()
+	c := rs.Client()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
+		busy := int64(0)
+		for _, k := range keys {
+			if typ, _ := c.Type(context.Background(), k).Result(); typ == "zset" {
+				busy += c.ZCard(context.Background(), k).Val()
+			}
+		}
+		if busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d parallel slots still held 5s after every response", busy)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
