@@ -60,8 +60,8 @@ func NewClient(cfg config.Redis) (redis.UniversalClient, *Breaker, error) {
 //   - one dial attempt per call (DialerRetries 1): the default retried dials
 //     and a refused port cost 1.7 s per call;
 //   - no command retries (MaxRetries -1; MaxRedirects -1 on Cluster, which
-//     also retries on network errors): the charging scripts are not
-//     idempotent, and a retry after a timeout could apply one twice. A
+//     also retries on network errors): an admission script is not
+//     idempotent, and a retry after a timeout could charge it twice. A
 //     MOVED reply during resharding therefore fails one call (the caller
 //     falls back locally) and triggers a slot-map reload for the next.
 //

@@ -131,8 +131,10 @@ func TestBoundedWhenDown(t *testing.T) {
 					t.Fatalf("open breaker: err = %v, want ErrBreakerOpen", err)
 				}
 			}
-			if took := time.Since(start); took > timeout {
-				t.Fatalf("1000 calls with the breaker open took %v", took)
+			// No call touches the network: on average far below the timeout
+			// (a loose bound, so a loaded machine under -race does not flake).
+			if avg := time.Since(start) / 1000; avg > timeout/10 {
+				t.Fatalf("calls with the breaker open took %v each", avg)
 			}
 		})
 	}

@@ -106,14 +106,15 @@ func settle(t *testing.T, l Limiter) {
 // redisServer is a real redis-server on a free loopback port, for the
 // cluster and fault tests. It can be killed and restarted on the same port.
 type redisServer struct {
-	t    testing.TB
-	port int
-	cmd  *exec.Cmd
+	t     testing.TB
+	port  int
+	extra []string // more redis-server arguments
+	cmd   *exec.Cmd
 }
 
 // startRedisServer starts redis-server, skipping the test when the binary
 // is not installed.
-func startRedisServer(t testing.TB) *redisServer {
+func startRedisServer(t testing.TB, extra ...string) *redisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed: skipping the real-Redis test (apt-get install redis-server)")
@@ -124,7 +125,7 @@ func startRedisServer(t testing.TB) *redisServer {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	s := &redisServer{t: t, port: port}
+	s := &redisServer{t: t, port: port, extra: extra}
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
@@ -136,8 +137,9 @@ func (s *redisServer) URL() string  { return "redis://" + s.Addr() }
 // Start runs the server and waits (bounded) until it answers PING.
 func (s *redisServer) Start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--loglevel", "warning")
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--loglevel", "warning"}, s.extra...)
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}

@@ -44,7 +44,7 @@ var kinds = [...]string{"", KindRPM, KindTPM, KindParallel, KindBudget}
 
 // Admission is one request at the edge.
 type Admission struct {
-	RequestID string        // unique per request; also the max_parallel slot id
+	RequestID string        // the request id (X-Request-Id); slots get ids of their own, unique even when clients reuse one
 	Team      *catalog.Team // the authenticated team with its limits
 	Tokens    int64         // estimated prompt + output tokens, reserved against TPM
 }

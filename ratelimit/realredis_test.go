@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -258,5 +259,79 @@ func TestFaultKillRestart(t *testing.T) {
 	}
 	if n != 30 {
 		t.Fatalf("after recovery: %d of 100 admitted, want 30", n)
+	}
+}
+
+// TestRedisClusterMode runs the scripts on a real Redis Cluster (one node
+// owning every slot), where a script whose keys span slots fails with
+// CROSSSLOT: the hash-tag rule checked by Redis itself, not by a model of it.
+func TestRedisClusterMode(t *testing.T) {
+	dir := t.TempDir()
+	srv := startRedisServer(t, "--cluster-enabled", "yes", "--dir", dir, "--cluster-config-file", dir+"/nodes.conf")
+	ctx := context.Background()
+	admin := srv.Client()
+	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatalf("assigning slots: %v", err)
+	}
+	waitUntil(t, 10*time.Second, "the cluster to be ok", func() bool {
+		info, _ := admin.ClusterInfo(ctx).Result()
+		return strings.Contains(info, "cluster_state:ok")
+	})
+
+	// Two addresses select the Cluster client (both are the one node).
+	c, br, err := cluster.NewClient(config.Redis{Addrs: []string{srv.Addr(), srv.Addr()}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Negative control: keys of two teams in one script are refused.
+	cross := []string{cluster.TeamKey("sy:", "a", "rpm"), cluster.TeamKey("sy:", "b", "rpm")}
+	if cluster.Slot(cross[0]) != cluster.Slot(cross[1]) {
+		err := c.Eval(ctx, "return redis.call('MGET', KEYS[1], KEYS[2])", cross).Err()
+		if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("cross-slot script: err = %v, want CROSSSLOT", err)
+		}
+	}
+
+	obs := &countObs{}
+	r := NewRedis(c, br, "sy:", time.Second, NewLocal(time.Now, 1), obs)
+	team := newTeam("acme", limitsOf{rpm: 5, tpm: 10000, par: 3, usd: 10, period: time.Hour})
+	var tickets []Ticket
+	for i := range 6 {
+		d, err := r.Admit(ctx, Admission{RequestID: reqID(i), Team: team, Tokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			tickets = append(tickets, d.Ticket)
+		}
+	}
+	if len(tickets) != 3 {
+		t.Fatalf("%d admitted, want max_parallel 3", len(tickets))
+	}
+	for _, tk := range tickets {
+		r.Reconcile(tk, 50, 0.1)
+		r.Release(tk)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := obs.fallbacks.Load(); n != 0 {
+		t.Fatalf("%d fallbacks: a script failed on Cluster", n)
+	}
+	if got, _ := admin.HGet(ctx, "sy:{team:acme}:budget", "usd").Float64(); math.Abs(got-0.3) > 1e-9 {
+		t.Fatalf("spend %v, want 0.3", got)
+	}
+	if n := admin.ZCard(ctx, "sy:{team:acme}:par").Val(); n != 0 {
+		t.Fatalf("%d slots left after release", n)
+	}
+
+	u := newRedisUsage(c, "sy:", time.Second, 1, nil, obs)
+	u.Record("d1", 10)
+	u.Record("d2", 20)
+	u.flush(ctx)
+	u.refresh(ctx)
+	if rpm, tpm := u.Usage("d2"); rpm != 1 || tpm != 20 {
+		t.Fatalf("usage on Cluster: %d/%d", rpm, tpm)
 	}
 }

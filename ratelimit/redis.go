@@ -204,7 +204,9 @@ func (r *Redis) Admit(ctx context.Context, a Admission) (Decision, error) {
 
 // fallback answers an Admit whose Redis call failed from the local limiter.
 func (r *Redis) fallback(ctx context.Context, a Admission, slot string, err error) (Decision, error) {
-	r.obs.OnFallback("ratelimit")
+	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+		r.obs.OnFallback("ratelimit") // not when the caller itself gave up: Redis was not at fault
+	}
 	d, lerr := r.local.Admit(ctx, a)
 	if lerr != nil {
 		return d, lerr

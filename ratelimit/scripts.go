@@ -4,9 +4,9 @@ import "github.com/redis/go-redis/v9"
 
 // The Lua scripts run on Redis's clock (TIME, in microseconds) so replicas
 // with skewed clocks agree, touch only keys of one team (one hash tag, one
-// Cluster slot) and give every key a TTL. TATs are written with string.format('%.17g')
-// so a microsecond timestamp (16 digits) round-trips exactly whatever the
-// server's number-to-string conversion (Lua's tostring keeps 14 digits).
+// Cluster slot) and give every key a TTL. TATs are microsecond timestamps
+// (16 digits) passed to redis.call as numbers: Redis converts those with a
+// round-trip exact formatter (never Lua's tostring, which keeps 14 digits).
 //
 // Kind codes: 1 rpm, 2 tpm, 3 parallel, 4 budget.
 
@@ -46,7 +46,8 @@ if tpm > 0 then
   local w = tnext - W - now
   if w > TOL and w > wait then wait, kind = w, 2 end
 end
-if par > 0 then
+if par > 0 and redis.call('ZCARD', KEYS[3]) >= par then
+  -- full: drop slots past their TTL backstop (leaked by a dead process), count again
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) >= par then
     if 1000000 > wait then wait, kind = 1000000, 3 end
@@ -61,22 +62,15 @@ if budget > 0 and period > 0 then
   end
 end
 
-local function state(tat, limit)
-  if tat <= now then return limit, 0 end
-  local free = W - (tat - now)
-  local rem = 0
-  if free > 0 then rem = math.floor((free + TOL) * limit / W) end
-  if rem > limit then rem = limit end
-  return rem, math.ceil(tat - now)
-end
-
+local allowed = 0
 if kind == 0 then
+  allowed = 1
   if rpm > 0 then
-    redis.call('SET', KEYS[1], string.format('%.17g', rnext), 'PX', math.ceil((rnext - now) / 1000) + 1)
+    redis.call('SET', KEYS[1], rnext, 'PX', math.ceil((rnext - now) / 1000) + 1)
     rtat = rnext
   end
   if tpm > 0 and cost > 0 then
-    redis.call('SET', KEYS[2], string.format('%.17g', tnext), 'PX', math.ceil((tnext - now) / 1000) + 1)
+    redis.call('SET', KEYS[2], tnext, 'PX', math.ceil((tnext - now) / 1000) + 1)
     ttat = tnext
   end
   if par > 0 then
@@ -85,11 +79,17 @@ if kind == 0 then
     redis.call('PEXPIRE', KEYS[3], ttl)
   end
 end
-local rrem, rres, trem, tres = 0, 0, 0, 0
-if rpm > 0 then rrem, rres = state(rtat, rpm) end
-if tpm > 0 then trem, tres = state(ttat, tpm) end
-local allowed = 0
-if kind == 0 then allowed = 1 end
+
+-- header values: units left at now, and microseconds until the bucket is full
+local rrem, rres, trem, tres = rpm, 0, tpm, 0
+if rtat > now then
+  rres = math.ceil(rtat - now)
+  rrem = math.max(0, math.min(rpm, math.floor((W - (rtat - now) + TOL) * rpm / W)))
+end
+if ttat > now then
+  tres = math.ceil(ttat - now)
+  trem = math.max(0, math.min(tpm, math.floor((W - (ttat - now) + TOL) * tpm / W)))
+end
 return {allowed, kind, math.ceil(wait), rrem, rres, trem, tres}
 `
 
@@ -128,7 +128,7 @@ if tpm > 0 and delta ~= 0 then
   if tat <= now then
     redis.call('DEL', KEYS[1])
   else
-    redis.call('SET', KEYS[1], string.format('%.17g', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+    redis.call('SET', KEYS[1], tat, 'PX', math.ceil((tat - now) / 1000) + 1)
   end
 end
 if usd > 0 and period > 0 then

@@ -157,6 +157,7 @@ func (p *Plan) choose(now time.Time, t int64) *Attempt {
 			p.warm, p.warmDone = p.r.warmFor(p.session, t), true
 		}
 		p.pick.Model, p.pick.Candidates, p.pick.Now, p.pick.Warm = p.model, p.cands, now, p.warm
+		p.pick.tick = t
 		if idx = sel.Select(&p.pick); idx < 0 || idx >= len(p.cands) {
 			idx = 0
 		}
@@ -182,7 +183,9 @@ func (p *Plan) tryLastResort(now time.Time, t int64) *Attempt {
 // begin hands out an attempt on d: counts it in flight and against the
 // deployment's quota, and records it in the timeline.
 func (p *Plan) begin(d *catalog.Deployment, st *DeploymentState, slot int, model string, fallback bool, label string, now time.Time, t int64) *Attempt {
-	st.inflight.Add(1)
+	if st.inflight.Add(1) == 1 {
+		st.quietSince.Store(t) // idle until now: the wait for an answer starts here
+	}
 	if d.RPM > 0 || d.TPM > 0 {
 		p.r.usage.Record(d.ID, p.tokens)
 	}

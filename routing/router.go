@@ -165,6 +165,7 @@ func (r *Router) Health(now time.Time) []DeploymentHealth {
 // counts and the observer, from one call.
 func (r *Router) complete(a *Attempt, o Outcome, now int64) {
 	st := a.state
+	st.quietSince.Store(now)
 	st.inflight.Add(-1)
 	var (
 		est     time.Duration
@@ -174,6 +175,12 @@ func (r *Router) complete(a *Attempt, o Outcome, now int64) {
 	st.recent.add(o.Class, now)
 	if o.Class != ClassCanceled { // a client that went away never counts (SPEC 7.4)
 		if sample := latencySample(o, a.stream); sample > 0 {
+			if o.Class != ClassOK {
+				// A failure may raise the estimate but never lower it: a
+				// deployment that answers 503 in a millisecond is not fast,
+				// and must not attract traffic for failing quickly.
+				sample = max(sample, st.LatencyEstimate())
+			}
 			est = st.observeLatencyLocked(sample, now, &r.rules)
 		}
 		trigger = st.recordLocked(o.Class, o.RetryAfter, a.tick, now, &r.rules)

@@ -39,6 +39,7 @@ type Pick struct {
 	// warm_cache_ttl and has not been in cooldown since, "" if none.
 	Warm string
 
+	tick    int64 // Now on the router's timeline
 	scratch []float64
 }
 
@@ -62,18 +63,17 @@ func (p *Pick) Latencies(dst []float64) {
 			known = append(known, time.Duration(e).Seconds())
 		}
 	}
-	if len(known) == len(p.Candidates) {
-		return
-	}
 	prior := 1.0
-	if len(known) > 0 {
+	if len(known) > 0 && len(known) < len(p.Candidates) {
 		prior = median(known)
 	}
 	for i, c := range p.Candidates {
-		dst[i] = prior
-		if e := c.State.estimate.Load(); e > 0 {
-			dst[i] = time.Duration(e).Seconds()
+		e := c.State.estimate.Load()
+		est := prior
+		if e > 0 {
+			est = time.Duration(e).Seconds()
 		}
+		dst[i] = max(est, c.State.pendingAge(p.tick).Seconds())
 	}
 }
 

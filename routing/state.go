@@ -30,6 +30,9 @@ type DeploymentState struct {
 	coolUntil atomic.Int64 // end of the current (or last) cooldown; cooling while now < coolUntil
 	lastProbe atomic.Int64 // start of the last recovery probe
 	probing   atomic.Bool  // a probe is in flight (the one probe slot is taken)
+	// quietSince is the last tick at which the deployment showed progress:
+	// it went from idle to busy, or an attempt on it completed.
+	quietSince atomic.Int64
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -58,6 +61,19 @@ func (s *DeploymentState) InFlight() int64 { return s.inflight.Load() }
 // sample (selectors substitute a prior, see Pick.Latencies).
 func (s *DeploymentState) LatencyEstimate() time.Duration {
 	return time.Duration(s.estimate.Load())
+}
+
+// pendingAge is how long a busy deployment has gone without completing
+// anything (0 when idle). Selectors treat it as a lower bound on the
+// latency: a deployment that turned slow shows it while its first slow
+// answers are still outstanding, instead of only once they complete, so a
+// brownout stops attracting traffic within about one old latency rather
+// than one new latency.
+func (s *DeploymentState) pendingAge(now int64) time.Duration {
+	if s.inflight.Load() == 0 {
+		return 0
+	}
+	return time.Duration(max(0, now-s.quietSince.Load()))
 }
 
 // coolingAt reports whether the deployment is in cooldown at tick now.
