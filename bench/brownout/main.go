@@ -3,7 +3,8 @@
 // one of them turns slow (10x time to first byte), after two thirds it also
 // fails half of its requests. For every strategy it prints the success
 // rate, p50/p99 latency seen by clients, and the share of traffic the sick
-// deployment received after it turned sick. Everything runs in process on
+// deployment received after it turned sick. The sick deployment is the
+// cheapest (half price), so cost-aware strategies are tempted by it. Everything runs in process on
 // simulated providers, so it needs no network and stops by itself.
 //
 //	go run ./bench/brownout [-duration 6s] [-clients 16]
@@ -39,7 +40,7 @@ deployments:
   - {id: healthy-1, model: m, provider: p1, price: {input: 1, output: 2}}
   - {id: healthy-2, model: m, provider: p2, price: {input: 1, output: 2}}
   - {id: sick, model: m, provider: p3, price: {input: 0.5, output: 1}}
-models: [{name: m, strategy: STRATEGY}]
+models: [{name: m, strategy: STRATEGY, objective: OBJECTIVE}]
 teams: [{name: t, keys: ["sk-bench"], models: ["*"]}]
 routing: {cooldown_base: 2s, failures_before_cooldown: 3}
 `
@@ -55,24 +56,28 @@ type result struct {
 func main() {
 	dur := flag.Duration("duration", 6*time.Second, "run length per strategy")
 	clients := flag.Int("clients", 16, "concurrent clients")
-	only := flag.String("strategies", "simple_shuffle,round_robin,least_busy,latency,cost,usage,adaptive", "strategies to run")
+	only := flag.String("strategies", "simple_shuffle,round_robin,least_busy,latency,cost,usage,adaptive,adaptive:latency", "strategies to run (adaptive:OBJECTIVE picks the objective)")
 	flag.Parse()
 	fmt.Printf("brownout: 3 deployments (ttfb 20ms); 'sick' turns 10x slow at %s and fails 50%% from %s; %d clients, %s per strategy\n\n",
 		*dur/3, 2**dur/3, *clients, *dur)
-	fmt.Printf("%-15s %9s %9s %9s %14s\n", "strategy", "success", "p50", "p99", "sick share")
+	fmt.Printf("%-17s %9s %9s %9s %14s\n", "strategy", "success", "p50", "p99", "sick share")
 	for _, s := range strings.Split(*only, ",") {
 		r, err := run(s, *dur, *clients)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, s+":", err)
 			os.Exit(1)
 		}
-		fmt.Printf("%-15s %8.2f%% %9s %9s %13.1f%%\n", r.strategy, 100*float64(r.ok)/float64(r.total),
+		fmt.Printf("%-17s %8.2f%% %9s %9s %13.1f%%\n", r.strategy, 100*float64(r.ok)/float64(r.total),
 			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), 100*r.sickShare)
 	}
 }
 
 func run(strategy string, dur time.Duration, clients int) (*result, error) {
-	cfg, err := config.Load([]byte(strings.Replace(yamlTmpl, "STRATEGY", strategy, 1)), nil)
+	name, objective, _ := strings.Cut(strategy, ":")
+	if objective == "" {
+		objective = "balanced"
+	}
+	cfg, err := config.Load([]byte(strings.NewReplacer("STRATEGY", name, "OBJECTIVE", objective).Replace(yamlTmpl)), nil)
 	if err != nil {
 		return nil, err
 	}
