@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"switchyard/catalog"
@@ -173,6 +172,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
+		cl.hdr.flush(cl.c.Writer.Header())
 		cl.c.Data(status, "application/json", resp.Body)
 		cl.entry.Status = status
 		return true, nil
@@ -207,6 +207,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	cl.setDecisionHeaders(res, d)
 	w := cl.c.Writer
 	h := w.Header()
+	cl.hdr.flush(h)
 	h["Content-Type"] = []string{"text/event-stream"}
 	h["Cache-Control"] = []string{"no-cache"}
 	h["X-Accel-Buffering"] = []string{"no"}
@@ -269,21 +270,20 @@ func outcomeOf(err, cause error, lat time.Duration) routing.Outcome {
 
 // setDecisionHeaders writes the SPEC 12.3 headers before the body.
 func (cl *call) setDecisionHeaders(res routing.PlanResult, served *catalog.Deployment) {
-	h := cl.c.Writer.Header()
+	h := &cl.hdr
 	if served != nil {
-		h["X-Switchyard-Model"] = []string{served.Model}
-		h["X-Switchyard-Deployment"] = []string{served.ID}
+		h.str("X-Switchyard-Model", served.Model)
+		h.str("X-Switchyard-Deployment", served.ID)
 	}
 	n := res.Attempts
 	if served != nil && n == 0 {
 		n = 1
 	}
-	h["X-Switchyard-Attempts"] = []string{strconv.Itoa(n)}
+	h.int("X-Switchyard-Attempts", int64(n))
 	if res.Degraded {
-		h["X-Switchyard-Degraded"] = []string{"true"}
+		h.str("X-Switchyard-Degraded", "true")
 	}
-	overhead := time.Since(cl.start) - cl.upstream
-	h["X-Switchyard-Overhead-Ms"] = []string{strconv.FormatFloat(float64(overhead.Microseconds())/1000, 'f', 3, 64)}
+	h.millis("X-Switchyard-Overhead-Ms", time.Since(cl.start)-cl.upstream)
 }
 
 // settle reconciles the team's TPM and budget with the real usage, pins the

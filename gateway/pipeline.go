@@ -50,6 +50,7 @@ type call struct {
 	upstream     time.Duration // time spent waiting on upstreams
 
 	entry telemetry.Entry
+	hdr   headerBatch // response headers decided so far, written with the first byte
 }
 
 func (s *Server) handleChat(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatOpenAI) }
@@ -67,7 +68,7 @@ func (s *Server) handleMessages(c *gin.Context) { s.serve(c, catalog.OpChat, wir
 func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format) {
 	cl := &call{s: s, c: c, start: time.Now(), op: op, format: format, snap: s.Catalog.Load()}
 	cl.reqID = s.newRequestID(c.Request)
-	c.Header("X-Request-Id", cl.reqID)
+	cl.hdr.str("X-Request-Id", cl.reqID)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.Config.Server.RequestTimeout)
 	defer cancel()
 	cl.ctx = ctx
@@ -80,6 +81,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 func (cl *call) fail(e *apiError) bool {
 	cl.entry.Status = e.Status
 	cl.entry.Error = e.Message
+	cl.hdr.flush(cl.c.Writer.Header())
 	writeErrorFormat(cl.c, e, cl.format)
 	return false
 }
@@ -145,7 +147,7 @@ func (cl *call) edgeLimit() bool {
 		return true
 	}
 	cl.decision = d
-	setLimitHeaders(cl.c, &d)
+	cl.setLimitHeaders(&d)
 	if !d.Allowed {
 		cl.s.Metrics.EdgeRejections.WithLabelValues(t.Name, d.Kind).Inc()
 		typ, code := "rate_limit_exceeded", "rate_limit_exceeded"
@@ -160,29 +162,18 @@ func (cl *call) edgeLimit() bool {
 	return true
 }
 
-func setLimitHeaders(c *gin.Context, d *ratelimit.Decision) {
-	h := c.Writer.Header()
+func (cl *call) setLimitHeaders(d *ratelimit.Decision) {
+	h := &cl.hdr
 	if d.LimitRequests > 0 {
-		h["X-Ratelimit-Limit-Requests"] = []string{strconv.FormatInt(d.LimitRequests, 10)}
-		h["X-Ratelimit-Remaining-Requests"] = []string{strconv.FormatInt(d.RemainingRequests, 10)}
-		h["X-Ratelimit-Reset-Requests"] = []string{formatReset(d.ResetRequests)}
+		h.int("X-Ratelimit-Limit-Requests", d.LimitRequests)
+		h.int("X-Ratelimit-Remaining-Requests", d.RemainingRequests)
+		h.reset("X-Ratelimit-Reset-Requests", d.ResetRequests)
 	}
 	if d.LimitTokens > 0 {
-		h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(d.LimitTokens, 10)}
-		h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(d.RemainingTokens, 10)}
-		h["X-Ratelimit-Reset-Tokens"] = []string{formatReset(d.ResetTokens)}
+		h.int("X-Ratelimit-Limit-Tokens", d.LimitTokens)
+		h.int("X-Ratelimit-Remaining-Tokens", d.RemainingTokens)
+		h.reset("X-Ratelimit-Reset-Tokens", d.ResetTokens)
 	}
-}
-
-// formatReset renders a reset duration the way OpenAI does ("1s", "6m0s").
-func formatReset(d time.Duration) string {
-	if d <= 0 {
-		return "0s"
-	}
-	if d < time.Second {
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	}
-	return d.Round(time.Millisecond).String()
 }
 
 // sessionKey detects the request's session once, when a stage needs it.
@@ -238,11 +229,10 @@ func (cl *call) tierRoute() bool {
 	if escalated {
 		s.Metrics.SmartEscalations.WithLabelValues(route.Alias).Inc()
 	}
-	wh := cl.c.Writer.Header()
-	wh["X-Switchyard-Tier"] = []string{tierName}
-	wh["X-Switchyard-Tier-Score"] = []string{strconv.Itoa(v.Score)}
-	wh["X-Switchyard-Tier-Source"] = []string{v.Source}
-	wh["X-Switchyard-Tier-Target"] = []string{v.Target}
+	cl.hdr.str("X-Switchyard-Tier", tierName)
+	cl.hdr.int("X-Switchyard-Tier-Score", int64(v.Score))
+	cl.hdr.str("X-Switchyard-Tier-Source", v.Source)
+	cl.hdr.str("X-Switchyard-Tier-Target", v.Target)
 	return true
 }
 

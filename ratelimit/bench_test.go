@@ -89,6 +89,25 @@ func BenchmarkAdmit(b *testing.B) {
 			b.Fatalf("%d fallbacks", obs.fallbacks.Load())
 		}
 	})
+	// The typical team (rpm + tpm, no max_parallel): no release to write.
+	b.Run("redis-server-rpm+tpm-parallel", func(b *testing.B) {
+		srv := startRedisServer(b)
+		r, obs := benchRedis(b, srv.Addr())
+		team := newTeam("rt", limitsOf{rpm: 1e9, tpm: 1e12})
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.SetParallelism(32)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if d, _ := r.Admit(ctx, Admission{RequestID: "r", Team: team, Tokens: 500}); !d.Allowed {
+					b.Error("rejected")
+				}
+			}
+		})
+		if obs.fallbacks.Load() > 0 {
+			b.Fatalf("%d fallbacks", obs.fallbacks.Load())
+		}
+	})
 	for _, parallel := range []bool{false, true} {
 		name := "redis-server"
 		if parallel {

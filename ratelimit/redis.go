@@ -39,7 +39,7 @@ type Store interface {
 type Redis struct {
 	// Immutable after construction.
 	client  Store
-	br      *cluster.Breaker
+	br      *cluster.Breaker // the breaker inside client (it acts as go-redis's Limiter); nil if none
 	prefix  string
 	timeout time.Duration
 	local   *Local
@@ -122,6 +122,10 @@ func (r *Redis) storeSlotTTL(d time.Duration) {
 	var ms any = d.Milliseconds()
 	r.slotTTLms.Store(&ms)
 }
+
+// Shared reports whether admissions are currently decided in Redis (the
+// breaker is closed) rather than by the local fallback.
+func (r *Redis) Shared() bool { return r.br == nil || r.br.Up() }
 
 // SetRetryInterval sets how long the flusher waits after a failed write
 // before trying again (default 200ms).

@@ -115,10 +115,52 @@ type metadata struct {
 }
 
 type rawMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []struct{}      `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
+	Role       string       `json:"role"`
+	Content    contentField `json:"content"`
+	ToolCalls  []struct{}   `json:"tool_calls"`
+	ToolCallID string       `json:"tool_call_id"`
+}
+
+// contentField decodes a message content (a string, an array of parts, or
+// null) straight into its flattened text, without keeping a raw copy.
+type contentField struct {
+	text       string
+	toolResult bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *contentField) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &c.text)
+	}
+	var err error
+	if c.text, c.toolResult, err = messageText(b); err != nil {
+		return errBadContent
+	}
+	return nil
+}
+
+// errBadContent marks a message content that is neither a string nor an
+// array of parts; Parse finds which message it was.
+var errBadContent = errors.New("bad message content")
+
+// badContentIndex finds the first message whose content is invalid (error
+// path only: it decodes the messages a second time).
+func badContentIndex(body []byte) int {
+	var b struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &b)
+	for i, m := range b.Messages {
+		if len(m.Content) > 0 && m.Content[0] != '"' {
+			if _, _, err := messageText(m.Content); err != nil {
+				return i
+			}
+		}
+	}
+	return 0
 }
 
 // contentPart is one element of an array content (OpenAI or Anthropic).
@@ -137,6 +179,10 @@ func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
 	}
 	var b openAIBody
 	if err := json.Unmarshal(body, &b); err != nil {
+		if errors.Is(err, errBadContent) {
+			i := badContentIndex(body)
+			return nil, badf(fmt.Sprintf("messages[%d].content", i), "messages[%d].content must be a string or an array of content parts", i)
+		}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return nil, badf(ute.Field, "field %q has the wrong type: got JSON %s, want %s", ute.Field, ute.Value, ute.Type)
@@ -211,10 +257,7 @@ func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
 			if m.Role == "" {
 				return nil, badf(fmt.Sprintf("messages[%d].role", i), "messages[%d].role is required", i)
 			}
-			text, toolResult, err := messageText(m.Content)
-			if err != nil {
-				return nil, badf(fmt.Sprintf("messages[%d].content", i), "messages[%d].content must be a string or an array of content parts", i)
-			}
+			text, toolResult := m.Content.text, m.Content.toolResult
 			msg := Message{Role: m.Role, Text: text, ToolCalls: len(m.ToolCalls), ToolResult: toolResult || m.Role == "tool"}
 			if format == FormatOpenAI && (m.Role == "system" || m.Role == "developer") {
 				sys = append(sys, text)
