@@ -350,7 +350,8 @@ func TestUpstreamCredentialsNotForwarded(t *testing.T) {
 // TestChatAllocations is the allocation guard of SPEC 16: the in-process
 // chat hot path must stay under a ceiling set from measurement.
 func TestChatAllocations(t *testing.T) {
-	n := newTestNode(t, simYAML)
+	// limits on: the common production case, with x-ratelimit-* headers
+	n := newTestNode(t, strings.Replace(simYAML, `models: [m, e, i, normal]}`, `models: [m, e, i, normal], rpm: 100000000, tpm: 100000000000}`, 1))
 	h := n.Handler()
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`)
 	run := func() {
