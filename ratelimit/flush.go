@@ -140,6 +140,7 @@ func (f *flusher) signal() {
 // write goes in the next), and back off after a failure.
 func (f *flusher) run() {
 	defer close(f.done)
+	preload(f.client, f.timeout, admitScript, reconcileScript)
 	for {
 		select {
 		case <-f.wake:
@@ -327,4 +328,20 @@ func evalPipelined(ctx context.Context, c Store, s *redis.Script, calls []script
 		return nil
 	})
 	return out
+}
+
+// preload loads scripts into Redis's script cache, so the first admissions
+// of a new process each run one EVALSHA instead of EVALSHA, NOSCRIPT, EVAL.
+// A failure is harmless: Run and evalPipelined load on demand.
+func preload(c Store, timeout time.Duration, scripts ...*redis.Script) {
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, s := range scripts {
+		if s.Load(ctx, c).Err() != nil {
+			return
+		}
+	}
 }

@@ -66,6 +66,10 @@ func (x *mini) admit(t *testing.T, team string, l limitsOf, tokens int64) Decisi
 // TestUnlimitedNoRoundTrip: a team without limits never reaches Redis.
 func TestUnlimitedNoRoundTrip(t *testing.T) {
 	x := newMini(t, false)
+	waitUntil(t, 5*time.Second, "the scripts to be preloaded", func() bool {
+		ok, _ := reconcileScript.Exists(context.Background(), x.c).Result()
+		return len(ok) == 1 && ok[0]
+	})
 	before := x.m.CommandCount()
 	for range 100 {
 		d := x.admit(t, "free", limitsOf{}, 1000)

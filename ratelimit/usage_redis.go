@@ -166,6 +166,7 @@ func (u *RedisUsage) Usage(depID string) (rpm, tpm int64) {
 
 func (u *RedisUsage) run() {
 	defer close(u.done)
+	preload(u.client, u.timeout, usageRecordScript, usageReadScript)
 	t := time.NewTicker(u.interval)
 	defer t.Stop()
 	for {

@@ -1,0 +1,47 @@
+// Command floorproxy is the baseline of SPEC 16: a bare
+// httputil.ReverseProxy that, with -redis, makes one Redis EVALSHA per
+// request (a rate-limit-shaped script) before proxying. The gateway's
+// throughput and added latency are reported as ratios against it, measured
+// in the same run on the same machine.
+package main
+
+import (
+	"flag"
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var script = redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], 60000) end
+return n`)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:19003", "address to listen on")
+	upstream := flag.String("upstream", "http://127.0.0.1:19001", "upstream base URL")
+	redisAddr := flag.String("redis", "", "redis host:port; empty = no Redis call")
+	flag.Parse()
+	u, err := url.Parse(*upstream)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second}
+	var h http.Handler = rp
+	if *redisAddr != "" {
+		c := redis.NewClient(&redis.Options{Addr: *redisAddr})
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := script.Run(r.Context(), c, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			rp.ServeHTTP(w, r)
+		})
+	}
+	log.Fatal(http.ListenAndServe(*listen, h))
+}
