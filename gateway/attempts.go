@@ -37,9 +37,12 @@ func (cl *call) route() bool {
 	if s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model) {
 		in.Session = cl.sessionKey()
 		if in.Session != "" {
-			if id, ok, err := s.Sessions.GetDeployment(cl.ctx, sessions.ScopedKey(in.Session, "dep:"+cl.model)); err == nil && ok {
-				in.SessionDeployment = id
-				cl.pinnedDep = id
+			if id, ok, prefetched := cl.pre.dep(cl.model); prefetched {
+				if ok {
+					in.SessionDeployment, cl.pinnedDep = id, id
+				}
+			} else if id, ok, err := s.Sessions.GetDeployment(cl.ctx, sessions.ScopedKey(in.Session, "dep:"+cl.model)); err == nil && ok {
+				in.SessionDeployment, cl.pinnedDep = id, id
 			}
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"switchyard/config"
 	"switchyard/internal/redistest"
 )
@@ -170,12 +172,16 @@ func TestClusterTPMExact(t *testing.T) {
 }
 
 func TestClusterTierPinSharedAcrossReplicas(t *testing.T) {
-	_, _, srvs := startCluster(t, 3, "50ms")
+	rs, _, srvs := startCluster(t, 3, "50ms")
 	hard := `{"model":"normal","reasoning_effort":"high","messages":[{"role":"user","content":"prove it"}]}`
 	resp, body := post(t, srvs[0].URL+"/v1/chat/completions", "sk-open", hard, "X-Session-Id", "conv-42")
 	if resp == nil || resp.Header.Get("X-Switchyard-Tier") != "hard" {
 		t.Fatalf("escalation on replica 1: %v %s", resp.Header, body)
 	}
+	waitUntilTrue(t, "tier pin in Redis", func() bool {
+		keys, _ := rs.Client().Keys(context.Background(), "sytest:pin:t:*").Result()
+		return len(keys) == 1
+	})
 	thanks := `{"model":"normal","messages":[{"role":"user","content":"thanks!"}]}`
 	for _, srv := range srvs[1:] {
 		deadline := time.Now().Add(3 * time.Second)
@@ -198,9 +204,16 @@ func TestClusterTierPinSharedAcrossReplicas(t *testing.T) {
 }
 
 func TestClusterDeploymentPinSharedAcrossReplicas(t *testing.T) {
-	_, _, srvs := startCluster(t, 3, "50ms")
+	rs, _, srvs := startCluster(t, 3, "50ms")
 	resp, _ := post(t, srvs[0].URL+"/v1/chat/completions", "sk-open", chatBody, "X-Session-Id", "agent-7")
 	served := resp.Header.Get("X-Switchyard-Deployment")
+	// the pin is written after the response, asynchronously; a conversation's
+	// next turn comes later than that, so wait until it is in Redis
+	c := rs.Client()
+	waitUntilTrue(t, "deployment pin in Redis", func() bool {
+		keys, _ := c.Keys(context.Background(), "sytest:pin:d:*").Result()
+		return len(keys) == 1
+	})
 	for i := 0; i < 20; i++ {
 		srv := srvs[1+i%2]
 		deadline := time.Now().Add(3 * time.Second)
@@ -325,5 +338,75 @@ func waitSlotsFree(t *testing.T, rs *redistest.Server, prefix string) {
 			t.Fatalf("%d parallel slots still held 5s after every response", busy)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type markerKey struct{}
+
+// tripCounter counts Redis round trips made with a request's context (the
+// marker), ignoring the asynchronous writers, which use their own.
+type tripCounter struct{ n atomic.Int64 }
+
+func (h *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if ctx.Value(markerKey{}) != nil && !connSetup(cmd) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if ctx.Value(markerKey{}) != nil && !connSetup(cmds[0]) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// connSetup reports go-redis's handshake on a new pooled connection (HELLO,
+// CLIENT SETINFO): once per connection, not per request.
+func connSetup(cmd redis.Cmder) bool {
+	name := cmd.Name()
+	return name == "hello" || name == "client"
+}
+
+// TestClusterOneRoundTripBeforeUpstream: edge limits, the tier pin and the
+// deployment pins of a smart-routed session request travel in one pipeline.
+func TestClusterOneRoundTripBeforeUpstream(t *testing.T) {
+	_, nodes, _ := startCluster(t, 1, "2s")
+	n := nodes[0]
+	counter := &tripCounter{}
+	n.redis.AddHook(counter)
+	for i, body := range []string{
+		`{"model":"normal","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"normal","reasoning_effort":"high","messages":[{"role":"user","content":"prove it"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		counter.n.Store(0)
+		req := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+		req = req.WithContext(context.WithValue(req.Context(), markerKey{}, true))
+		req.Header.Set("Authorization", "Bearer sk-rpm")
+		req.Header.Set("X-Session-Id", "trip-session")
+		w := httptest.NewRecorder()
+		n.Handler().ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("request %d: %d %s", i, w.Code, w.Body)
+		}
+		if got := counter.n.Load(); got != 1 {
+			t.Fatalf("request %d made %d Redis round trips on the request path, want 1", i, got)
+		}
+	}
+}
+
+func waitUntilTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

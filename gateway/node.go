@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
 	"switchyard/cluster"
@@ -33,6 +34,7 @@ type Node struct {
 	*Server
 	closers []func(context.Context) error
 	started time.Time
+	redis   redis.UniversalClient // nil in local mode; tests hook it to count round trips
 }
 
 // Assemble builds a node from a validated configuration: catalog, router,
@@ -60,6 +62,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 			return nil, err
 		}
 		n.closers = append(n.closers, func(context.Context) error { return rs.client.Close() })
+		n.redis = rs.client
 	} else {
 		metrics.RedisUp.Set(0)
 	}
@@ -157,6 +160,11 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		deps.Cluster = func(ctx context.Context) (any, error) { return hb.Nodes(ctx) }
 	}
 	n.Server = New(deps)
+	if rl, ok := limiter.(*ratelimit.Redis); ok {
+		if sp, ok := pins.(*sessions.Redis); ok {
+			n.Server.prefetch = &prefetcher{limiter: rl, pins: sp}
+		}
+	}
 	if cfg.Admin.Key != "" {
 		n.Server.Admin = NewAdmin(cfg, holder, store, publish)
 		n.Server.Admin.register(n.Server.adminGroup)

@@ -51,6 +51,7 @@ type call struct {
 
 	entry telemetry.Entry
 	hdr   headerBatch // response headers decided so far, written with the first byte
+	pre   prefetched  // cluster mode: admission and pins read in one round trip
 }
 
 func (s *Server) handleChat(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatOpenAI) }
@@ -74,7 +75,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl.ctx = ctx
 	defer cl.finish()
 
-	_ = cl.parse() && cl.authenticate() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
+	_ = cl.parse() && cl.authenticate() && cl.prefetch() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
 }
 
 // fail answers the client with e and records it.
@@ -138,10 +139,16 @@ func (cl *call) authenticate() bool {
 // (SPEC 3): a rejected request never touches a deployment.
 func (cl *call) edgeLimit() bool {
 	t := cl.team
-	if t.RPM == 0 && t.TPM == 0 && t.MaxParallel == 0 && t.Budget.USD == 0 {
+	if !limitedTeam(cl) {
 		return true
 	}
-	d, err := cl.s.Limiter.Admit(cl.ctx, ratelimit.Admission{RequestID: cl.reqID, Team: t, Tokens: int64(cl.promptTokens + cl.outputTokens)})
+	var d ratelimit.Decision
+	var err error
+	if cl.pre.admitted {
+		d, err = cl.pre.decision, cl.pre.err
+	} else {
+		d, err = cl.s.Limiter.Admit(cl.ctx, ratelimit.Admission{RequestID: cl.reqID, Team: t, Tokens: int64(cl.promptTokens + cl.outputTokens)})
+	}
 	if err != nil {
 		cl.s.Logger.Warn("rate limiter failed; admitting", "team", t.Name, "error", err)
 		return true
@@ -206,7 +213,11 @@ func (cl *call) tierRoute() bool {
 	)
 	if sk := cl.sessionKey(); sk != "" {
 		pinKey = sessions.ScopedKey(sk, "tier:"+route.Alias)
-		if pinStr, ok, err := s.Sessions.GetTier(cl.ctx, pinKey); err == nil && ok {
+		if cl.pre.haveTier {
+			if cl.pre.tier.ok {
+				pin, havePin = tier.ParseTier(cl.pre.tier.value)
+			}
+		} else if pinStr, ok, err := s.Sessions.GetTier(cl.ctx, pinKey); err == nil && ok {
 			pin, havePin = tier.ParseTier(pinStr)
 		}
 	}

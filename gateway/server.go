@@ -64,6 +64,7 @@ type Server struct {
 	idSeq    atomic.Uint64
 
 	adminGroup *gin.RouterGroup // Assemble registers the write API on it
+	prefetch   *prefetcher      // cluster mode only
 }
 
 // New builds the server and its routes.

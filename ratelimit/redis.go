@@ -157,11 +157,26 @@ func (r *Redis) teamKeys(team string) *teamKeys {
 // Admit implements Limiter: one round trip for every dimension, or none for
 // a team without limits.
 func (r *Redis) Admit(ctx context.Context, a Admission) (Decision, error) {
+	return r.AdmitWith(ctx, a, nil)
+}
+
+// AdmitWith is Admit with the caller's own commands (session pin lookups)
+// queued in the same pipeline, so the edge limits and the lookups cost one
+// round trip before the upstream call (SPEC 9). also, when not nil, is
+// called once to queue them; the caller reads their results after
+// AdmitWith returns (on a failed round trip they carry the error, and the
+// decision falls back as Admit's does).
+func (r *Redis) AdmitWith(ctx context.Context, a Admission, also func(redis.Pipeliner)) (Decision, error) {
 	if a.Team == nil {
 		return Decision{}, errNoTeam
 	}
 	t := a.Team
 	if unlimited(t) {
+		if also != nil {
+			cctx, cancel := context.WithTimeout(ctx, r.timeout)
+			_, _ = r.client.Pipelined(cctx, func(p redis.Pipeliner) error { also(p); return nil })
+			cancel()
+		}
 		return unlimitedDecision(a, false), nil
 	}
 	cost := reservation(a.Tokens, t.TPM)
@@ -171,9 +186,25 @@ func (r *Redis) Admit(ctx context.Context, a Admission) (Decision, error) {
 	}
 	keys := r.teamKeys(t.Name)
 	lim := keys.limitArgs(t)
+	args := []any{lim.args[0], lim.args[1], lim.args[2], lim.args[3], lim.args[4], cost, slot, *r.slotTTLms.Load()}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
-	res, err := admitScript.Run(cctx, r.client, keys.admit,
-		lim.args[0], lim.args[1], lim.args[2], lim.args[3], lim.args[4], cost, slot, *r.slotTTLms.Load()).Int64Slice()
+	var res []int64
+	var err error
+	if also == nil {
+		res, err = admitScript.Run(cctx, r.client, keys.admit, args...).Int64Slice()
+	} else {
+		var eval *redis.Cmd
+		_, _ = r.client.Pipelined(cctx, func(p redis.Pipeliner) error {
+			eval = admitScript.EvalSha(cctx, p, keys.admit, args...)
+			also(p)
+			return nil
+		})
+		res, err = eval.Int64Slice()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// the script cache was flushed: load it and admit on its own
+			res, err = admitScript.Run(cctx, r.client, keys.admit, args...).Int64Slice()
+		}
+	}
 	cancel()
 	if err == nil && len(res) != 7 {
 		err = errors.New("ratelimit: admit script returned " + strconv.Itoa(len(res)) + " values")

@@ -50,6 +50,10 @@ type pendingSet struct {
 	value string
 	ttl   time.Duration
 	at    time.Time
+	// keepHigher makes the write escalate-only in Redis: a tier pin "easy"
+	// never overwrites a "hard" that another replica wrote meanwhile; it
+	// only refreshes the TTL of whatever is there (SPEC 4).
+	keepHigher bool
 }
 
 // NewRedis returns a shared store writing under prefix (e.g. "switchyard:").
@@ -83,14 +87,14 @@ func (r *Redis) GetDeployment(ctx context.Context, key string) (string, bool, er
 // SetTier implements Store.
 func (r *Redis) SetTier(ctx context.Context, key, tier string, ttl time.Duration) error {
 	_ = r.local.SetTier(ctx, key, tier, ttl)
-	r.enqueue(r.key(kindTier, key), tier, ttl)
+	r.enqueue(r.key(kindTier, key), tier, ttl, tier == "easy")
 	return nil
 }
 
 // SetDeployment implements Store.
 func (r *Redis) SetDeployment(ctx context.Context, key, id string, ttl time.Duration) error {
 	_ = r.local.SetDeployment(ctx, key, id, ttl)
-	r.enqueue(r.key(kindDeployment, key), id, ttl)
+	r.enqueue(r.key(kindDeployment, key), id, ttl, false)
 	return nil
 }
 
@@ -121,9 +125,9 @@ func (r *Redis) get(ctx context.Context, k kind, key string) (string, bool, erro
 	return r.local.GetDeployment(ctx, key)
 }
 
-func (r *Redis) enqueue(rk, value string, ttl time.Duration) {
+func (r *Redis) enqueue(rk, value string, ttl time.Duration, keepHigher bool) {
 	r.mu.Lock()
-	r.pending[rk] = pendingSet{value: value, ttl: ttl, at: time.Now()}
+	r.pending[rk] = pendingSet{value: value, ttl: ttl, at: time.Now(), keepHigher: keepHigher}
 	if len(r.pending) > r.maxPending {
 		r.dropOldestLocked(len(r.pending) - r.maxPending)
 	}
@@ -157,6 +161,10 @@ func (r *Redis) run() {
 	for {
 		select {
 		case <-r.wake:
+			select { // linger briefly: one pipeline carries many pins under load
+			case <-time.After(5 * time.Millisecond):
+			case <-r.stop:
+			}
 		case <-r.stop:
 			return
 		case <-time.After(backoff):
@@ -184,11 +192,15 @@ func (r *Redis) flush(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, max(4*r.timeout, 250*time.Millisecond))
 	_, err := r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
 		for k, v := range batch {
-			if v.ttl <= 0 {
+			switch {
+			case v.ttl <= 0:
 				p.Del(cctx, k)
-				continue
+			case v.keepHigher:
+				p.SetNX(cctx, k, v.value, v.ttl)
+				p.PExpire(cctx, k, v.ttl)
+			default:
+				p.Set(cctx, k, v.value, v.ttl)
 			}
-			p.Set(cctx, k, v.value, v.ttl)
 		}
 		return nil
 	})
@@ -228,3 +240,49 @@ func (r *Redis) Close(ctx context.Context) error {
 }
 
 var _ Store = (*Redis)(nil)
+
+// Lookup reads a pin whose Redis read was queued in a caller's pipeline.
+type Lookup func() (value string, ok bool)
+
+// QueueTier queues the read of a tier pin in p (the caller's pipeline, which
+// also carries the edge-limit script: one round trip, SPEC 9) and returns
+// how to read it once p has run.
+func (r *Redis) QueueTier(ctx context.Context, p redis.Pipeliner, key string) Lookup {
+	return r.queue(ctx, p, kindTier, key)
+}
+
+// QueueDeployment is QueueTier for a deployment pin.
+func (r *Redis) QueueDeployment(ctx context.Context, p redis.Pipeliner, key string) Lookup {
+	return r.queue(ctx, p, kindDeployment, key)
+}
+
+func (r *Redis) queue(ctx context.Context, p redis.Pipeliner, k kind, key string) Lookup {
+	rk := r.key(k, key)
+	r.mu.Lock()
+	pv, pending := r.pending[rk]
+	if !pending {
+		pv, pending = r.flushing[rk]
+	}
+	r.mu.Unlock()
+	if pending { // read your own writes: no need to ask Redis
+		return func() (string, bool) { return pv.value, pv.ttl > 0 }
+	}
+	cmd := p.Get(ctx, rk)
+	return func() (string, bool) {
+		v, err := cmd.Result()
+		switch {
+		case err == nil:
+			return v, true
+		case errors.Is(err, redis.Nil):
+			return "", false
+		}
+		r.obs.OnFallback("sessions")
+		var ok bool
+		if k == kindTier {
+			v, ok, _ = r.local.GetTier(ctx, key)
+		} else {
+			v, ok, _ = r.local.GetDeployment(ctx, key)
+		}
+		return v, ok
+	}
+}

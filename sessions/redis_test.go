@@ -109,3 +109,19 @@ func TestRedisCloseFlushes(t *testing.T) {
 		t.Fatalf("clean shutdown lost pins: %d of 100 in Redis", n)
 	}
 }
+
+// TestRedisTierPinEscalateOnlyAcrossReplicas: a replica that has not seen
+// another's "hard" pin yet and writes "easy" must not lower it.
+func TestRedisTierPinEscalateOnlyAcrossReplicas(t *testing.T) {
+	mr := miniredis.RunT(t)
+	a, b := newRedisStore(t, mr.Addr(), &countObs{}), newRedisStore(t, mr.Addr(), &countObs{})
+	ctx := context.Background()
+	_ = a.SetTier(ctx, "team:s9|normal", "hard", time.Minute)
+	waitFor(t, "hard pin in Redis", func() bool { v, _ := mr.Get("sy:pin:t:team:s9|normal"); return v == "hard" })
+	mr.FastForward(30 * time.Second)
+	_ = b.SetTier(ctx, "team:s9|normal", "easy", time.Minute) // b never saw the pin
+	waitFor(t, "TTL refreshed by b's write", func() bool { return mr.TTL("sy:pin:t:team:s9|normal") > 45*time.Second })
+	if v, _ := mr.Get("sy:pin:t:team:s9|normal"); v != "hard" {
+		t.Fatalf("an easy write lowered the hard pin to %q", v)
+	}
+}

@@ -32,6 +32,8 @@ type RedisAudit struct {
 	wake  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
+
+	expired time.Time // writer goroutine only: when the stream's TTL was last refreshed
 }
 
 // NewRedisAudit returns the shared audit log under prefix.
@@ -96,6 +98,12 @@ func (a *RedisAudit) run() {
 	for {
 		select {
 		case <-a.wake:
+			// linger briefly so a batch carries many entries: under load the
+			// writer costs a round trip per batch, not per request
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-a.stop:
+			}
 		case <-a.stop:
 			return
 		case <-time.After(backoff):
@@ -126,12 +134,17 @@ func (a *RedisAudit) flush(ctx context.Context) bool {
 				p.XAdd(cctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true, Values: []any{"id", e.RequestID, "entry", b}})
 				p.Set(cctx, a.prefix+e.RequestID, b, a.ttl)
 			}
-			p.Expire(cctx, a.stream, 7*a.ttl)
+			if time.Since(a.expired) > time.Minute {
+				p.Expire(cctx, a.stream, 7*a.ttl)
+			}
 			return nil
 		})
 		cancel()
 		if err != nil {
 			return false
+		}
+		if time.Since(a.expired) > time.Minute {
+			a.expired = time.Now()
 		}
 		a.mu.Lock()
 		a.queue = a.queue[n:]
