@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,8 +31,8 @@ providers:
   - {name: sim, kind: simulated, simulate: {ttfb: 0s, tokens_per_second: 100000, output_tokens: 4}}
   - {name: slow, kind: simulated, simulate: {ttfb: 1500ms, tokens_per_second: 100000, output_tokens: 4}}
 deployments:
-  - {id: d1, model: m, provider: sim}
-  - {id: d2, model: m, provider: sim}
+  - {id: d1, model: m, provider: sim, price: {input: 1, output: 2}}
+  - {id: d2, model: m, provider: sim, price: {input: 1, output: 2}}
   - {id: h1, model: strong, provider: sim}
   - {id: s1, model: slowm, provider: slow}
 teams:
@@ -37,6 +40,7 @@ teams:
   - {name: par5, keys: ["sk-par"], models: ["*"], max_parallel: 5}
   - {name: tpm, keys: ["sk-tpm"], models: ["*"], tpm: 2000}
   - {name: open, keys: ["sk-open"], models: ["*"]}
+  - {name: budget, keys: ["sk-budget"], models: ["*"], budget: {usd: 1000, period: 720h}}
 smart_routing:
   routes: [{alias: normal, easy: m, hard: strong}]
 `
@@ -409,4 +413,178 @@ func waitUntilTrue(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestClusterUsageNoneMissingAtSaturation: at saturation across three
+// replicas, every request's cost reaches the team's budget counter in
+// Redis; none is dropped by the asynchronous writers.
+func TestClusterUsageNoneMissingAtSaturation(t *testing.T) {
+	rs, nodes, srvs := startCluster(t, 3, "2s")
+	const total, workers = 1500, 48
+	var mu sync.Mutex
+	var want float64
+	var served int
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				resp, body := post(t, srvs[i%3].URL+"/v1/chat/completions", "sk-budget", chatBody)
+				if resp == nil || resp.StatusCode != 200 {
+					t.Errorf("request %d: %v %s", i, resp, body)
+					continue
+				}
+				var r struct {
+					Usage struct {
+						PromptTokens     int `json:"prompt_tokens"`
+						CompletionTokens int `json:"completion_tokens"`
+					} `json:"usage"`
+				}
+				if err := json.Unmarshal([]byte(body), &r); err != nil {
+					t.Error(err)
+					continue
+				}
+				// d1 and d2 both cost 1 USD per million input and 2 per million output tokens
+				cost := (float64(r.Usage.PromptTokens)*1 + float64(r.Usage.CompletionTokens)*2) / 1e6
+				mu.Lock()
+				want += cost
+				served++
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < total; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	// a clean shutdown flushes whatever is still pending
+	for _, n := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := n.Close(ctx); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		cancel()
+	}
+	got, err := rs.Client().HGet(context.Background(), "sytest:{team:budget}:budget", "usd").Float64()
+	if err != nil {
+		t.Fatalf("reading spend: %v", err)
+	}
+	if served != total || math.Abs(got-want) > 1e-9*want {
+		t.Fatalf("spend in Redis %.9f USD, sum of %d served responses %.9f USD: usage went missing", got, served, want)
+	}
+	t.Logf("%d requests over 3 replicas: %.6f USD in Redis, %.6f USD served", served, got, want)
+}
+
+// slowProxy forwards TCP to target, delaying every chunk by the current
+// delay: a Redis that is up but slow.
+type slowProxy struct {
+	ln    net.Listener
+	delay atomic.Int64
+}
+
+func newSlowProxy(t *testing.T, target string) *slowProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &slowProxy{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, target)
+		}
+	}()
+	return p
+}
+
+func (p *slowProxy) serve(c net.Conn, target string) {
+	defer c.Close()
+	u, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				time.Sleep(time.Duration(p.delay.Load()))
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pipe(u, c)
+	pipe(c, u)
+}
+
+// TestClusterSlowRedis: a Redis that answers slowly bounds every request
+// by redis.timeout, opens the breaker (then requests do not wait at all),
+// and the node returns to shared state once Redis is fast again.
+func TestClusterSlowRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	proxy := newSlowProxy(t, rs.Addr())
+	yml := strings.NewReplacer("${REDIS}", "redis://"+proxy.ln.Addr().String()+"/0", "${NODE}", "slow-1", "${TIMEOUT}", "50ms").Replace(clusterYAML)
+	cfg, err := config.Load([]byte(yml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	h := n.Handler()
+	send := func() (int, time.Duration) {
+		start := time.Now()
+		w := do(t, h, "POST", "/v1/chat/completions", "sk-rpm", chatBody)
+		return w.Code, time.Since(start)
+	}
+	if code, _ := send(); code != 200 {
+		t.Fatalf("fast redis: %d", code)
+	}
+	proxy.delay.Store(int64(300 * time.Millisecond))
+	var worst time.Duration
+	for i := 0; i < 20; i++ {
+		code, d := send()
+		if code != 200 {
+			t.Fatalf("slow redis made request %d fail: %d", i, code)
+		}
+		worst = max(worst, d)
+	}
+	// one Redis call on the request path, bounded by 50ms; generous slack
+	// for a loaded two-core machine and the race detector
+	if worst > 250*time.Millisecond {
+		t.Fatalf("a request waited %v on a slow Redis (redis.timeout 50ms)", worst)
+	}
+	if n.RedisState() != "down" {
+		t.Fatalf("breaker did not open on a slow Redis: %s", n.RedisState())
+	}
+	var open time.Duration
+	for i := 0; i < 20; i++ {
+		_, d := send()
+		open = max(open, d)
+	}
+	if open > 40*time.Millisecond {
+		t.Fatalf("with the breaker open a request still took %v", open)
+	}
+	proxy.delay.Store(0)
+	waitUntilTrue(t, "breaker to close after Redis is fast again", func() bool {
+		send()
+		return n.RedisState() == "up"
+	})
+	t.Logf("slow Redis: worst request %v, with the breaker open %v", worst.Round(time.Millisecond), open.Round(time.Millisecond))
 }

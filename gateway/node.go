@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,9 +33,11 @@ type Options struct {
 // Node is one assembled gateway process: the server and everything it owns.
 type Node struct {
 	*Server
-	closers []func(context.Context) error
-	started time.Time
-	redis   redis.UniversalClient // nil in local mode; tests hook it to count round trips
+	closers  []func(context.Context) error
+	closed   sync.Once
+	closeErr error
+	started  time.Time
+	redis    redis.UniversalClient // nil in local mode; tests hook it to count round trips
 }
 
 // Assemble builds a node from a validated configuration: catalog, router,
@@ -173,14 +176,16 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 }
 
 // Close flushes pending writes (usage, pins, audit) and releases resources.
+// Only the first call does the work; later calls return its result.
 func (n *Node) Close(ctx context.Context) error {
-	var first error
-	for i := len(n.closers) - 1; i >= 0; i-- {
-		if err := n.closers[i](ctx); err != nil && first == nil {
-			first = err
+	n.closed.Do(func() {
+		for i := len(n.closers) - 1; i >= 0; i-- {
+			if err := n.closers[i](ctx); err != nil && n.closeErr == nil {
+				n.closeErr = err
+			}
 		}
-	}
-	return first
+	})
+	return n.closeErr
 }
 
 // localStore picks the catalog store without Redis: a state file under
