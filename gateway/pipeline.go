@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -278,7 +279,10 @@ func (cl *call) finish() {
 		cl.entry.Status = cl.c.Writer.Status()
 	}
 	dur := time.Since(cl.start)
-	e := &cl.entry
+	// the audit log keeps its own copy: a pointer into the call would keep
+	// the whole request (body, parsed messages) alive in the ring
+	e := new(telemetry.Entry)
+	*e = cl.entry
 	e.RequestID = cl.reqID
 	e.Node = s.Config.Server.NodeID
 	e.Time = cl.start
@@ -310,6 +314,22 @@ func (cl *call) finish() {
 	s.Metrics.RequestDuration.WithLabelValues(model).Observe(dur.Seconds())
 	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
 	s.Audit.Record(e)
+	if s.Logger.Enabled(cl.ctx, slog.LevelInfo) {
+		tierName := ""
+		if e.Tier != nil {
+			tierName = e.Tier.Tier
+		}
+		// the audit entry as one structured log line (SPEC 12.2)
+		s.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("request_id", e.RequestID), slog.String("team", e.Team),
+			slog.String("model", e.RequestedModel), slog.String("routed", e.RoutedModel),
+			slog.String("deployment", e.Deployment), slog.Int("status", e.Status),
+			slog.Int("attempts", len(e.Attempts)), slog.Bool("degraded", e.Degraded),
+			slog.String("tier", tierName), slog.Bool("stream", e.Stream),
+			slog.Int("prompt_tokens", e.PromptTokens), slog.Int("completion_tokens", e.CompletionTokens),
+			slog.Float64("cost_usd", e.CostUSD), slog.Float64("duration_ms", e.DurationMs),
+			slog.Float64("overhead_ms", e.OverheadMs), slog.String("error", e.Error))
+	}
 }
 
 // writeErrorFormat writes e in the client's format with the headers it needs.
