@@ -151,6 +151,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 	t0 := time.Now()
 	resp, err := adapter.Do(ctx, d, &providers.Request{
 		Op: cl.op, Stream: cl.req.Stream, Client: cl.req, WantUsage: cl.req.IncludeUsage, PromptTokens: cl.promptTokens,
+		FirstByte: func() { timer.Stop() },
 	})
 	if err != nil {
 		timer.Stop()

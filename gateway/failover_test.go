@@ -231,3 +231,41 @@ routing: {fallbacks: [{primary: m, models: [fb]}]}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestUpstreamTimeoutIsTimeToFirstByte: server.upstream_timeout bounds the
+// wait for the first byte; a long body after prompt headers is not cut.
+func TestUpstreamTimeoutIsTimeToFirstByte(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "chat") && r.Header.Get("X-Never") == "" {
+			var body struct{ Model string }
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			if body.Model == "hang" {
+				time.Sleep(400 * time.Millisecond) // no headers within the timeout
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			time.Sleep(400 * time.Millisecond) // a long generation after the first byte
+			fmt.Fprint(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"slow but fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}}`)
+		}
+	}))
+	defer up.Close()
+	n := newTestNode(t, `
+server: {upstream_timeout: 150ms}
+providers: [{name: up, kind: openai, base_url: "`+up.URL+`/v1", api_key: "k"}]
+deployments: [{id: slowbody, model: m, provider: up}, {id: hang, model: h, provider: up, upstream_model: hang}]
+teams: [{name: t, keys: ["sk-test"], models: ["*"]}]
+routing: {max_attempts: {chat: {sync: 1}}}
+`)
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "slow but fine") {
+		t.Fatalf("a body slower than upstream_timeout after the first byte was cut: %d %s", w.Code, w.Body)
+	}
+	w = do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"h","messages":[{"role":"user","content":"hi"}]}`, "X-Request-Id", "hang-1")
+	if w.Code != 504 && w.Code != 502 {
+		t.Fatalf("no first byte within upstream_timeout must fail: %d %s", w.Code, w.Body)
+	}
+	if e := auditOf(t, n, "hang-1"); len(e.Attempts) != 1 || e.Attempts[0].Class != "timeout" {
+		t.Fatalf("attempt must be classed timeout: %+v", e.Attempts)
+	}
+}

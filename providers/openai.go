@@ -126,6 +126,9 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 	if err != nil {
 		return nil, classifyTransport(ctx.Err(), err)
 	}
+	if req.FirstByte != nil && !req.Stream { // a stream's first byte is its first event
+		req.FirstByte()
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, readStatusError(KindOpenAI, resp)
 	}

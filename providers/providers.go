@@ -47,6 +47,11 @@ type Request struct {
 	// PromptTokens is the gateway's prompt estimate; the simulator checks it
 	// against its context limit and reports it as prompt usage.
 	PromptTokens int
+	// FirstByte, when set, is called once when a sync response's headers
+	// arrive, before its body is read: the gateway's upstream_timeout bounds
+	// the time to first byte, not a long generation. (Do returns a stream
+	// only after its first event, which is its first byte.)
+	FirstByte func()
 }
 
 // Response is one successful upstream attempt. For sync requests Body holds
