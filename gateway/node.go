@@ -107,7 +107,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	var (
 		limiter ratelimit.Limiter   = localLimiter
 		pins    sessions.Store      = localPins
-		usage   routing.UsageSource = routing.NewLocalUsage()
+		usage   routing.UsageSource = ratelimit.NewLocalUsage(clock.Now)
 		audit   telemetry.AuditLog  = ring
 	)
 	if rs.client != nil {

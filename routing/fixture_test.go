@@ -10,6 +10,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/ratelimit"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -143,7 +144,7 @@ func newHarness(t *testing.T, cfg config.Routing) *harness {
 	t.Helper()
 	c := NewFakeClock(t0)
 	obs := &recorder{}
-	return &harness{t: t, clock: c, obs: obs, r: NewRouter(cfg, c, 1, obs, nil)}
+	return &harness{t: t, clock: c, obs: obs, r: NewRouter(cfg, c, 1, obs, ratelimit.NewLocalUsage(c.Now))}
 }
 
 func (h *harness) plan(s *catalog.Snapshot, model string, mut ...func(*PlanInput)) *Plan {

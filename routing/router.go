@@ -37,7 +37,7 @@ type Router struct {
 const warmCapacity = 1 << 16
 
 // NewRouter returns a node's router. clock nil means SystemClock, obs nil
-// NopObserver, usage nil a node-local LocalUsage on clock. seed seeds every random
+// NopObserver, usage nil counts nothing (quotas never bind; the gateway passes ratelimit's node-local or cluster-wide usage). seed seeds every random
 // choice, so a seeded router with a fake clock is deterministic. Knobs whose
 // zero value is invalid (cooldown_base, cooldown_max, failures_before_cooldown,
 // ewma_decay, warm_cache_weight, warm_cache_ttl) fall back to the SPEC 13
@@ -51,7 +51,7 @@ func NewRouter(cfg config.Routing, clock Clock, seed int64, obs Observer, usage 
 		obs = NopObserver{}
 	}
 	if usage == nil {
-		usage = NewLocalUsageOn(clock)
+		usage = nopUsage{}
 	}
 	r := &Router{
 		cfg:   cfg,

@@ -9,6 +9,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/ratelimit"
 )
 
 // pickOf builds a selection over deployments of model "m" whose live state
@@ -149,7 +150,7 @@ func TestCostBased(t *testing.T) {
 
 func TestUsageBased(t *testing.T) {
 	h := newHarness(t, testConfig())
-	u := NewLocalUsageOn(h.clock)
+	u := ratelimit.NewLocalUsage(h.clock.Now)
 	a := dep("a", "m", rpm(100))
 	b := dep("b", "m", func(d *catalog.Deployment) { d.TPM = 10_000 })
 	p := h.pickOf(nil, a, b)
@@ -168,29 +169,6 @@ func TestUsageBased(t *testing.T) {
 	p = h.pickOf(nil, a, dep("free", "m"))
 	if got := shares(sel, p, 100); got["free"] != 1 {
 		t.Fatalf("a deployment without quota has used none of it: %v", got)
-	}
-}
-
-func TestLocalUsageSlidingWindow(t *testing.T) {
-	c := NewFakeClock(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
-	u := NewLocalUsageOn(c)
-	for range 60 {
-		u.Record("a", 10)
-	}
-	c.Advance(49 * time.Second)
-	if req, tok := u.Usage("a"); req != 60 || tok != 600 {
-		t.Fatalf("same minute: %d %d", req, tok)
-	}
-	c.Advance(31 * time.Second) // half into the next minute
-	if req, tok := u.Usage("a"); req != 30 || tok != 300 {
-		t.Fatalf("half into the next minute: %d %d, want half of the last", req, tok)
-	}
-	c.Advance(2 * time.Minute)
-	if req, tok := u.Usage("a"); req != 0 || tok != 0 {
-		t.Fatalf("two minutes later: %d %d", req, tok)
-	}
-	if req, tok := u.Usage("never"); req != 0 || tok != 0 {
-		t.Fatalf("unknown: %d %d", req, tok)
 	}
 }
 

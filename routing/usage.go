@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"sync"
 	"time"
 )
 
@@ -21,71 +20,12 @@ type UsageSource interface {
 	Usage(deployment string) (requests, tokens int64)
 }
 
-// LocalUsage is a node-local UsageSource: a sliding one-minute window per
-// deployment, approximated from two fixed minute buckets (the previous one
-// weighted by the part of it still inside the window).
-type LocalUsage struct {
-	clock Clock    // immutable
-	m     sync.Map // deployment id -> *usageWindow
-}
+// nopUsage counts nothing: NewRouter's stand-in when no UsageSource is
+// given, so no deployment ever looks over its quota.
+type nopUsage struct{}
 
-// NewLocalUsage returns an empty node-local usage counter on the system clock.
-func NewLocalUsage() *LocalUsage { return NewLocalUsageOn(SystemClock{}) }
-
-// NewLocalUsageOn returns an empty node-local usage counter on clock.
-func NewLocalUsageOn(clock Clock) *LocalUsage { return &LocalUsage{clock: clock} }
-
-type usageWindow struct {
-	mu sync.Mutex
-	// Guarded by mu.
-	minute           int64 // unix minute that cur counts
-	curReq, curTok   int64
-	prevReq, prevTok int64
-}
-
-// Record implements UsageSource.
-func (l *LocalUsage) Record(deployment string, tokens int64) {
-	v, ok := l.m.Load(deployment)
-	if !ok {
-		v, _ = l.m.LoadOrStore(deployment, &usageWindow{})
-	}
-	w := v.(*usageWindow)
-	now := l.clock.Now()
-	w.mu.Lock()
-	w.rotateLocked(now)
-	w.curReq++
-	w.curTok += tokens
-	w.mu.Unlock()
-}
-
-// Usage implements UsageSource.
-func (l *LocalUsage) Usage(deployment string) (requests, tokens int64) {
-	v, ok := l.m.Load(deployment)
-	if !ok {
-		return 0, 0
-	}
-	w := v.(*usageWindow)
-	now := l.clock.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.rotateLocked(now)
-	frac := 1 - float64(now.UnixNano()%int64(time.Minute))/float64(time.Minute)
-	return w.curReq + int64(float64(w.prevReq)*frac), w.curTok + int64(float64(w.prevTok)*frac)
-}
-
-func (w *usageWindow) rotateLocked(now time.Time) {
-	m := now.Unix() / 60
-	switch {
-	case m == w.minute:
-		return
-	case m == w.minute+1:
-		w.prevReq, w.prevTok = w.curReq, w.curTok
-	default:
-		w.prevReq, w.prevTok = 0, 0
-	}
-	w.curReq, w.curTok = 0, 0
-	w.minute = m
-}
+func (nopUsage) Record(string, int64)                  {}
+func (nopUsage) Usage(string) (requests, tokens int64) { return 0, 0 }
 
 // overQuota reports whether one more request of est tokens would exceed the
 // deployment's RPM or TPM, given what it used. A request larger than the
@@ -104,4 +44,4 @@ func untilNextMinute(now time.Time) time.Duration {
 	return time.Minute - time.Duration(now.UnixNano()%int64(time.Minute))
 }
 
-var _ UsageSource = (*LocalUsage)(nil)
+var _ UsageSource = nopUsage{}
