@@ -3,11 +3,8 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
+	"switchyard/internal/redistest"
 	"switchyard/config"
 )
 
@@ -104,67 +102,12 @@ func settle(t *testing.T, l Limiter) {
 }
 
 // redisServer is a real redis-server on a free loopback port, for the
-// cluster and fault tests. It can be killed and restarted on the same port.
-type redisServer struct {
-	t     testing.TB
-	port  int
-	extra []string // more redis-server arguments
-	cmd   *exec.Cmd
-}
+// cluster and fault tests (skipped when the binary is missing).
+type redisServer = redistest.Server
 
-// startRedisServer starts redis-server, skipping the test when the binary
-// is not installed.
 func startRedisServer(t testing.TB, extra ...string) *redisServer {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed: skipping the real-Redis test (apt-get install redis-server)")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	s := &redisServer{t: t, port: port, extra: extra}
-	s.Start()
-	t.Cleanup(s.Kill)
-	return s
-}
-
-func (s *redisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-func (s *redisServer) URL() string  { return "redis://" + s.Addr() }
-
-// Start runs the server and waits (bounded) until it answers PING.
-func (s *redisServer) Start() {
-	s.t.Helper()
-	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--loglevel", "warning"}, s.extra...)
-	s.cmd = exec.Command("redis-server", args...)
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("starting redis-server: %v", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond})
-	defer c.Close()
-	waitUntil(s.t, 10*time.Second, "redis-server to answer", func() bool {
-		return c.Ping(context.Background()).Err() == nil
-	})
-}
-
-// Kill stops the server at once (SIGKILL), as a crash would.
-func (s *redisServer) Kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
-}
-
-// Client is a plain client for assertions.
-func (s *redisServer) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	s.t.Cleanup(func() { _ = c.Close() })
-	return c
+	return redistest.Start(t, extra...)
 }
 
 // burst runs n Admits concurrently, the i-th on limiters[i%len], and returns

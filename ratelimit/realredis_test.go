@@ -205,7 +205,7 @@ func TestFaultKillRestart(t *testing.T) {
 		rp.r.Reconcile(redisTickets[ri], 100+6000, 0) // 6000 tokens over the estimate
 	}
 
-	srv.Start() // empty: --save ""
+	srv.Restart() // empty: --save ""
 	c := srv.Client()
 	waitUntil(t, 10*time.Second, "every breaker to close and the spend to be replayed", func() bool {
 		for _, rp := range reps {

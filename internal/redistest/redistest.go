@@ -17,14 +17,15 @@ import (
 // Server is a redis-server child process that can be killed and restarted
 // on the same port, as a crash and a recovery would.
 type Server struct {
-	t    testing.TB
-	port int
-	cmd  *exec.Cmd
+	t     testing.TB
+	port  int
+	extra []string
+	cmd   *exec.Cmd
 }
 
-// Start runs redis-server (skipping t when it is not installed) and stops
-// it when the test ends.
-func Start(t testing.TB) *Server {
+// Start runs redis-server with any extra arguments (skipping t when it is
+// not installed) and stops it when the test ends.
+func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed: skipping the real-Redis test (apt-get install redis-server; .ci/run installs it)")
@@ -35,7 +36,7 @@ func Start(t testing.TB) *Server {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	s := &Server{t: t, port: port}
+	s := &Server{t: t, port: port, extra: extra}
 	s.Restart()
 	t.Cleanup(s.Kill)
 	return s
@@ -50,8 +51,9 @@ func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 // Restart starts the server (again) and waits, bounded, until it answers.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--loglevel", "warning")
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--loglevel", "warning"}, s.extra...)
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}
