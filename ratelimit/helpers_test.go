@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
-	"switchyard/internal/redistest"
 	"switchyard/config"
+	"switchyard/internal/redistest"
 )
 
 // TestMain silences go-redis's dial-failure log lines, which the fault tests
