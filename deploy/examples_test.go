@@ -11,26 +11,42 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/knadh/koanf/parsers/yaml"
+
 	"switchyard/config"
 )
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // dummyEnv sets every ${NAME} the file references to a distinct dummy value,
-// as an operator's environment would.
+// as an operator's environment would (a *REDIS_URL gets a Redis URL).
 func dummyEnv(raw []byte) []string {
 	seen := map[string]bool{}
 	var env []string
 	for _, m := range envRef.FindAllStringSubmatch(string(raw), -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			env = append(env, m[1]+"=dummy-"+strings.ToLower(m[1]))
+		name := m[1]
+		if seen[name] {
+			continue
 		}
+		seen[name] = true
+		value := "dummy-" + strings.ToLower(name)
+		if strings.HasSuffix(name, "REDIS_URL") {
+			value = "redis://dummy-redis:6379/0"
+		}
+		env = append(env, name+"="+value)
 	}
 	return env
 }
 
-func configFiles(t *testing.T) []string {
+type configFile struct {
+	name string
+	raw  []byte
+}
+
+// configFiles is every switchyard.yaml shipped under deploy/: the examples,
+// the docker-compose configuration and the one inside the Kubernetes
+// ConfigMap.
+func configFiles(t *testing.T) []configFile {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("examples", "*.yaml"))
 	if err != nil {
@@ -40,16 +56,41 @@ func configFiles(t *testing.T) []string {
 	if len(files) == 0 {
 		t.Fatal("no examples found under deploy/examples")
 	}
-	return append(files, filepath.Join("compose", "switchyard.yaml"))
+	files = append(files, filepath.Join("compose", "switchyard.yaml"))
+	var out []configFile
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, configFile{filepath.ToSlash(f), raw})
+	}
+	return append(out, configFile{"k8s/configmap.yaml#switchyard.yaml", configMapFile(t, filepath.Join("k8s", "configmap.yaml"), "switchyard.yaml")})
+}
+
+// configMapFile returns data[key] of a one-document ConfigMap manifest.
+func configMapFile(t *testing.T, path, key string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := yaml.Parser().Unmarshal(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	data, _ := doc["data"].(map[string]any)
+	s, ok := data[key].(string)
+	if doc["kind"] != "ConfigMap" || !ok {
+		t.Fatalf("%s: want a ConfigMap with data.%s", path, key)
+	}
+	return []byte(s)
 }
 
 func TestExamplesLoad(t *testing.T) {
-	for _, path := range configFiles(t) {
-		t.Run(filepath.ToSlash(path), func(t *testing.T) {
-			raw, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, f := range configFiles(t) {
+		t.Run(f.name, func(t *testing.T) {
+			path, raw := f.name, f.raw
 			cfg, err := config.Load(raw, dummyEnv(raw))
 			if err != nil {
 				t.Fatalf("%s does not validate:\n%v", path, err)
@@ -65,11 +106,8 @@ func TestExamplesLoad(t *testing.T) {
 // upstream credential or the admin key in clear: each is a ${ENV} reference
 // (or, for team keys, a sha256: digest).
 func TestExamplesKeepSecretsInEnv(t *testing.T) {
-	for _, path := range configFiles(t) {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range configFiles(t) {
+		path, raw := f.name, f.raw
 		cfg, err := config.Load(raw, dummyEnv(raw))
 		if err != nil {
 			continue // reported by TestExamplesLoad
@@ -90,5 +128,63 @@ func TestExamplesKeepSecretsInEnv(t *testing.T) {
 		if cfg.Admin.Key != "" && !fromEnv(cfg.Admin.Key) {
 			t.Errorf("%s: admin.key in clear; write it as ${SWITCHYARD_ADMIN_KEY}", path)
 		}
+	}
+}
+
+// TestComposeWiring checks that docker-compose.yml runs three gateway
+// replicas on deploy/compose/switchyard.yaml, each with its own node id,
+// behind the nginx of deploy/nginx.conf, whose upstream names exactly them.
+func TestComposeWiring(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := yaml.Parser().Unmarshal(raw)
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	services, _ := doc["services"].(map[string]any)
+	nodeIDs := map[string]bool{}
+	var gateways []string
+	for name, v := range services {
+		svc, _ := v.(map[string]any)
+		cmd, _ := svc["command"].([]any)
+		if len(cmd) == 0 || cmd[0] != "serve" {
+			continue
+		}
+		gateways = append(gateways, name)
+		mounted := false
+		vols, _ := svc["volumes"].([]any)
+		for _, vol := range vols {
+			if s, _ := vol.(string); strings.HasPrefix(s, "./deploy/compose/switchyard.yaml:/etc/switchyard/switchyard.yaml") {
+				mounted = true
+			}
+		}
+		if !mounted {
+			t.Errorf("docker-compose.yml: %s does not mount deploy/compose/switchyard.yaml", name)
+		}
+		env, _ := svc["environment"].(map[string]any)
+		id, _ := env["SWITCHYARD_SERVER_NODE_ID"].(string)
+		if id == "" || nodeIDs[id] {
+			t.Errorf("docker-compose.yml: %s needs its own SWITCHYARD_SERVER_NODE_ID, got %q", name, id)
+		}
+		nodeIDs[id] = true
+	}
+	sort.Strings(gateways)
+	if len(gateways) != 3 {
+		t.Fatalf("docker-compose.yml: want three gateway replicas, got %v", gateways)
+	}
+	nginx, err := os.ReadFile("nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstreams := regexp.MustCompile(`(?m)^\s*server\s+([a-z0-9-]+):8080\b`).FindAllStringSubmatch(string(nginx), -1)
+	var names []string
+	for _, m := range upstreams {
+		names = append(names, m[1])
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != strings.Join(gateways, ",") {
+		t.Errorf("deploy/nginx.conf upstream servers %v, want the compose gateways %v", names, gateways)
 	}
 }

@@ -625,3 +625,74 @@ func TestClusterSlowRedis(t *testing.T) {
 	})
 	t.Logf("slow Redis: worst request %v, with the breaker open %v", worst.Round(time.Millisecond), open.Round(time.Millisecond))
 }
+
+func adminReq(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer admin-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
+// TestClusterAdminAndPersistence: /admin/cluster lists the replicas; admin
+// changes live in Redis and survive a restart of every node (the config
+// file seeds only once); with Redis down, admin writes answer 503 and
+// change nothing.
+func TestClusterAdminAndPersistence(t *testing.T) {
+	rs, nodes, srvs := startCluster(t, 3, "50ms")
+	waitUntilTrue(t, "three nodes in /admin/cluster", func() bool {
+		_, body := adminReq(t, "GET", srvs[0].URL+"/admin/cluster", "")
+		return strings.Count(body, `"node":"node-`) >= 4 // this node + three heartbeats
+	})
+	if code, body := adminReq(t, "PUT", srvs[1].URL+"/admin/fallbacks", `{"primaryModel":"m","reason":"context_window","fallbackModels":["strong"]}`); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if code, body := adminReq(t, "DELETE", srvs[1].URL+"/admin/deployments/d2", ""); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	// restart: new nodes on the same Redis read the stored catalog
+	for _, n := range nodes {
+		_ = n.Close(context.Background())
+	}
+	yml := strings.NewReplacer("${REDIS}", rs.URL(), "${NODE}", "node-new", "${TIMEOUT}", "50ms").Replace(clusterYAML)
+	cfg, err := config.Load([]byte(yml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second) // Redis is down by then
+		defer cancel()
+		_ = n2.Close(ctx)
+	}()
+	snap := n2.Catalog.Load()
+	if _, ok := snap.Deployments["d2"]; ok {
+		t.Fatal("a deleted deployment came back after restart: the config must seed only once")
+	}
+	if got := snap.Chain("m", "context_window"); len(got) != 1 || got[0] != "strong" {
+		t.Fatalf("chain lost across restart: %v", got)
+	}
+	srv := httptest.NewServer(n2.Handler())
+	defer srv.Close()
+	rs.Kill()
+	before := n2.Catalog.Load().Version
+	code, body := adminReq(t, "PUT", srv.URL+"/admin/fallbacks", `{"primaryModel":"m","fallbackModels":["strong"]}`)
+	if code != 503 {
+		t.Fatalf("admin write with Redis down: %d %s", code, body)
+	}
+	if n2.Catalog.Load().Version != before || len(n2.Catalog.Load().Chain("m", "general")) != 0 {
+		t.Fatal("a refused admin write changed the catalog")
+	}
+	// the last catalog copy keeps serving
+	if resp, body := post(t, srv.URL+"/v1/chat/completions", "sk-open", chatBody); resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("serving with Redis down: %v %s", resp, body)
+	}
+}

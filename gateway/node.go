@@ -175,9 +175,16 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	return n, nil
 }
 
-// Close flushes pending writes (usage, pins, audit) and releases resources.
-// Only the first call does the work; later calls return its result.
+// Close flushes pending writes (usage, pins, audit) and releases resources,
+// waiting at most until ctx's deadline (10s when it has none). Only the
+// first call does the work; later calls return its result.
 func (n *Node) Close(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		// flushing to a Redis that is down must not hang shutdown forever
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
 	n.closed.Do(func() {
 		for i := len(n.closers) - 1; i >= 0; i-- {
 			if err := n.closers[i](ctx); err != nil && n.closeErr == nil {
