@@ -95,6 +95,9 @@ func (cl *call) prefetch() bool {
 			}
 		}
 	}
+	if tierKey == "" && depKeys[0] == "" && depKeys[1] == "" {
+		queue = nil // the admission alone: a plain EVALSHA, no pipeline
+	}
 	a := ratelimit.Admission{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
 	pf.decision, pf.err = s.prefetch.limiter.AdmitWith(cl.ctx, a, queue)
 	pf.admitted, pf.done = limited, true

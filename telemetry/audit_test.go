@@ -45,15 +45,22 @@ func TestRedisAuditSharedAndFlushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// another replica reads an entry it never saw
-	e, ok, err := b.Get(ctx, "r7")
+	e, ok, err := b.Get(ctx, "r240")
 	if err != nil || !ok || e.Team != "t" {
 		t.Fatalf("shared lookup: %+v %v %v", e, ok, err)
 	}
 	if n, _ := c.XLen(ctx, "sy:{audit}:stream").Result(); n < 100 || n > 250 {
 		t.Fatalf("stream must be bounded near max_entries: %d", n)
 	}
-	if ttl := mr.TTL("sy:{audit}:req:r7"); ttl <= 0 {
-		t.Fatal("entry keys must carry a TTL")
+	if ttl := mr.TTL("sy:{audit}:stream"); ttl <= 0 {
+		t.Fatal("the stream must carry a TTL")
+	}
+	// an entry older than the newest page is still found (paged walk)
+	if _, ok, err := b.Get(ctx, "r160"); !ok || err != nil {
+		t.Fatalf("paged lookup: %v %v", ok, err)
+	}
+	if _, ok, _ := b.Get(ctx, "nope"); ok {
+		t.Fatal("unknown id found")
 	}
 	if dropped != 0 {
 		t.Fatalf("%d entries dropped", dropped)

@@ -12,15 +12,17 @@ import (
 
 // RedisAudit keeps audit entries in a bounded Redis stream (SPEC 12.2),
 // readable from any replica: each entry is appended to the stream (capped
-// at maxEntries, approximately) and stored under its request id with a TTL
-// for lookup. Entries are written asynchronously in pipelined batches; the
+// at maxEntries, approximately; one command per request). A lookup by
+// request id reads this node's ring first and otherwise walks the stream
+// from its newest end, a page at a time: admin lookups are rare, requests
+// are not, so the cost sits on the lookup. Entries are written
+// asynchronously in pipelined batches; the
 // buffer is bounded, and a full buffer makes Record wait briefly
 // (backpressure) before it drops and counts. The local ring keeps every
 // entry too, so this node answers even while Redis is down.
 type RedisAudit struct {
 	c          redis.UniversalClient
 	stream     string
-	prefix     string
 	maxEntries int64
 	ttl        time.Duration
 	local      *Ring
@@ -39,7 +41,7 @@ type RedisAudit struct {
 // NewRedisAudit returns the shared audit log under prefix.
 func NewRedisAudit(c redis.UniversalClient, prefix string, maxEntries int, local *Ring, dropped func(int)) *RedisAudit {
 	a := &RedisAudit{
-		c: c, stream: prefix + "{audit}:stream", prefix: prefix + "{audit}:req:", maxEntries: int64(maxEntries),
+		c: c, stream: prefix + "{audit}:stream", maxEntries: int64(maxEntries),
 		ttl: 24 * time.Hour, local: local, dropped: dropped, cap: 50_000,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -73,23 +75,36 @@ func (a *RedisAudit) Record(e *Entry) {
 	}
 }
 
-// Get implements AuditLog: the local ring first, then Redis.
+// Get implements AuditLog: the local ring first, then the shared stream,
+// newest first, a page at a time (bounded by the stream's length).
 func (a *RedisAudit) Get(ctx context.Context, id string) (*Entry, bool, error) {
 	if e, ok, _ := a.local.Get(ctx, id); ok {
 		return e, true, nil
 	}
-	raw, err := a.c.Get(ctx, a.prefix+id).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, false, nil
+	const page = 1000
+	end := "+"
+	for read := int64(0); read <= a.maxEntries+page; read += page {
+		msgs, err := a.c.XRevRangeN(ctx, a.stream, end, "-", page).Result()
+		if err != nil {
+			return nil, false, err
+		}
+		for _, m := range msgs {
+			if m.Values["id"] != id {
+				continue
+			}
+			raw, _ := m.Values["entry"].(string)
+			var e Entry
+			if err := json.Unmarshal([]byte(raw), &e); err != nil {
+				return nil, false, err
+			}
+			return &e, true, nil
+		}
+		if len(msgs) < page {
+			return nil, false, nil
+		}
+		end = "(" + msgs[len(msgs)-1].ID
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	var e Entry
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return nil, false, err
-	}
-	return &e, true, nil
+	return nil, false, nil
 }
 
 func (a *RedisAudit) run() {
@@ -132,7 +147,6 @@ func (a *RedisAudit) flush(ctx context.Context) bool {
 			for _, e := range batch {
 				b, _ := json.Marshal(e)
 				p.XAdd(cctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true, Values: []any{"id", e.RequestID, "entry", b}})
-				p.Set(cctx, a.prefix+e.RequestID, b, a.ttl)
 			}
 			if time.Since(a.expired) > time.Minute {
 				p.Expire(cctx, a.stream, 7*a.ttl)
