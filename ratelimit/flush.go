@@ -135,6 +135,10 @@ func (f *flusher) signal() {
 	}
 }
 
+// lingerFor is how long the flusher waits after the first pending update
+// before it writes: short against any limit's time scale (a minute).
+const lingerFor = 5 * time.Millisecond
+
 // run is the flusher goroutine: write whenever something is pending, so
 // batches grow by themselves under load (everything that arrived during one
 // write goes in the next), and back off after a failure.
@@ -146,6 +150,15 @@ func (f *flusher) run() {
 		case <-f.wake:
 		case <-f.stop:
 			return
+		}
+		// Linger a moment so one write carries many updates: under light
+		// load the refunds and releases of one request would otherwise hit
+		// Redis at the very moment the next request's admission does.
+		linger := time.NewTimer(lingerFor)
+		select {
+		case <-linger.C:
+		case <-f.stop:
+			linger.Stop()
 		}
 		ok, more := f.flush(context.Background())
 		if !ok {
