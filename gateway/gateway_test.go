@@ -381,3 +381,56 @@ func TestChatAllocations(t *testing.T) {
 		t.Fatalf("chat hot path allocates %.0f per request, ceiling %d", own, ceiling)
 	}
 }
+
+// TestBadInputEveryHandler: each client endpoint answers malformed,
+// oversized, unauthenticated and unknown-model requests with a clear error
+// in its own format, never a panic.
+func TestBadInputEveryHandler(t *testing.T) {
+	n := newTestNode(t, strings.Replace(strings.Replace(simYAML, "providers:", "server: {max_body_bytes: 1024}\nproviders:", 1),
+		`models: [m, e, i, normal]`, `models: ["*"]`, 1))
+	big := strings.Repeat("x", 2048)
+	endpoints := []struct{ path, valid, unknownModel string }{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, `{"model":"ghost","messages":[{"role":"user","content":"x"}]}`},
+		{"/v1/embeddings", `{"model":"e","input":"x"}`, `{"model":"ghost","input":"x"}`},
+		{"/v1/images/generations", `{"model":"i","prompt":"x"}`, `{"model":"ghost","prompt":"x"}`},
+		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, `{"model":"ghost","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`},
+	}
+	for _, ep := range endpoints {
+		anthropic := ep.path == "/v1/messages"
+		cases := []struct {
+			name, key, body string
+			status          int
+		}{
+			{"valid", testKey, ep.valid, 200},
+			{"malformed", testKey, `{"model":`, 400},
+			{"not an object", testKey, `[1,2,3]`, 400},
+			{"empty", testKey, ``, 400},
+			{"oversized", testKey, `{"model":"m","pad":"` + big + `"}`, 413},
+			{"no key", "", ep.valid, 401},
+			{"unknown key", "sk-wrong", ep.valid, 401},
+			{"unknown model", testKey, ep.unknownModel, 404},
+		}
+		for _, tc := range cases {
+			t.Run(ep.path+"/"+tc.name, func(t *testing.T) {
+				w := do(t, n.Handler(), "POST", ep.path, tc.key, tc.body)
+				if w.Code != tc.status {
+					t.Fatalf("status %d want %d: %s", w.Code, tc.status, w.Body)
+				}
+				if tc.status == 200 {
+					return
+				}
+				var shape map[string]any
+				if err := json.Unmarshal(w.Body.Bytes(), &shape); err != nil {
+					t.Fatalf("error body is not JSON: %s", w.Body)
+				}
+				errObj, _ := shape["error"].(map[string]any)
+				if errObj == nil || errObj["message"] == "" || errObj["type"] == "" {
+					t.Fatalf("error body lacks error.message/type: %s", w.Body)
+				}
+				if anthropic && shape["type"] != "error" {
+					t.Fatalf("/v1/messages must answer in the Anthropic error shape: %s", w.Body)
+				}
+			})
+		}
+	}
+}
