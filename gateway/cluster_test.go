@@ -696,3 +696,51 @@ func TestClusterAdminAndPersistence(t *testing.T) {
 		t.Fatalf("serving with Redis down: %v %s", resp, body)
 	}
 }
+
+// TestClusterStartsWithRedisDown: a replica started while Redis is down
+// serves the config file's catalog with local limits, and joins the shared
+// catalog once Redis answers.
+func TestClusterStartsWithRedisDown(t *testing.T) {
+	rs := redistest.Start(t)
+	rs.Kill()
+	yml := strings.NewReplacer("${REDIS}", rs.URL(), "${NODE}", "late-1", "${TIMEOUT}", "50ms").Replace(clusterYAML)
+	cfg, err := config.Load([]byte(yml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1})
+	if err != nil {
+		t.Fatalf("a replica must start while Redis is down: %v", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	}()
+	if w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-rpm", chatBody); w.Code != 200 {
+		t.Fatalf("serving with Redis down since start: %d %s", w.Code, w.Body)
+	}
+	rs.Restart()
+	// another replica stores a changed catalog; the late one picks it up
+	other, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	srv := httptest.NewServer(other.Handler())
+	defer srv.Close()
+	if code, body := adminReq(t, "POST", srv.URL+"/admin/deployments/d2/disable", ""); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	// the change notice, or at the latest the 5s poll, brings it
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if d := n.Catalog.Load().Deployments["d2"]; d != nil && !d.On {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the late replica never loaded the shared catalog")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -208,6 +208,15 @@ func localStore(cfg *config.Config) (catalog.Store, error) {
 // configuration file on first start (SPEC 11).
 func loadOrSeed(ctx context.Context, cfg *config.Config, store catalog.Store, log *slog.Logger) (*catalog.State, error) {
 	st, ok, err := store.Load(ctx)
+	if errors.Is(err, catalog.ErrUnavailable) {
+		// Redis is down at start: serve the config file's catalog (version 0,
+		// so any stored version replaces it) and let the watcher load the
+		// shared one when Redis answers (SPEC 9: never fail on Redis).
+		log.Warn("catalog store unreachable at start: serving the config file's catalog until it answers", "error", err)
+		st = catalog.SeedState(cfg)
+		st.Version = 0
+		return st, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("loading catalog: %w", err)
 	}
