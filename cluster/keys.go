@@ -6,7 +6,7 @@ import "strings"
 // carries one hash tag per owner, so a Lua script touching several keys of
 // one team (or one deployment) stays in one Redis Cluster slot:
 //
-//	<prefix>{team:<name>}:<name>   e.g. switchyard:{team:acme}:rpm
+//	<prefix>{team:<name>}:<name>   e.g. switchyard:{team:acme}:tat
 //	<prefix>{dep:<id>}:<name>      e.g. switchyard:{dep:mini-openai}:usage
 //
 // A prefix that itself contains a '{...}' tag would put every key in one slot;

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"switchyard/cluster"
 	"switchyard/config"
 )
@@ -235,9 +238,14 @@ func TestFaultKillRestart(t *testing.T) {
 		}
 	}
 	// Three charges of 6000 tokens on a 60000 tpm bucket: 18 s owed.
-	tat, err := c.Get(context.Background(), "sy:{team:tok}:tpm").Float64()
+	tats, err := c.Get(context.Background(), "sy:{team:tok}:tat").Result()
 	if err != nil {
 		t.Fatalf("replayed TPM charge: %v", err)
+	}
+	_, ttat, _ := strings.Cut(tats, ":") // "rtat:ttat"
+	tat, err := strconv.ParseFloat(ttat, 64)
+	if err != nil {
+		t.Fatalf("TPM TAT in %q: %v", tats, err)
 	}
 	if owed := time.Duration(tat*1e3) - time.Duration(time.Now().UnixMicro()*1e3); owed < 15*time.Second || owed > 19*time.Second {
 		t.Fatalf("TPM debt after replay %v, want ~18s", owed)
@@ -333,5 +341,35 @@ func TestRedisClusterMode(t *testing.T) {
 	u.refresh(ctx)
 	if rpm, tpm := u.Usage("d2"); rpm != 1 || tpm != 20 {
 		t.Fatalf("usage on Cluster: %d/%d", rpm, tpm)
+	}
+}
+
+// TestTATRoundTrip: the two TATs in one string key come back exactly (bit
+// for bit) from string.format('%.17g'), fractional microseconds included,
+// where Lua's tostring would keep 14 digits; on real Redis and on miniredis.
+func TestTATRoundTrip(t *testing.T) {
+	const probe = tatLua + `
+local now = tonumber(ARGV[1])
+local r = now + 60000000 / 7
+local tt = now + 1 / 3 + 1000 * 60000000 / 6001
+settat(KEYS[1], r, tt, now)
+local a, b = gettat(KEYS[1])
+local ok = 0
+if a == r and b == tt and redis.call('PTTL', KEYS[1]) > 0 then ok = 1 end
+settat(KEYS[1], 0, now, now) -- both full: deleted
+return {ok, redis.call('EXISTS', KEYS[1])}
+`
+	srv := startRedisServer(t)
+	m := miniredis.RunT(t)
+	for name, c := range map[string]*redis.Client{"redis-server": srv.Client(), "miniredis": redis.NewClient(&redis.Options{Addr: m.Addr()})} {
+		for _, now := range []int64{1_700_000_000_123_457, 1_799_999_999_999_999, 4_102_444_800_000_001} {
+			got, err := c.Eval(context.Background(), probe, []string{"sy:{team:rt}:tat"}, now).Int64Slice()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got[0] != 1 || got[1] != 0 {
+				t.Fatalf("%s, now %d: round trip ok=%d, exists after full=%d", name, now, got[0], got[1])
+			}
+		}
 	}
 }

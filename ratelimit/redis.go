@@ -54,8 +54,8 @@ type Redis struct {
 
 // teamKeys are one team's keys, built once (no allocation per call).
 type teamKeys struct {
-	admit     []string // rpm, tpm, parallel, budget
-	reconcile []string // tpm, budget, parallel, this node's mark
+	admit     []string // rpm+tpm TATs, parallel, budget
+	reconcile []string // rpm+tpm TATs, budget, parallel, this node's mark
 
 	limits atomic.Pointer[boxedLimits] // the limit arguments of admitLua, boxed once per config
 }
@@ -147,8 +147,8 @@ func (r *Redis) teamKeys(team string) *teamKeys {
 	}
 	k := func(name string) string { return cluster.TeamKey(r.prefix, team, name) }
 	tk := &teamKeys{
-		admit:     []string{k("rpm"), k("tpm"), k("par"), k("budget")},
-		reconcile: []string{k("tpm"), k("budget"), k("par"), k("applied:" + r.node)},
+		admit:     []string{k("tat"), k("par"), k("budget")},
+		reconcile: []string{k("tat"), k("budget"), k("par"), k("applied:" + r.node)},
 	}
 	v, _ := r.keys.LoadOrStore(team, tk)
 	return v.(*teamKeys)

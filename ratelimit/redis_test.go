@@ -147,8 +147,8 @@ func TestRefundRestoresCapacity(t *testing.T) {
 	}
 	x.r.Reconcile(d.Ticket, 10, 0) // refund 990 > 167 owed
 	settle(t, x.r)
-	if x.m.Exists("sy:{team:r}:tpm") {
-		t.Fatalf("TAT key still there after a refund beyond the debt: %q", must(x.m.Get("sy:{team:r}:tpm")))
+	if x.m.Exists("sy:{team:r}:tat") {
+		t.Fatalf("TAT key still there after a refund beyond the debt: %q", must(x.m.Get("sy:{team:r}:tat")))
 	}
 	if d3 := x.admit(t, "r", l, 1000); !d3.Allowed {
 		t.Fatalf("full quota not restored: %+v", d3)
@@ -241,7 +241,7 @@ func TestBufferedWhileDown(t *testing.T) {
 	if !x.br.Up() {
 		t.Fatal("breaker not up after the replay")
 	}
-	if !x.m.Exists("sy:{team:b}:tpm") {
+	if !x.m.Exists("sy:{team:b}:tat") {
 		t.Fatal("the Redis ticket's TPM charge was not replayed")
 	}
 	settle(t, x.r)
