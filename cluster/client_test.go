@@ -115,7 +115,7 @@ func TestBoundedWhenDown(t *testing.T) {
 			for i := range 3 {
 				start := time.Now()
 				err := c.Ping(context.Background()).Err()
-				if took := time.Since(start); took > 3*timeout {
+				if took := time.Since(start); took > 10*timeout { // bounded (the defaults took 1.7-5 s), with room for a loaded CI machine
 					t.Fatalf("call %d took %v with timeout %v (err %v)", i, took, timeout, err)
 				}
 				if err == nil {
