@@ -4,10 +4,12 @@
 // inactivity TTLs. Local is the node-local store; a Redis store implements
 // the same Store interface.
 //
-// sessions imports wire for the parsed request and xxhash for stable keys,
-// and nothing of the HTTP edge: never gin, never the gateway or routing. Keys it produces carry no
-// credential and are bounded in length, so they are safe as Redis keys but
-// are still never metric labels (CONVENTIONS 14).
+// sessions imports wire for the parsed request, xxhash for stable keys and
+// go-redis for the shared store (pins shared by the replicas, read in the
+// caller's pipeline, written asynchronously in batches), and nothing of the
+// HTTP edge: never gin, never the gateway or routing. Keys it produces carry
+// no credential and are bounded in length, so they are safe as Redis keys
+// but are still never metric labels (CONVENTIONS 14).
 package sessions
 
 import (
