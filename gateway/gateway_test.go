@@ -275,6 +275,10 @@ func TestStreamingRelaysBeforeUpstreamFinishes(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d %v", resp.StatusCode, resp.Header)
 	}
+	if resp.Header.Get("X-Switchyard-Deployment") != "g" || resp.Header.Get("X-Switchyard-Attempts") != "1" ||
+		resp.Header.Get("X-Switchyard-Overhead-Ms") == "" || resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("a stream carries the decision headers: %v", resp.Header)
+	}
 	rd := bufio.NewReader(resp.Body)
 	line, err := rd.ReadString('\n')
 	if err != nil || !strings.Contains(line, "first") {
