@@ -310,8 +310,15 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage) {
 		s.Metrics.Cost.WithLabelValues(team, d.ID).Add(cost)
 	}
 	if cl.session != "" && (s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model)) {
+		// a session pin lives session_ttl of inactivity; without session
+		// keeping it only carries the adaptive warm-cache bonus, which lasts
+		// warm_cache_ttl (SPEC 5.1)
+		ttl := s.Config.SmartRouting.SessionTTL
+		if !s.Config.Routing.SessionKeeping {
+			ttl = s.Config.Routing.WarmCacheTTL
+		}
 		key := sessions.ScopedKey(cl.session, "dep:"+cl.model)
-		if err := s.Sessions.SetDeployment(cl.ctx, key, d.ID, s.Config.SmartRouting.SessionTTL); err != nil {
+		if err := s.Sessions.SetDeployment(cl.ctx, key, d.ID, ttl); err != nil {
 			s.Logger.Debug("session pin write failed", "error", err)
 		}
 	}

@@ -177,7 +177,7 @@ func TestAdaptiveWarmCacheBonus(t *testing.T) {
 		t.Fatalf("after the cooldown the bonus is gone: b share %.3f", sb)
 	}
 	h.clock.Advance(cfg.WarmCacheTTL + time.Second)
-	if w := h.r.warmFor("team/s", h.r.tick(h.clock.Now())); w != "" {
+	if w := h.r.warmFor("team/s", "", h.r.tick(h.clock.Now())); w != "" {
 		t.Fatalf("warm entry outlived its TTL: %s", w)
 	}
 }
@@ -236,3 +236,31 @@ func TestAdaptiveSingleCandidate(t *testing.T) {
 }
 
 func rand0() uint64 { return newTestRand().Uint64() }
+
+// With session keeping off, the deployment another replica pinned for the
+// session (the shared store's pin) still earns the warm-cache bonus on a
+// node that never served the session itself (SPEC 9: warm pins are shared).
+func TestAdaptiveWarmCacheFromSharedPin(t *testing.T) {
+	cfg := testConfig()
+	cfg.SessionKeeping = false
+	h := newHarness(t, cfg)
+	s := snap(map[string]string{"m": "adaptive/latency"}, dep("a", "m"), dep("b", "m"))
+	h.setLatency("a", 100*time.Millisecond)
+	h.setLatency("b", 100*time.Millisecond)
+	shared := func(in *PlanInput) { in.Session, in.SessionDeployment = "team/other-node", "b" }
+	n := 0
+	for range 4000 {
+		a, _ := h.plan(s, "m", shared).Next()
+		if a.Deployment.ID == "b" {
+			n++
+		}
+		a.Done(Outcome{Class: ClassCanceled})
+	}
+	if sb := float64(n) / 4000; math.Abs(sb-0.8) > 0.04 {
+		t.Fatalf("shared warm pin (x4): b share %.3f, want 0.8", sb)
+	}
+	h.feed("b", h.clock.Now(), Outcome{Class: ClassRateLimited})
+	if w := h.r.warmFor("team/other-node", "b", h.r.tick(h.clock.Now())); w != "" {
+		t.Fatalf("a cooling deployment keeps no bonus: %s", w)
+	}
+}

@@ -154,7 +154,7 @@ func (p *Plan) choose(now time.Time, t int64) *Attempt {
 	idx := 0
 	if len(p.cands) > 1 {
 		if !p.warmDone {
-			p.warm, p.warmDone = p.r.warmFor(p.session, t), true
+			p.warm, p.warmDone = p.r.warmFor(p.session, p.pinIn, t), true
 		}
 		p.pick.Model, p.pick.Candidates, p.pick.Now, p.pick.Warm = p.model, p.cands, now, p.warm
 		p.pick.tick = t

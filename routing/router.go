@@ -216,17 +216,23 @@ func latencySample(o Outcome, stream bool) time.Duration {
 // warmFor returns the deployment holding the session's warm prompt cache:
 // the one that last served it within warm_cache_ttl, unless it has entered
 // a cooldown since (SPEC 5.1: a deployment in cooldown loses the bonus).
-func (r *Router) warmFor(session string, now int64) string {
+// This node's memory answers first; otherwise shared is the deployment the
+// shared session store holds for the session (another replica served it;
+// SPEC 9 shares warm-cache pins), which counts while it is not cooling.
+func (r *Router) warmFor(session, shared string, now int64) string {
 	if session == "" {
 		return ""
 	}
 	id, at := r.warm.get(session, now)
 	if id == "" {
+		id, at = shared, 0
+	}
+	if id == "" {
 		return ""
 	}
 	if v, ok := r.states.Load(id); ok {
 		st := v.(*DeploymentState)
-		if st.coolingAt(now) || st.coolSince.Load() >= at {
+		if st.coolingAt(now) || (at > 0 && st.coolSince.Load() >= at) {
 			return ""
 		}
 	}
