@@ -21,10 +21,9 @@ const anthropicVersion = "2023-06-01"
 // OpenAI-format client is translated both ways.
 type anthropic struct {
 	// immutable after construction
-	name   string
-	client *http.Client
-	url    string
-	header http.Header
+	name string
+	url  string
+	httpUpstream
 }
 
 func newAnthropic(p *catalog.Provider) (*anthropic, error) {
@@ -36,16 +35,16 @@ func newAnthropic(p *catalog.Provider) (*anthropic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("providers: provider %q: %w", p.Name, err)
 	}
-	a := &anthropic{name: p.Name, client: newClient(), url: u, header: http.Header{}}
-	a.header.Set("Content-Type", "application/json")
-	a.header.Set("Anthropic-Version", anthropicVersion)
+	header := http.Header{}
+	header.Set("Content-Type", "application/json")
+	header.Set("Anthropic-Version", anthropicVersion)
 	if p.APIKey != "" {
-		a.header.Set("X-Api-Key", p.APIKey)
+		header.Set("X-Api-Key", p.APIKey)
 	}
 	for k, v := range p.Headers {
-		a.header.Set(k, v)
+		header.Set(k, v)
 	}
-	return a, nil
+	return &anthropic{name: p.Name, url: u, httpUpstream: newHTTPUpstream(header)}, nil
 }
 
 // Do implements Adapter.
@@ -68,24 +67,9 @@ func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 		body = anthropicBody(req.Client.Raw, model, req.Stream)
 	}
 
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
+	resp, start, err := a.send(ctx, a.url, body, req.Stream, KindAnthropic, req.FirstByte)
 	if err != nil {
-		return nil, classifyTransport(ctx.Err(), err)
-	}
-	hreq.Header = a.header.Clone()
-	if req.Stream {
-		hreq.Header.Set("Accept", "text/event-stream")
-	}
-	start := time.Now()
-	resp, err := a.client.Do(hreq)
-	if err != nil {
-		return nil, classifyTransport(ctx.Err(), err)
-	}
-	if req.FirstByte != nil && !req.Stream { // a stream's first byte is its first event
-		req.FirstByte()
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, readStatusError(KindAnthropic, resp)
+		return nil, err
 	}
 	h := relayHeaders(resp.Header)
 	if req.Stream {

@@ -24,10 +24,9 @@ const maxResponseBody = 64 << 20
 // (api-version from the provider headers), vLLM, Ollama, Groq and the like.
 type openAI struct {
 	// immutable after construction
-	name   string
-	client *http.Client
-	urls   [3]string   // chat, embeddings, images endpoints
-	header http.Header // credentials and provider headers, cloned per request
+	name string
+	urls [3]string // chat, embeddings, images endpoints
+	httpUpstream
 }
 
 func newOpenAI(p *catalog.Provider) (*openAI, error) {
@@ -35,7 +34,8 @@ func newOpenAI(p *catalog.Provider) (*openAI, error) {
 	if base == "" {
 		base = "https://api.openai.com/v1"
 	}
-	a := &openAI{name: p.Name, client: newClient(), header: http.Header{}}
+	a := &openAI{name: p.Name}
+	header := http.Header{}
 	apiVersion := ""
 	for k, v := range p.Headers {
 		if strings.EqualFold(k, "api-version") {
@@ -49,13 +49,14 @@ func newOpenAI(p *catalog.Provider) (*openAI, error) {
 		}
 		a.urls[i] = u
 	}
-	a.header.Set("Content-Type", "application/json")
+	header.Set("Content-Type", "application/json")
 	if p.APIKey != "" {
-		a.header.Set("Authorization", "Bearer "+p.APIKey)
+		header.Set("Authorization", "Bearer "+p.APIKey)
 	}
 	for k, v := range p.Headers {
-		a.header.Set(k, v)
+		header.Set(k, v)
 	}
+	a.httpUpstream = newHTTPUpstream(header)
 	return a, nil
 }
 
@@ -113,24 +114,9 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 		body = openAIBody(req.Client.Raw, model, req.Op, stream)
 	}
 
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.urls[opIndex(req.Op)], bytes.NewReader(body))
+	resp, start, err := a.send(ctx, a.urls[opIndex(req.Op)], body, stream, KindOpenAI, req.FirstByte)
 	if err != nil {
-		return nil, classifyTransport(ctx.Err(), err)
-	}
-	hreq.Header = a.header.Clone()
-	if stream {
-		hreq.Header.Set("Accept", "text/event-stream")
-	}
-	start := time.Now()
-	resp, err := a.client.Do(hreq)
-	if err != nil {
-		return nil, classifyTransport(ctx.Err(), err)
-	}
-	if req.FirstByte != nil && !req.Stream { // a stream's first byte is its first event
-		req.FirstByte()
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, readStatusError(KindOpenAI, resp)
+		return nil, err
 	}
 	h := relayHeaders(resp.Header)
 	if stream {

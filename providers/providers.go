@@ -12,6 +12,7 @@
 package providers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -203,6 +204,50 @@ func newClient() *http.Client {
 			return http.ErrUseLastResponse
 		},
 	}
+}
+
+// httpUpstream is what the HTTP adapters share: one client over the
+// provider's tuned transport, and the request headers (credentials,
+// provider headers) built once for sync and for stream calls. Requests share
+// the header maps read-only: an http.RoundTripper must not modify them, so
+// no attempt pays for a copy.
+type httpUpstream struct {
+	client *http.Client
+	sync   http.Header
+	stream http.Header // sync plus Accept: text/event-stream
+}
+
+func newHTTPUpstream(h http.Header) httpUpstream {
+	st := h.Clone()
+	st.Set("Accept", "text/event-stream")
+	return httpUpstream{client: newClient(), sync: h, stream: st}
+}
+
+// send posts body to url and returns the response once a 2xx status and
+// its headers arrived; any other status is read and classified as an
+// error of kind. firstByte (may be nil) is called for a sync call when the
+// headers arrive: a stream's first byte is its first event instead.
+func (u *httpUpstream) send(ctx context.Context, url string, body []byte, stream bool, kind string, firstByte func()) (*http.Response, time.Time, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, time.Time{}, classifyTransport(ctx.Err(), err)
+	}
+	hreq.Header = u.sync
+	if stream {
+		hreq.Header = u.stream
+	}
+	start := time.Now()
+	resp, err := u.client.Do(hreq)
+	if err != nil {
+		return nil, start, classifyTransport(ctx.Err(), err)
+	}
+	if firstByte != nil && !stream {
+		firstByte()
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, start, readStatusError(kind, resp)
+	}
+	return resp, start, nil
 }
 
 // upstreamModel is the model name the upstream knows the deployment by.
