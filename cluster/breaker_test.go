@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"switchyard/internal/fakeclock"
 	"sync"
 	"testing"
 	"time"
@@ -14,25 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// fakeClock is a manually advanced clock (CONVENTIONS 6: no sleeps).
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeclock.Clock { return fakeclock.New(time.Unix(1_700_000_000, 0)) }
 
 // changeLog records OnChange calls; the probe's calls come from its goroutine.
 type changeLog struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"switchyard/internal/fakeclock"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,25 +29,7 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// fakeClock is a manually advanced clock (CONVENTIONS 6: no sleeps).
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeclock.Clock { return fakeclock.New(time.Unix(1_700_000_000, 0)) }
 
 // limitsOf builds a team.
 type limitsOf struct {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"switchyard/internal/fakeclock"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // mini is a Redis limiter on miniredis with Redis's clock on a fake clock.
 type mini struct {
 	m   *miniredis.Miniredis
-	clk *fakeClock
+	clk *fakeclock.Clock
 	c   *redis.Client
 	r   *Redis
 	obs *countObs

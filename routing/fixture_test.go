@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"switchyard/internal/fakeclock"
 	"sync"
 	"testing"
 	"time"
@@ -135,14 +136,14 @@ var _ Observer = (*recorder)(nil)
 // harness is a router on a fake clock with a recording observer.
 type harness struct {
 	t     *testing.T
-	clock *FakeClock
+	clock *fakeclock.Clock
 	obs   *recorder
 	r     *Router
 }
 
 func newHarness(t *testing.T, cfg config.Routing) *harness {
 	t.Helper()
-	c := NewFakeClock(t0)
+	c := fakeclock.New(t0)
 	obs := &recorder{}
 	return &harness{t: t, clock: c, obs: obs, r: NewRouter(cfg, c, 1, obs, ratelimit.NewLocalUsage(c.Now))}
 }

@@ -3,29 +3,14 @@ package sessions
 import (
 	"context"
 	"fmt"
+	"switchyard/internal/fakeclock"
 	"sync"
 	"testing"
 	"time"
 )
 
-// fakeClock is a settable time source; tests advance it instead of sleeping.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+func newFakeClock() *fakeclock.Clock {
+	return fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 func mustGetTier(t *testing.T, s Store, key string) (string, bool) {
