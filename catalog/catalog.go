@@ -182,10 +182,6 @@ func (s *Snapshot) Chain(primary string, reason Reason) []string {
 	return s.Chains[ChainKey{primary, reason}]
 }
 
-// ModelOps maps every public model to the operations its deployments serve;
-// the validators of config and the admin API use it.
-func (s *Snapshot) ModelOps() map[string][]string { return s.State.ModelOps() }
-
 // Holder publishes the current Snapshot.
 type Holder struct{ p atomic.Pointer[Snapshot] }
 

@@ -94,12 +94,12 @@ func (a *Admin) answer(c *gin.Context, status int, v any, err error) {
 		var ce *catalog.Error
 		switch {
 		case errors.As(err, &ce):
-			writeError(c, &apiError{Status: ce.Status, Type: "invalid_request_error", Param: ce.Field, Message: ce.Message}, 0)
+			writeError(c, &apiError{Status: ce.Status, Type: "invalid_request_error", Param: ce.Field, Message: ce.Message})
 		case errors.Is(err, catalog.ErrUnavailable):
 			writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "store_unavailable", Code: "catalog_store_unavailable",
-				Message: "the catalog store is unreachable: nothing was changed; retry when it is back"}, 0)
+				Message: "the catalog store is unreachable: nothing was changed; retry when it is back"})
 		default:
-			writeError(c, &apiError{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()}, 0)
+			writeError(c, &apiError{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()})
 		}
 		return
 	}
@@ -115,7 +115,7 @@ func (a *Admin) decode(c *gin.Context, v any) bool {
 		msg := "request body is not valid JSON for this endpoint: " + err.Error()
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(c, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: "admin body over 1 MiB"}, 0)
+			writeError(c, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: "admin body over 1 MiB"})
 			return false
 		}
 		if errors.Is(err, io.EOF) {
@@ -125,11 +125,11 @@ func (a *Admin) decode(c *gin.Context, v any) bool {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			param = strings.Trim(f, `"`)
 		}
-		writeError(c, errBadRequest(param, msg), 0)
+		writeError(c, errBadRequest(param, msg))
 		return false
 	}
 	if dec.More() {
-		writeError(c, errBadRequest("", "request body has data after the JSON object"), 0)
+		writeError(c, errBadRequest("", "request body has data after the JSON object"))
 		return false
 	}
 	return true
@@ -150,7 +150,7 @@ func (a *Admin) putDeployment(c *gin.Context) {
 		d.ID = id
 	}
 	if d.ID != id {
-		writeError(c, errBadRequest("id", "body id \""+d.ID+"\" differs from the path id \""+id+"\""), 0)
+		writeError(c, errBadRequest("id", "body id \""+d.ID+"\" differs from the path id \""+id+"\""))
 		return
 	}
 	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
@@ -201,7 +201,7 @@ func (a *Admin) putFallback(c *gin.Context) {
 func (a *Admin) deleteFallback(c *gin.Context) {
 	primary, reason := c.Query("primaryModel"), c.Query("reason")
 	if primary == "" {
-		writeError(c, errBadRequest("primaryModel", "query parameter primaryModel is required"), 0)
+		writeError(c, errBadRequest("primaryModel", "query parameter primaryModel is required"))
 		return
 	}
 	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {

@@ -17,12 +17,12 @@ func (s *Server) handleAdminRequest(c *gin.Context) {
 	id := c.Param("id")
 	e, ok, err := s.Audit.Get(c.Request.Context(), id)
 	if err != nil {
-		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "audit store unavailable: " + err.Error()}, 0)
+		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "audit store unavailable: " + err.Error()})
 		return
 	}
 	if !ok {
 		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "request_not_found",
-			Message: "no audit entry for request id \"" + id + "\" (entries are kept for the last audit.max_entries requests)"}, 0)
+			Message: "no audit entry for request id \"" + id + "\" (entries are kept for the last audit.max_entries requests)"})
 		return
 	}
 	c.JSON(http.StatusOK, e)

@@ -341,4 +341,4 @@ func writeErrorFormat(c *gin.Context, e *apiError, format wire.Format) {
 	c.Data(e.Status, "application/json", e.body(format))
 }
 
-func writeError(c *gin.Context, e *apiError, _ int) { writeErrorFormat(c, e, wire.FormatOpenAI) }
+func writeError(c *gin.Context, e *apiError) { writeErrorFormat(c, e, wire.FormatOpenAI) }

@@ -108,7 +108,7 @@ func (s *Server) routes() {
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})))
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
-			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path}, 0)
+			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path})
 	})
 	admin := e.Group("/admin", s.adminAuth)
 	s.adminGroup = admin
@@ -127,7 +127,7 @@ func (s *Server) handleReady(c *gin.Context) {
 func (s *Server) adminAuth(c *gin.Context) {
 	if !s.adminOn {
 		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "admin_disabled",
-			Message: "the admin API is off: set admin.key (SWITCHYARD_ADMIN_KEY) to enable it"}, 0)
+			Message: "the admin API is off: set admin.key (SWITCHYARD_ADMIN_KEY) to enable it"})
 		c.Abort()
 		return
 	}
@@ -135,7 +135,7 @@ func (s *Server) adminAuth(c *gin.Context) {
 	h := sha256.Sum256([]byte(key))
 	if key == "" || subtle.ConstantTimeCompare(h[:], s.adminKey[:]) != 1 {
 		writeError(c, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_admin_key",
-			Message: "admin API needs \"Authorization: Bearer <admin key>\""}, 0)
+			Message: "admin API needs \"Authorization: Bearer <admin key>\""})
 		c.Abort()
 		return
 	}
@@ -162,7 +162,7 @@ func (s *Server) handleModels(c *gin.Context) {
 	snap := s.Catalog.Load()
 	team := snap.Authenticate(apiKey(c.Request))
 	if team == nil {
-		writeError(c, errNoKeyOr(c.Request), 0)
+		writeError(c, errNoKeyOr(c.Request))
 		return
 	}
 	type entry struct {

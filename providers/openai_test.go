@@ -203,8 +203,9 @@ func TestOpenAIStreamRelaysEventByEvent(t *testing.T) {
 	if resp.Header.Get("Upstream-Request-Id") != "req_s" || resp.TTFB <= 0 {
 		t.Fatalf("header %v ttfb %v", resp.Header, resp.TTFB)
 	}
-	if resp.Stream.Close() != nil || resp.Stream.Close() != nil {
-		t.Fatal("close twice")
+	closeOnce, closeTwice := resp.Stream.Close(), resp.Stream.Close()
+	if closeOnce != nil || closeTwice != nil {
+		t.Fatalf("close twice: %v, %v", closeOnce, closeTwice)
 	}
 }
 
