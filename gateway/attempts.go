@@ -34,7 +34,7 @@ func (cl *call) route() bool {
 			Tools: cl.req.Tools > 0, ImageSize: cl.req.ImageSize},
 		MaxAttempts: s.Config.Routing.MaxAttempts[cl.op.String()][mode],
 	}
-	if s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model) {
+	if cl.pinsDeployment(cl.model) {
 		in.Session = cl.sessionKey()
 		if in.Session != "" {
 			if id, ok, prefetched := cl.pre.dep(cl.model); prefetched {
@@ -91,8 +91,14 @@ func (cl *call) route() bool {
 	return cl.fail(e)
 }
 
-func isAdaptive(snap *catalog.Snapshot, model string) bool {
-	m := snap.Models[model]
+// pinsDeployment reports whether requests for model keep a deployment pin
+// per session: for session keeping (SPEC 8), or for the adaptive selector's
+// warm-cache bonus (SPEC 5.1).
+func (cl *call) pinsDeployment(model string) bool {
+	if cl.s.Config.Routing.SessionKeeping {
+		return true
+	}
+	m := cl.snap.Models[model]
 	return m != nil && m.Strategy == "adaptive"
 }
 
@@ -309,7 +315,7 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage) {
 	if cost > 0 {
 		s.Metrics.Cost.WithLabelValues(team, d.ID).Add(cost)
 	}
-	if cl.session != "" && (s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, cl.model)) {
+	if cl.session != "" && cl.pinsDeployment(cl.model) {
 		// a session pin lives session_ttl of inactivity; without session
 		// keeping it only carries the adaptive warm-cache bonus, which lasts
 		// warm_cache_ttl (SPEC 5.1)

@@ -66,7 +66,7 @@ func (cl *call) prefetch() bool {
 	var tierKey string
 	var depKeys [2]string
 	session := ""
-	if route != nil || s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, models[0]) || isAdaptive(cl.snap, models[1]) {
+	if route != nil || cl.pinsDeployment(models[0]) || (nModels > 1 && cl.pinsDeployment(models[1])) {
 		session = cl.sessionKey()
 	}
 	if session != "" {
@@ -74,7 +74,7 @@ func (cl *call) prefetch() bool {
 			tierKey = sessions.ScopedKey(session, "tier:"+route.Alias)
 		}
 		for i := 0; i < nModels; i++ {
-			if s.Config.Routing.SessionKeeping || isAdaptive(cl.snap, models[i]) {
+			if cl.pinsDeployment(models[i]) {
 				depKeys[i] = sessions.ScopedKey(session, "dep:"+models[i])
 			}
 		}
