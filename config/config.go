@@ -19,6 +19,7 @@ type Config struct {
 	Routing      Routing      `koanf:"routing"`
 	SmartRouting SmartRouting `koanf:"smart_routing"`
 	Audit        Audit        `koanf:"audit"`
+	Tracing      Tracing      `koanf:"tracing"`
 }
 
 // Server configures the HTTP edge.
@@ -173,3 +174,19 @@ type TierRoute struct {
 type Audit struct {
 	MaxEntries int `koanf:"max_entries"` // ring size or stream length; default 10000
 }
+
+// Tracing configures OpenTelemetry traces (SPEC 12.5). Tracing is off, and
+// costs nothing on the request path, while OTLPEndpoint is empty.
+type Tracing struct {
+	// OTLPEndpoint is the OTLP/HTTP collector, e.g. http://otel-collector:4318
+	// (the path defaults to /v1/traces); empty = tracing off (the default).
+	OTLPEndpoint string `koanf:"otlp_endpoint"`
+	// SampleRatio is the share of traces started here that are kept, 0..1,
+	// decided by trace id; a caller's sampled traceparent is honoured. Default 1.0.
+	SampleRatio float64 `koanf:"sample_ratio"`
+	// ServiceName is the service.name resource attribute; default "switchyard".
+	ServiceName string `koanf:"service_name"`
+}
+
+// Enabled reports whether traces are exported.
+func (t Tracing) Enabled() bool { return t.OTLPEndpoint != "" }

@@ -153,3 +153,39 @@ func TestDemoConfigValid(t *testing.T) {
 		t.Fatalf("demo must have two tier routes, a fallback chain and a team: %+v", c.SmartRouting.Routes)
 	}
 }
+
+// TestTracingConfig: tracing is off by default with SPEC 13's defaults,
+// takes env overrides, and rejects a bad endpoint or ratio naming the key.
+func TestTracingConfig(t *testing.T) {
+	c, err := Load([]byte(minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tracing.Enabled() || c.Tracing.SampleRatio != 1.0 || c.Tracing.ServiceName != "switchyard" {
+		t.Fatalf("tracing defaults: %+v", c.Tracing)
+	}
+	c, err = Load([]byte(minimal), []string{"SWITCHYARD_TRACING_OTLP_ENDPOINT=http://otel-collector:4318", "SWITCHYARD_TRACING_SAMPLE_RATIO=0.25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Tracing.Enabled() || c.Tracing.OTLPEndpoint != "http://otel-collector:4318" || c.Tracing.SampleRatio != 0.25 {
+		t.Fatalf("tracing env overrides: %+v", c.Tracing)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"tracing: {sample_ratio: 1.5}\n", "tracing.sample_ratio"},
+		{"tracing: {sample_ratio: -0.1}\n", "tracing.sample_ratio"},
+		{"tracing: {otlp_endpoint: 'otel-collector:4318'}\n", "tracing.otlp_endpoint: must be an http:// or https://"},
+		{"tracing: {otlp_endpoint: 'grpc://otel:4317'}\n", "tracing.otlp_endpoint"},
+		{"tracing: {otlp_endpoint: 'https://user:tok3n@otel'}\n", "OTEL_EXPORTER_OTLP_HEADERS"},
+		{"tracing: {otlp_endpoint: 'http://otel:4318', service_name: ''}\n", "tracing.service_name"},
+		{"tracing: {otlp_endpoint: 'http://otel:4318', sample: 1}\n", "tracing.sample: unknown key"},
+	} {
+		_, err := Load([]byte(minimal+tc.yaml), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: want a problem mentioning %q, got %v", tc.yaml, tc.want, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "tok3n") {
+			t.Errorf("%q: the problem echoes a credential: %v", tc.yaml, err)
+		}
+	}
+}

@@ -55,6 +55,8 @@ func defaults() map[string]any {
 		"smart_routing.threshold":          4,
 		"smart_routing.session_ttl":        "30m",
 		"audit.max_entries":                10000,
+		"tracing.sample_ratio":             1.0,
+		"tracing.service_name":             "switchyard",
 	}
 }
 
@@ -157,7 +159,7 @@ func envMap(environ []string) map[string]string {
 
 // sections lists the top-level keys an env override may address; longest
 // first so SMART_ROUTING wins over ROUTING.
-var sections = []string{"smart_routing", "data_dir", "routing", "server", "admin", "redis", "audit"}
+var sections = []string{"smart_routing", "data_dir", "routing", "server", "admin", "redis", "audit", "tracing"}
 
 // envOverrides maps SWITCHYARD_<SECTION>_<KEY> to section.key. Lists
 // (redis.addrs, routing.fallback_models) accept comma-separated values.

@@ -262,6 +262,32 @@ func Validate(c *Config) Problems {
 	if c.Audit.MaxEntries < 1 {
 		add("audit.max_entries: must be >= 1")
 	}
+	p = append(p, validateTracing(c.Tracing)...)
+	return p
+}
+
+// validateTracing checks the tracing section (SPEC 12.5, 13).
+func validateTracing(t Tracing) Problems {
+	var p Problems
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		p = append(p, fmt.Sprintf("tracing.sample_ratio: must be within 0..1, got %g", t.SampleRatio))
+	}
+	if t.OTLPEndpoint == "" {
+		return p
+	}
+	if t.ServiceName == "" {
+		p = append(p, "tracing.service_name: must not be empty when tracing.otlp_endpoint is set (e.g. \"switchyard\")")
+	}
+	u, err := url.Parse(t.OTLPEndpoint)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		// the value is not echoed: a mistyped URL may hold a credential
+		p = append(p, "tracing.otlp_endpoint: must be an http:// or https:// URL of an OTLP/HTTP collector, e.g. http://otel-collector:4318")
+	case u.User != nil:
+		p = append(p, "tracing.otlp_endpoint: must not carry credentials in the URL; set OTEL_EXPORTER_OTLP_HEADERS (e.g. \"authorization=Bearer ...\") instead")
+	case u.RawQuery != "" || u.Fragment != "":
+		p = append(p, "tracing.otlp_endpoint: must not have a query or fragment (headers go in OTEL_EXPORTER_OTLP_HEADERS)")
+	}
 	return p
 }
 

@@ -6,8 +6,8 @@
 // classification of upstream failures into routing classes (SPEC 7.4), and
 // the HTTP mock LLM behind `switchyard mockllm`.
 //
-// It imports catalog, wire, routing (for Class) and config; never gin or
-// redis. An adapter never forwards client headers or credentials upstream
+// It imports catalog, wire, routing (for Class), config and tracing (to send
+// the attempt's traceparent); never gin or redis. An adapter never forwards client headers or credentials upstream
 // (SPEC 15): the only credentials it sends are the provider's own.
 package providers
 
@@ -24,6 +24,7 @@ import (
 	"switchyard/catalog"
 	"switchyard/config"
 	"switchyard/routing"
+	"switchyard/tracing"
 	"switchyard/wire"
 )
 
@@ -236,6 +237,9 @@ func (u *httpUpstream) send(ctx context.Context, url string, body []byte, stream
 	if stream {
 		hreq.Header = u.stream
 	}
+	// the attempt's W3C traceparent; with tracing off ctx has no span and
+	// the shared header map goes out as it is (SPEC 12.5)
+	hreq.Header = tracing.Inject(ctx, hreq.Header)
 	start := time.Now()
 	resp, err := u.client.Do(hreq)
 	if err != nil {
