@@ -29,4 +29,8 @@ func (o *routingObserver) OnLatencyEstimate(dep string, seconds float64) {
 	o.m.LatencyEstimate.WithLabelValues(dep).Set(seconds)
 }
 
+func (o *routingObserver) OnProbe(dep, outcome string) {
+	o.m.Probes.WithLabelValues(dep, outcome).Inc()
+}
+
 var _ routing.Observer = (*routingObserver)(nil)

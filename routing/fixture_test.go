@@ -115,6 +115,7 @@ func (r *recorder) OnFallback(p string, reason catalog.Reason, t string) {
 }
 func (r *recorder) OnSessionAffinity(o string)        { r.add("affinity %s", o) }
 func (r *recorder) OnLatencyEstimate(string, float64) {}
+func (r *recorder) OnProbe(d, outcome string)         { r.add("probe %s %s", d, outcome) }
 
 // has reports whether an event with this prefix was recorded.
 func (r *recorder) has(prefix string) bool { return r.count(prefix) > 0 }

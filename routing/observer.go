@@ -28,6 +28,12 @@ type Observer interface {
 	OnSessionAffinity(outcome string)
 	// OnLatencyEstimate reports a deployment's new latency estimate.
 	OnLatencyEstimate(deployment string, seconds float64)
+	// OnProbe reports a completed recovery probe (SPEC 6): ProbeSuccess
+	// (the cooldown ended), ProbeFailure (it was re-armed; the request
+	// failed over) or ProbeInconclusive (the client went away, or an
+	// outcome that says nothing about health such as a context-window
+	// error).
+	OnProbe(deployment, outcome string)
 }
 
 // Rejection reasons (switchyard_routing_rejections_total{reason}).
@@ -49,6 +55,13 @@ const (
 const (
 	AffinityHonored  = "honored"
 	AffinityReleased = "released"
+)
+
+// Recovery probe outcomes (switchyard_routing_probes_total{outcome}).
+const (
+	ProbeSuccess      = "success"
+	ProbeFailure      = "failure"
+	ProbeInconclusive = "inconclusive"
 )
 
 // Selection labels besides the strategy names.
@@ -81,5 +94,8 @@ func (NopObserver) OnSessionAffinity(string) {}
 
 // OnLatencyEstimate does nothing.
 func (NopObserver) OnLatencyEstimate(string, float64) {}
+
+// OnProbe does nothing.
+func (NopObserver) OnProbe(string, string) {}
 
 var _ Observer = NopObserver{}

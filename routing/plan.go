@@ -232,7 +232,7 @@ func (r *Router) Plan(in PlanInput) (*Plan, error) {
 	}
 	p.pcg.Seed(r.seed, r.plans.Add(1))
 	p.rnd = *rand.New(&p.pcg)
-	p.pick = Pick{Profile: p.profile, Rand: &p.rnd, scratch: p.floatBuf[:0]}
+	p.pick = Pick{Profile: p.profile, Rand: &p.rnd, decay: int64(r.cfg.EWMADecay), scratch: p.floatBuf[:0]}
 	return p, nil
 }
 

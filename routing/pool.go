@@ -67,8 +67,9 @@ func (p *Plan) walkedBefore(i int, name string) bool {
 // nextInPool picks the next attempt in the current pool (SPEC 7.1), or nil
 // when the pool is exhausted. Each attempt excludes deployments tried in the
 // current pass; when every eligible deployment has been tried a new pass
-// starts. A cooling deployment is skipped while any other candidate is
-// available, and otherwise admits one recovery probe (SPEC 6).
+// starts. A cooling deployment whose probe is due takes the request as its
+// recovery probe when the request can carry one (carriesProbe), or when
+// nothing else of the pool is available; otherwise it is skipped (SPEC 6).
 func (p *Plan) nextInPool(now time.Time, t int64) *Attempt {
 	for range 2 {
 		p.cands = p.cands[:0]
@@ -104,12 +105,12 @@ func (p *Plan) nextInPool(now time.Time, t int64) *Attempt {
 		if a := p.honorPin(now, t); a != nil {
 			return a
 		}
-		if len(p.cands) > 0 {
-			return p.choose(now, t)
-		}
-		if probe >= 0 && p.slots[probe].st.claimProbe(t, &p.r.rules) {
+		if probe >= 0 && (len(p.cands) == 0 || p.carriesProbe()) && p.slots[probe].st.claimProbe(t, &p.r.rules) {
 			s := &p.slots[probe]
 			return p.begin(s.d, s.st, probe, p.model.Name, p.fallback, SelectProbe, now, t)
+		}
+		if len(p.cands) > 0 {
+			return p.choose(now, t)
 		}
 		if !again {
 			return nil
@@ -119,6 +120,17 @@ func (p *Plan) nextInPool(now time.Time, t int64) *Attempt {
 		}
 	}
 	return nil
+}
+
+// carriesProbe reports whether this request may carry a due recovery probe
+// while its pool has healthy candidates (SPEC 6: probes come from regular
+// traffic, seed 002's "small stream"): only on its first attempt, and only
+// when its budget leaves room to fail over at once if the probe fails. The
+// probe's whole cost is then one extra attempt for one request per
+// probe_interval, visible in that request's timeline. A session honoring
+// its pin never carries one.
+func (p *Plan) carriesProbe() bool {
+	return len(p.attempts) == 0 && p.budget >= 2
 }
 
 // honorPin applies session keeping (SPEC 8) on the request's first attempt:

@@ -175,23 +175,18 @@ func (r *Router) complete(a *Attempt, o Outcome, now int64) {
 	st.recent.add(o.Class, now)
 	if o.Class != ClassCanceled { // a client that went away never counts (SPEC 7.4)
 		if sample := latencySample(o, a.stream); sample > 0 {
-			if o.Class != ClassOK {
-				// A failure may raise the estimate but never lower it: a
-				// deployment that answers 503 in a millisecond is not fast,
-				// and must not attract traffic for failing quickly.
-				sample = max(sample, st.LatencyEstimate())
-			}
-			est = st.observeLatencyLocked(sample, now, &r.rules)
+			est = st.estimate.observeLocked(sample, o.Class != ClassOK, now, r.rules.decay)
 		}
 		trigger = st.recordLocked(o.Class, o.RetryAfter, a.tick, now, &r.rules)
 	}
 	st.mu.Unlock()
+	id := a.Deployment.ID
 	if a.Probe {
 		// Released after the outcome is applied, so a second probe cannot
 		// slip in between a failed probe and its re-armed cooldown.
 		st.releaseProbe()
+		r.obs.OnProbe(id, probeOutcome(o.Class))
 	}
-	id := a.Deployment.ID
 	r.obs.OnOutcome(id, o.Class)
 	if est > 0 {
 		r.obs.OnLatencyEstimate(id, est.Seconds())
@@ -199,6 +194,18 @@ func (r *Router) complete(a *Attempt, o Outcome, now int64) {
 	if trigger != "" {
 		r.obs.OnCooldown(id, trigger)
 	}
+}
+
+// probeOutcome is what a recovery probe's class says about the deployment
+// (switchyard_routing_probes_total{outcome}).
+func probeOutcome(c Class) string {
+	switch {
+	case c == ClassOK:
+		return ProbeSuccess
+	case c.Retryable(), c == ClassAuth, c == ClassNotFound:
+		return ProbeFailure
+	}
+	return ProbeInconclusive
 }
 
 // latencySample is the attempt's latency sample: time to first byte for a

@@ -40,6 +40,7 @@ type Pick struct {
 	Warm string
 
 	tick    int64 // Now on the router's timeline
+	decay   int64 // ewma_decay in ticks; 0 = estimates never age
 	scratch []float64
 }
 
@@ -52,29 +53,58 @@ func (p *Pick) Scratch(n int) []float64 {
 }
 
 // Latencies fills dst (len(p.Candidates)) with each candidate's latency
-// estimate in seconds. A deployment with no sample yet gets a prior: the
-// median of the candidates' known estimates, or one second when none is
-// known. The prior is never zero, so a new deployment is neither starved
-// nor flooded.
+// estimate in seconds, as every strategy that reads estimates sees it:
+//   - a deployment with no sample yet gets a prior: the median of the
+//     candidates' known estimates, or one second when none is known. The
+//     prior is never zero, so a new deployment is neither starved nor
+//     flooded;
+//   - an estimate without a sample for ewma_decay is aged toward the pool's
+//     median (SPEC 6, see latencyEstimate.agedSeconds): the median of the
+//     candidates' fresh estimates, or of all known ones when none is
+//     fresh, so a deployment that was slow once is tried again;
+//   - a busy deployment that has completed nothing for longer than its
+//     estimate counts as at least that slow (DeploymentState.pendingAge).
 func (p *Pick) Latencies(dst []float64) {
-	known := dst[:0]
-	for _, c := range p.Candidates {
-		if e := c.State.estimate.Load(); e > 0 {
-			known = append(known, time.Duration(e).Seconds())
-		}
-	}
+	known, stale := p.estimates(dst, false)
 	prior := 1.0
 	if len(known) > 0 && len(known) < len(p.Candidates) {
 		prior = median(known)
 	}
+	target := 0.0
+	if stale {
+		if fresh, _ := p.estimates(dst, true); len(fresh) > 0 {
+			target = median(fresh)
+		} else {
+			known, _ = p.estimates(dst, false)
+			target = median(known)
+		}
+	}
 	for i, c := range p.Candidates {
-		e := c.State.estimate.Load()
 		est := prior
-		if e > 0 {
-			est = time.Duration(e).Seconds()
+		if e := &c.State.estimate; e.raw() > 0 {
+			est = e.agedSeconds(p.tick, p.decay, target)
 		}
 		dst[i] = max(est, c.State.pendingAge(p.tick).Seconds())
 	}
+}
+
+// estimates collects into dst[:0] the candidates' known estimates in
+// seconds (only the fresh ones when freshOnly) and reports whether any
+// known estimate is stale.
+func (p *Pick) estimates(dst []float64, freshOnly bool) (est []float64, stale bool) {
+	est = dst[:0]
+	for _, c := range p.Candidates {
+		e := &c.State.estimate
+		if e.raw() == 0 {
+			continue
+		}
+		old := e.stale(p.tick, p.decay)
+		stale = stale || old
+		if !freshOnly || !old {
+			est = append(est, time.Duration(e.raw()).Seconds())
+		}
+	}
+	return est, stale
 }
 
 // Prices fills dst (len(p.Candidates)) with each candidate's expected price

@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,13 +20,14 @@ type DeploymentState struct {
 	id string
 
 	// Lock-free: read on the selection path without mu. inflight is
-	// written with atomic adds; estimate, coolSince and coolUntil only while
-	// holding mu; probing by compare-and-swap, and lastProbe only by the
-	// goroutine that holds the probe slot.
+	// written with atomic adds; estimate, coolSince, coolUntil and
+	// probeFrom only while holding mu; probing by compare-and-swap, and
+	// lastProbe only by the goroutine that holds the probe slot.
 	inflight  atomic.Int64
-	estimate  atomic.Int64 // latency estimate in ns; 0 = no sample yet
+	estimate  latencyEstimate
 	coolSince atomic.Int64 // start of the current (or last) cooldown
 	coolUntil atomic.Int64 // end of the current (or last) cooldown; cooling while now < coolUntil
+	probeFrom atomic.Int64 // no probe before this tick: the upstream's Retry-After; 0 = none
 	lastProbe atomic.Int64 // start of the last recovery probe
 	probing   atomic.Bool  // a probe is in flight (the one probe slot is taken)
 	// quietSince is the last tick at which the deployment showed progress:
@@ -36,11 +36,10 @@ type DeploymentState struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	lastSample int64         // when the estimate last took a sample
-	streak     int           // consecutive 5xx/timeout/network failures since the last success
-	mult       uint          // cooldown exponent: the next backoff cooldown is base << mult
-	trigger    string        // what started the current (or last) cooldown
-	recent     outcomeWindow // outcome counts of the current and the previous minute
+	streak  int           // consecutive 5xx/timeout/network failures since the last success
+	mult    uint          // cooldown exponent: the next backoff cooldown is base << mult
+	trigger string        // what started the current (or last) cooldown
+	recent  outcomeWindow // outcome counts of the current and the previous minute
 }
 
 // healthRules are the SPEC 6 knobs in ticks, derived once from config.Routing.
@@ -57,10 +56,12 @@ func (s *DeploymentState) ID() string { return s.id }
 // InFlight returns the attempts running on the deployment on this node.
 func (s *DeploymentState) InFlight() int64 { return s.inflight.Load() }
 
-// LatencyEstimate returns the peak-EWMA latency estimate, 0 before the first
-// sample (selectors substitute a prior, see Pick.Latencies).
+// LatencyEstimate returns the peak-EWMA latency estimate as its samples
+// left it, 0 before the first sample. Selectors read it through
+// Pick.Latencies, which substitutes a prior for a deployment without
+// samples and ages one without recent samples toward the pool's median.
 func (s *DeploymentState) LatencyEstimate() time.Duration {
-	return time.Duration(s.estimate.Load())
+	return time.Duration(s.estimate.raw())
 }
 
 // pendingAge is how long a busy deployment has gone without completing
@@ -80,24 +81,28 @@ func (s *DeploymentState) pendingAge(now int64) time.Duration {
 func (s *DeploymentState) coolingAt(now int64) bool { return now < s.coolUntil.Load() }
 
 // probeReady reports whether a recovery probe may start at tick now: the
-// deployment is cooling, no probe is in flight, and probe_interval (default
-// a fifth of the current cooldown) has passed since the cooldown began or
-// since the last probe, whichever is later.
+// deployment is cooling, no probe is in flight, and the next probe is due
+// (see nextProbe).
 func (s *DeploymentState) probeReady(now int64, r *healthRules) bool {
 	return !s.probing.Load() && s.probeDue(now, r)
 }
 
 func (s *DeploymentState) probeDue(now int64, r *healthRules) bool {
-	until := s.coolUntil.Load()
-	if now >= until {
-		return false
-	}
-	since := s.coolSince.Load()
+	return now < s.coolUntil.Load() && now >= s.nextProbe(r)
+}
+
+// nextProbe is the earliest tick of the next recovery probe of the current
+// (or last) cooldown (SPEC 6): probe_interval (default a fifth of the
+// cooldown) after the cooldown began or after the last probe, whichever is
+// later, and never before the upstream's Retry-After has passed. A
+// cooldown as long as its Retry-After is therefore never probed.
+func (s *DeploymentState) nextProbe(r *healthRules) int64 {
+	until, since := s.coolUntil.Load(), s.coolSince.Load()
 	every := r.probeEvery
 	if every == 0 {
 		every = (until - since) / 5
 	}
-	return now-max(since, s.lastProbe.Load()) >= every
+	return max(max(since, s.lastProbe.Load())+every, s.probeFrom.Load())
 }
 
 // claimProbe takes the probe slot if a probe is due; at most one caller
@@ -117,27 +122,6 @@ func (s *DeploymentState) claimProbe(now int64, r *healthRules) bool {
 
 // releaseProbe frees the probe slot.
 func (s *DeploymentState) releaseProbe() { s.probing.Store(false) }
-
-// observeLatencyLocked feeds one latency sample into the peak-EWMA (SPEC
-// 5.1): a sample above the estimate replaces it at once; one below pulls it
-// toward the sample by 1-exp(-dt/decay), dt being the time since the
-// previous sample, so a rarely sampled deployment moves faster per sample.
-// It returns the new estimate.
-func (s *DeploymentState) observeLatencyLocked(sample time.Duration, now int64, r *healthRules) time.Duration {
-	est := s.estimate.Load()
-	switch v := int64(sample); {
-	case est == 0 || v >= est:
-		est = v
-	default:
-		if dt := now - s.lastSample; dt > 0 {
-			est += int64(float64(v-est) * -math.Expm1(-float64(dt)/r.decay))
-		}
-	}
-	est = max(est, 1)
-	s.estimate.Store(est)
-	s.lastSample = now
-	return time.Duration(est)
-}
 
 // recordLocked applies one outcome to the health rules of SPEC 6 and
 // returns the trigger of the cooldown it started, or "".
@@ -162,16 +146,16 @@ func (s *DeploymentState) recordLocked(c Class, retryAfter time.Duration, starte
 		if ra := int64(retryAfter); ra > d {
 			d = min(ra, r.max)
 		}
-		return s.coolLocked(now, d, TriggerRateLimited)
+		return s.coolLocked(now, d, retryAfter, TriggerRateLimited)
 	case ClassAuth, ClassNotFound:
-		return s.coolLocked(now, r.max, TriggerAuth)
+		return s.coolLocked(now, r.max, retryAfter, TriggerAuth)
 	case ClassServerError, ClassTimeout, ClassNetwork:
 		s.streak++
 		if s.streak >= r.threshold {
 			// Past the threshold every further failure (a failed probe, or
 			// the first request after the window) re-arms the cooldown,
 			// doubled: the deployment has not proven it recovered.
-			return s.coolLocked(now, s.backoffLocked(now, r), TriggerFailures)
+			return s.coolLocked(now, s.backoffLocked(now, r), retryAfter, TriggerFailures)
 		}
 	}
 	// ClassCanceled never reaches here; bad_request, context_window and
@@ -198,9 +182,15 @@ func (s *DeploymentState) backoffLocked(now int64, r *healthRules) int64 {
 }
 
 // coolLocked starts a cooldown of d ticks at now and returns its trigger.
-func (s *DeploymentState) coolLocked(now, d int64, trigger string) string {
+// An upstream Retry-After (0 if none) holds off its probes until it has
+// passed (SPEC 6), whatever the outcome's class.
+func (s *DeploymentState) coolLocked(now, d int64, retryAfter time.Duration, trigger string) string {
 	s.coolSince.Store(now)
 	s.coolUntil.Store(now + d)
+	s.probeFrom.Store(0)
+	if retryAfter > 0 {
+		s.probeFrom.Store(now + int64(retryAfter))
+	}
 	s.trigger = trigger
 	return trigger
 }
@@ -261,13 +251,9 @@ func (s *DeploymentState) snapshot(now int64, r *healthRules, at func(int64) tim
 		Recent:         map[string]int64{},
 	}
 	if s.coolingAt(now) {
-		until, since := s.coolUntil.Load(), s.coolSince.Load()
+		until := s.coolUntil.Load()
 		h.Cooling, h.CooldownUntil, h.CooldownTrigger = true, at(until), s.trigger
-		every := r.probeEvery
-		if every == 0 {
-			every = (until - since) / 5
-		}
-		if next := max(since, s.lastProbe.Load()) + every; next < until {
+		if next := s.nextProbe(r); next < until {
 			h.NextProbe = at(max(next, now))
 		}
 	}

@@ -38,8 +38,8 @@ func shares(sel Selector, p *Pick, n int) map[string]float64 {
 func (h *harness) setLatency(id string, d time.Duration) {
 	st := h.r.State(id)
 	st.mu.Lock()
-	st.estimate.Store(int64(d))
-	st.lastSample = h.r.tick(h.clock.Now())
+	st.estimate.ns.Store(int64(d))
+	st.estimate.at.Store(h.r.tick(h.clock.Now()))
 	st.mu.Unlock()
 }
 

@@ -31,6 +31,7 @@ type Metrics struct {
 	Rejections      *prometheus.CounterVec // reason
 	Outcomes        *prometheus.CounterVec // deployment, class
 	Cooldowns       *prometheus.CounterVec // deployment, trigger
+	Probes          *prometheus.CounterVec // deployment, outcome
 	SessionAffinity *prometheus.CounterVec // outcome
 	LatencyEstimate *prometheus.GaugeVec   // deployment
 	Fallbacks       *prometheus.CounterVec // primary, reason, target
@@ -83,6 +84,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Attempt outcomes fed back to routing, by deployment and class."}, []string{"deployment", "class"}),
 		Cooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_cooldowns_total",
 			Help: "Cooldowns started, by deployment and trigger."}, []string{"deployment", "trigger"}),
+		Probes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_probes_total",
+			Help: "Recovery probes on cooling deployments, by deployment and outcome (success, failure, inconclusive)."}, []string{"deployment", "outcome"}),
 		SessionAffinity: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "routing_session_affinity_total",
 			Help: "Session deployment pins honored or released by a cooldown."}, []string{"outcome"}),
 		LatencyEstimate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "routing_latency_estimate_seconds",
@@ -103,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Requests, m.RequestDuration, m.Overhead, m.Attempts, m.UpstreamLatency, m.UpstreamTTFB,
 		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
-		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
+		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
 		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
