@@ -2,19 +2,17 @@
 // deployments, public models with their strategy, teams with their keys and
 // allowlists, tier routes and fallback chains. A Snapshot is built once per
 // change and published through a Holder; the request path reads it without
-// locks. The admin-managed part (deployments and chains) is a State that
-// lives in a Store (SPEC 11): memory, a local file, or Redis shared by all
+// locks. The admin-managed part (deployments, chains, model strategies,
+// teams and their keys) is a State that lives in a Store (SPEC 11): memory, a local file, or Redis shared by all
 // replicas. catalog imports config and go-redis (for its shared store),
 // never gin.
 package catalog
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"sort"
-	"strings"
 	"sync/atomic"
+	"time"
 
 	"switchyard/config"
 )
@@ -90,7 +88,8 @@ type Model struct {
 	Ops  Operation // union of the pool's operations (enabled or not)
 }
 
-// Team is a group of keys with limits and an allowlist.
+// Team is a group of keys with limits and an allowlist. Its embedded
+// config.Team carries no keys: those live in the snapshot's digest index.
 type Team struct {
 	config.Team
 	AllowAll bool
@@ -131,48 +130,42 @@ type Snapshot struct {
 	Global      []string // routing.fallback_models
 	State       *State   // the admin-managed part it was built from
 
-	keys map[[32]byte]*Team
+	keys  map[[32]byte]keyRef
+	teams map[string]*Team
 }
 
-// HashKey is how a presented key is stored and compared (SPEC 3).
-func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+// Authenticate resolves a presented key to its team at the current time,
+// or nil (unknown, or expired).
+func (s *Snapshot) Authenticate(key string) *Team { return s.AuthenticateAt(key, time.Now()) }
 
-// Authenticate resolves a presented key to its team, or nil. The lookup is by
-// SHA-256 digest and the stored digest is then compared in constant time, so
-// no timing depends on how much of a secret matched.
-func (s *Snapshot) Authenticate(key string) *Team {
+// AuthenticateAt resolves a presented key to its team, or nil when the key
+// is unknown or expired at now. The lookup is by SHA-256 digest and the
+// stored digest is then compared in constant time, so no timing depends on
+// how much of a secret matched. It reads only the snapshot: no store call.
+func (s *Snapshot) AuthenticateAt(key string, now time.Time) *Team {
 	if key == "" {
 		return nil
 	}
 	h := HashKey(key)
-	t, ok := s.keys[h]
-	if !ok {
+	k, ok := s.keys[h]
+	if !ok || subtle.ConstantTimeCompare(k.digest[:], h[:]) != 1 {
 		return nil
 	}
-	for _, k := range t.Keys {
-		want, ok := parseKey(k)
-		if ok && subtle.ConstantTimeCompare(want[:], h[:]) == 1 {
-			return t
-		}
+	if k.expires != 0 && now.UnixNano() >= k.expires {
+		return nil
 	}
-	return nil
+	return k.team
 }
 
-func parseKey(k string) ([32]byte, bool) {
-	var out [32]byte
-	if hexed, ok := strings.CutPrefix(k, "sha256:"); ok {
-		b, err := hex.DecodeString(hexed)
-		if err != nil || len(b) != 32 {
-			return out, false
-		}
-		copy(out[:], b)
-		return out, true
-	}
-	if k == "" {
-		return out, false
-	}
-	return HashKey(k), true
+// keyRef is one key of the snapshot's index.
+type keyRef struct {
+	digest  [32]byte
+	team    *Team
+	expires int64 // unix ns; 0 = never
 }
+
+// Team returns the named team, or nil.
+func (s *Snapshot) Team(name string) *Team { return s.teams[name] }
 
 // Model returns the public model, or nil.
 func (s *Snapshot) Model(name string) *Model { return s.Models[name] }
@@ -198,9 +191,9 @@ func (h *Holder) Load() *Snapshot { return h.p.Load() }
 // Store publishes a new snapshot.
 func (h *Holder) Store(s *Snapshot) { h.p.Store(s) }
 
-// Build resolves a snapshot from the static configuration (providers, teams,
-// model strategies, routes, global fallbacks) and the admin-managed State
-// (deployments, chains).
+// Build resolves a snapshot from the configuration file's live part
+// (providers, routes, default strategy, global fallbacks) and the
+// admin-managed State (deployments, chains, model strategies, teams, keys).
 func Build(cfg *config.Config, st *State) *Snapshot {
 	s := &Snapshot{
 		Version:     st.Version,
@@ -211,15 +204,16 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		Chains:      map[ChainKey][]string{},
 		Global:      cfg.Routing.FallbackModels,
 		State:       st,
-		keys:        map[[32]byte]*Team{},
+		keys:        map[[32]byte]keyRef{},
+		teams:       map[string]*Team{},
 	}
 	for i := range cfg.Providers {
 		p := &Provider{cfg.Providers[i]}
 		s.Providers[p.Name] = p
 	}
 	strategy := map[string]config.Model{}
-	for _, m := range cfg.Models {
-		strategy[m.Name] = m
+	for _, m := range st.Models {
+		strategy[m.Name] = config.Model{Name: m.Name, Strategy: m.Strategy, Objective: m.Objective}
 	}
 	deps := append([]config.Deployment(nil), st.Deployments...)
 	sort.Slice(deps, func(i, j int) bool { return deps[i].ID < deps[j].ID })
@@ -241,20 +235,28 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		m.Pool = append(m.Pool, d)
 		m.Ops |= d.Ops
 	}
-	for i := range cfg.Teams {
-		t := &Team{Team: cfg.Teams[i], Allowed: map[string]bool{}}
+	for _, ts := range st.Teams {
+		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
+			Budget: config.Budget{USD: ts.Budget.USD, Period: time.Duration(ts.Budget.Period)}}, Allowed: map[string]bool{}}
 		for _, m := range t.Models {
 			if m == "*" {
 				t.AllowAll = true
 			}
 			t.Allowed[m] = true
 		}
-		for _, k := range t.Keys {
-			if h, ok := parseKey(k); ok {
-				s.keys[h] = t
+		for _, k := range ts.Keys {
+			d, ok := parseDigest(k.Digest)
+			if !ok {
+				continue
 			}
+			ref := keyRef{digest: d, team: t}
+			if k.ExpiresAt != nil {
+				ref.expires = k.ExpiresAt.UnixNano()
+			}
+			s.keys[d] = ref
 		}
 		s.Teams = append(s.Teams, t)
+		s.teams[t.Name] = t
 	}
 	for i := range cfg.SmartRouting.Routes {
 		r := cfg.SmartRouting.Routes[i]

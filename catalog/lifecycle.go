@@ -49,6 +49,7 @@ func PutDeployment(cur *State, d config.Deployment, providers map[string]string)
 			"renaming deployment %q would remove the last deployment of %q, which fallback chains reference: reconfigure those chains first", d.ID, old.Model)
 	}
 	next.Deployments[i] = d
+	next.pruneModels()
 	return next, nil
 }
 
@@ -56,6 +57,8 @@ func PutDeployment(cur *State, d config.Deployment, providers map[string]string)
 // stay while another deployment of the name remains; the last deployment of
 // a primary takes its chains with it; the last deployment of a target
 // removes the target from every chain, and a chain left empty is deleted.
+// The last deployment of a model also takes the model's strategy with it;
+// allowlists and tier routes naming it are kept (NewlyDangling reports them).
 func DeleteDeployment(cur *State, id string) (*State, error) {
 	next := cur.Clone()
 	i := next.indexOf(id)
@@ -67,6 +70,7 @@ func DeleteDeployment(cur *State, id string) (*State, error) {
 	if next.countModel(model) > 0 {
 		return next, nil
 	}
+	next.pruneModels()
 	kept := next.Fallbacks[:0]
 	for _, c := range next.Fallbacks {
 		if c.PrimaryModel == model {

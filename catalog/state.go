@@ -1,7 +1,10 @@
 package catalog
 
 import (
+	"encoding/json"
+	"fmt"
 	"sort"
+	"time"
 
 	"switchyard/config"
 )
@@ -13,36 +16,147 @@ type Chain struct {
 	FallbackModels []string `json:"fallbackModels"`
 }
 
+// ModelSpec is a public model's routing as the admin API sets it (SPEC 11
+// PUT /admin/models/{name}); a model without one uses routing.default_strategy.
+type ModelSpec struct {
+	Name      string `json:"name"`
+	Strategy  string `json:"strategy"`
+	Objective string `json:"objective"` // adaptive only: latency | cost | balanced
+}
+
+// TeamSpec is a team as the catalog stores it: the config's team fields
+// with its keys held as digests, never in clear (SPEC 3, 11).
+type TeamSpec struct {
+	Name        string   `json:"name"`
+	Models      []string `json:"models"`       // allowlist; "*" allows all
+	RPM         int64    `json:"rpm"`          // requests per minute; 0 = unlimited
+	TPM         int64    `json:"tpm"`          // tokens per minute; 0 = unlimited
+	MaxParallel int64    `json:"max_parallel"` // requests in flight; 0 = unlimited
+	Budget      Budget   `json:"budget"`
+	Keys        []Key    `json:"keys"`
+}
+
+// Budget is a spend limit per period; its period is a Go duration string in
+// JSON ("720h"), as in the YAML.
+type Budget struct {
+	USD    float64  `json:"usd"`    // 0 = no budget
+	Period Duration `json:"period"` // default 720h
+}
+
+// Duration is a time.Duration that reads and writes Go syntax in JSON.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler: a Go duration string ("720h").
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string in Go syntax such as \"720h\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration in Go syntax such as \"720h\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Key is one API key of a team. Only its SHA-256 digest is kept; Prefix is
+// enough of it for an operator to recognise it (SPEC 11).
+type Key struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Digest    string     `json:"sha256"` // lower-case hex of the key's SHA-256
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Source    string     `json:"source"` // SourceAPI or SourceConfig
+}
+
+// Where a key came from: issued through the admin API, or the config file
+// (revoked only by changing the file).
+const (
+	SourceAPI    = "api"
+	SourceConfig = "config"
+)
+
+// schemaVersion is the current layout of State. Version 1 held deployments
+// and chains only; a stored state of that layout gets its teams and models
+// from the config file once (MigrateState).
+const schemaVersion = 2
+
 // State is the admin-managed part of the catalog: what a Store persists.
 // The config file seeds it once; afterwards the store is the truth.
 type State struct {
 	Version     int64               `json:"version"`
+	Schema      int                 `json:"schema"`
 	Deployments []config.Deployment `json:"deployments"`
 	Fallbacks   []Chain             `json:"fallbacks"`
+	Models      []ModelSpec         `json:"models"`
+	Teams       []TeamSpec          `json:"teams"`
 }
 
-// SeedState builds the first State from the configuration file.
+// SeedState builds the first State from the configuration file: its
+// deployments, chains, model strategies, and teams with their config keys
+// (as digests).
 func SeedState(cfg *config.Config) *State {
-	st := &State{Version: 1, Deployments: append([]config.Deployment(nil), cfg.Deployments...)}
+	st := &State{Version: 1, Schema: schemaVersion, Deployments: append([]config.Deployment(nil), cfg.Deployments...)}
 	for _, f := range cfg.Routing.Fallbacks {
 		st.Fallbacks = append(st.Fallbacks, Chain{PrimaryModel: f.Primary, Reason: f.Reason, FallbackModels: append([]string(nil), f.Models...)})
 	}
+	seedTeamsAndModels(st, cfg, time.Now().UTC().Truncate(time.Second))
 	st.normalize()
 	return st
 }
 
+func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
+	st.Models = nil
+	for _, m := range cfg.Models {
+		st.Models = append(st.Models, ModelSpec{Name: m.Name, Strategy: m.Strategy, Objective: m.Objective})
+	}
+	st.Teams = nil
+	for _, t := range cfg.Teams {
+		st.Teams = append(st.Teams, TeamSpec{
+			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
+			Budget: Budget{USD: t.Budget.USD, Period: Duration(t.Budget.Period)}, Keys: configKeys(t.Keys, now),
+		})
+	}
+}
+
+// MigrateState brings a stored state of an older layout up to date: a
+// state from before teams and models lived in the catalog takes them from
+// the config file, once. It reports whether it changed st.
+func MigrateState(st *State, cfg *config.Config) bool {
+	if st.Schema >= schemaVersion {
+		return false
+	}
+	seedTeamsAndModels(st, cfg, time.Now().UTC().Truncate(time.Second))
+	st.Schema = schemaVersion
+	st.normalize()
+	return true
+}
+
 // Clone returns a deep copy that a mutation may change freely.
 func (s *State) Clone() *State {
-	c := &State{Version: s.Version, Deployments: make([]config.Deployment, len(s.Deployments)), Fallbacks: make([]Chain, len(s.Fallbacks))}
+	c := &State{Version: s.Version, Schema: s.Schema, Deployments: make([]config.Deployment, len(s.Deployments)), Fallbacks: make([]Chain, len(s.Fallbacks))}
 	copy(c.Deployments, s.Deployments)
 	for i, f := range s.Fallbacks {
 		c.Fallbacks[i] = Chain{f.PrimaryModel, f.Reason, append([]string(nil), f.FallbackModels...)}
 	}
+	c.Models = append([]ModelSpec(nil), s.Models...)
+	c.Teams = make([]TeamSpec, len(s.Teams))
+	for i, t := range s.Teams {
+		t.Models = append([]string(nil), t.Models...)
+		t.Keys = append([]Key(nil), t.Keys...)
+		c.Teams[i] = t
+	}
 	return c
 }
 
-// normalize sorts deployments by id and chains by key, so equal states
-// serialize equally.
+// normalize sorts every list by its key, so equal states serialize equally,
+// and turns absent lists into empty ones (the admin API answers [] not null).
 func (s *State) normalize() {
 	sort.Slice(s.Deployments, func(i, j int) bool { return s.Deployments[i].ID < s.Deployments[j].ID })
 	sort.Slice(s.Fallbacks, func(i, j int) bool {
@@ -52,6 +166,28 @@ func (s *State) normalize() {
 		}
 		return a.Reason < b.Reason
 	})
+	sort.Slice(s.Models, func(i, j int) bool { return s.Models[i].Name < s.Models[j].Name })
+	sort.Slice(s.Teams, func(i, j int) bool { return s.Teams[i].Name < s.Teams[j].Name })
+	if s.Deployments == nil {
+		s.Deployments = []config.Deployment{}
+	}
+	if s.Fallbacks == nil {
+		s.Fallbacks = []Chain{}
+	}
+	if s.Models == nil {
+		s.Models = []ModelSpec{}
+	}
+	if s.Teams == nil {
+		s.Teams = []TeamSpec{}
+	}
+	for i := range s.Teams {
+		if s.Teams[i].Keys == nil {
+			s.Teams[i].Keys = []Key{}
+		}
+		if s.Teams[i].Models == nil {
+			s.Teams[i].Models = []string{}
+		}
+	}
 }
 
 // ModelOps maps each public model to the operations of all its persisted
@@ -62,4 +198,24 @@ func (s *State) ModelOps() map[string][]string {
 		m[d.Model] = append(m[d.Model], d.Operations...)
 	}
 	return m
+}
+
+// team returns the index of the named team, or -1.
+func (s *State) team(name string) int {
+	for i := range s.Teams {
+		if s.Teams[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// model returns the index of the named model's spec, or -1.
+func (s *State) model(name string) int {
+	for i := range s.Models {
+		if s.Models[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }

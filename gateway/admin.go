@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -21,19 +23,24 @@ import (
 // snapshot. Writes on this node are serialized by mu; writers on other
 // replicas are caught by the store's version check.
 type Admin struct {
-	cfg     *config.Config
+	// Immutable after NewAdmin.
+	cfg     func() *config.Config // the live configuration (it changes on reload)
 	holder  *catalog.Holder
 	store   catalog.Store
 	publish func(*catalog.State) // builds and publishes a snapshot on this node
-	mu      sync.Mutex
+	now     func() time.Time
+	rnd     io.Reader // key material: crypto/rand.Reader
 	maxBody int64
+
+	mu sync.Mutex // serializes this node's writes
 }
 
-// NewAdmin returns the admin API over store. publish makes a saved state
-// live on this node; other replicas hear of it through the store (the Redis
-// store publishes a change notice in the same script as the save).
-func NewAdmin(cfg *config.Config, holder *catalog.Holder, store catalog.Store, publish func(*catalog.State)) *Admin {
-	return &Admin{cfg: cfg, holder: holder, store: store, publish: publish, maxBody: 1 << 20}
+// NewAdmin returns the admin API over store. cfg returns the live
+// configuration. publish makes a saved state live on this node; other
+// replicas hear of it through the store (the Redis store publishes a change
+// notice in the same script as the save).
+func NewAdmin(cfg func() *config.Config, holder *catalog.Holder, store catalog.Store, publish func(*catalog.State)) *Admin {
+	return &Admin{cfg: cfg, holder: holder, store: store, publish: publish, now: time.Now, rnd: rand.Reader, maxBody: 1 << 20}
 }
 
 func (a *Admin) register(g *gin.RouterGroup) {
@@ -45,11 +52,12 @@ func (a *Admin) register(g *gin.RouterGroup) {
 	g.GET("/fallbacks", a.listFallbacks)
 	g.PUT("/fallbacks", a.putFallback)
 	g.DELETE("/fallbacks", a.deleteFallback)
+	a.registerCatalog(g)
 }
 
 func (a *Admin) providers() map[string]string {
 	m := map[string]string{}
-	for _, p := range a.cfg.Providers {
+	for _, p := range a.cfg().Providers {
 		m[p.Name] = p.Kind
 	}
 	return m
@@ -60,10 +68,50 @@ func (a *Admin) providers() map[string]string {
 // another replica it reloads and recomputes (the change is re-validated
 // against the newer state).
 func (a *Admin) apply(ctx context.Context, change func(*catalog.State) (*catalog.State, error)) (*catalog.State, error) {
+	st, _, err := a.applyReport(ctx, change)
+	return st, err
+}
+
+// applyReport is apply that also reports what the change left dangling: the
+// allowlist entries and tier route targets that now name a model with no
+// deployment (allowed, SPEC 11, and said in the answer).
+func (a *Admin) applyReport(ctx context.Context, change func(*catalog.State) (*catalog.State, error)) (*catalog.State, []string, error) {
+	var before *catalog.State
+	st, err := a.applyLocked(ctx, func(cur *catalog.State) (*catalog.State, error) {
+		before = cur
+		next, err := change(cur)
+		if err == nil {
+			if p := next.KeyProblems(); len(p) > 0 {
+				return nil, &catalog.Error{Status: http.StatusConflict, Field: "keys", Message: p[0]}
+			}
+		}
+		return next, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, catalog.NewlyDangling(before, st, a.cfg().SmartRouting.Routes), nil
+}
+
+func (a *Admin) applyLocked(ctx context.Context, change func(*catalog.State) (*catalog.State, error)) (*catalog.State, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for try := 0; try < 5; try++ {
+		// The change is computed against the stored state, not this node's
+		// snapshot: a notice from another replica may still be on its way,
+		// and a write based on the older state would fail (or validate)
+		// against what is no longer true. Admin writes are off the request
+		// path, so the extra read costs nothing that matters.
 		cur := a.holder.Load().State
+		stored, ok, err := a.store.Load(ctx)
+		if err != nil {
+			return nil, catalog.ErrUnavailable
+		}
+		if ok && stored.Version > cur.Version {
+			catalog.MigrateState(stored, a.cfg())
+			a.publish(stored)
+			cur = stored
+		}
 		next, err := change(cur)
 		if err != nil {
 			return nil, err
@@ -122,8 +170,14 @@ func (a *Admin) decode(c *gin.Context, v any) bool {
 			msg = "request body is empty: send a JSON object"
 		}
 		param := ""
+		var te *json.UnmarshalTypeError
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			param = strings.Trim(f, `"`)
+		} else if errors.As(err, &te) {
+			param = jsonField(te.Field)
+			msg = param + ": must be a JSON " + jsonKind(te.Type.Kind().String()) + ", got a JSON " + te.Value
+		} else if strings.Contains(err.Error(), "Go syntax") {
+			param = "budget.period" // the only duration an admin body carries
 		}
 		writeError(c, errBadRequest(param, msg))
 		return false
@@ -153,18 +207,18 @@ func (a *Admin) putDeployment(c *gin.Context) {
 		writeError(c, errBadRequest("id", "body id \""+d.ID+"\" differs from the path id \""+id+"\""))
 		return
 	}
-	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+	st, warn, err := a.applyReport(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
 		return catalog.PutDeployment(cur, d, a.providers())
 	})
-	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deployment": findDeployment(st, id)}, err)
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deployment": findDeployment(st, id), "warnings": warn}, err)
 }
 
 func (a *Admin) deleteDeployment(c *gin.Context) {
 	id := c.Param("id")
-	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+	st, warn, err := a.applyReport(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
 		return catalog.DeleteDeployment(cur, id)
 	})
-	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deleted": id}, err)
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deleted": id, "warnings": warn}, err)
 }
 
 func (a *Admin) setEnabled(c *gin.Context, on bool) {
@@ -234,4 +288,31 @@ func findDeployment(st *catalog.State, id string) any {
 		}
 	}
 	return nil
+}
+
+// jsonField drops the Go names of embedded structs from a decoding error's
+// field path ("TeamInput.rpm" -> "rpm"), leaving the JSON names.
+func jsonField(path string) string {
+	parts := strings.Split(path, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+		return "number"
+	case goKind == "slice", goKind == "array":
+		return "array"
+	case goKind == "struct", goKind == "map":
+		return "object"
+	case goKind == "bool":
+		return "boolean"
+	}
+	return goKind
 }

@@ -169,7 +169,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 	}
 	if cfg.Admin.Key != "" {
-		n.Server.Admin = NewAdmin(cfg, holder, store, publish)
+		n.Server.Admin = NewAdmin(func() *config.Config { return cfg }, holder, store, publish)
 		n.Server.Admin.register(n.Server.adminGroup)
 	}
 	return n, nil
@@ -221,6 +221,16 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, store catalog.Store, lo
 		return nil, fmt.Errorf("loading catalog: %w", err)
 	}
 	if ok {
+		if catalog.MigrateState(st, cfg) {
+			// a catalog from before teams and models lived in it: take them
+			// from the file once, and store the result
+			next := st.Clone()
+			next.Version = st.Version + 1
+			if err := store.Save(ctx, st.Version, next); err == nil {
+				st = next
+				log.Info("catalog took its teams and models from the config file (first start with them in the catalog)", "version", st.Version)
+			}
+		}
 		if msg := st.Consistent(); msg != "" {
 			log.Warn("stored catalog has a dangling fallback chain; it is skipped at runtime", "problem", msg)
 		}

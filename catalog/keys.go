@@ -1,0 +1,120 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// KeyPrefix starts every key the admin API issues (SPEC 11).
+const KeyPrefix = "sk-sy-"
+
+// keyRandomChars is how many random base62 characters follow KeyPrefix:
+// 43 of them carry 256 bits, as many as the SHA-256 that stores them.
+const keyRandomChars = 43
+
+// shownChars is how many random characters of an issued key its Prefix
+// keeps: enough to tell keys apart in a list, too few to matter as a secret.
+const shownChars = 6
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// HashKey is how a presented key is stored and compared (SPEC 3).
+func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// ParseKey returns the digest of a key as the config gives it: a clear key,
+// or "sha256:" and 64 hex digits in any case (the same key either way,
+// SPEC 15). ok is false for an empty or malformed entry.
+func ParseKey(k string) (digest [32]byte, ok bool) {
+	if hexed, found := strings.CutPrefix(k, "sha256:"); found {
+		b, err := hex.DecodeString(hexed)
+		if err != nil || len(b) != 32 {
+			return digest, false
+		}
+		copy(digest[:], b)
+		return digest, true
+	}
+	if k == "" {
+		return digest, false
+	}
+	return HashKey(k), true
+}
+
+// parseDigest reads a stored Key.Digest.
+func parseDigest(s string) ([32]byte, bool) { return ParseKey("sha256:" + s) }
+
+// NewKey draws a fresh API key from rnd (crypto/rand.Reader in production):
+// KeyPrefix and 43 base62 characters, with rejection sampling so every
+// character is uniform. It returns the clear key (shown once) and the Key
+// record that stores only its digest.
+func NewKey(rnd io.Reader, name string, now time.Time, expires *time.Time) (clear string, k Key, err error) {
+	var b strings.Builder
+	b.WriteString(KeyPrefix)
+	buf := make([]byte, 64)
+	for b.Len() < len(KeyPrefix)+keyRandomChars {
+		if _, err := io.ReadFull(rnd, buf); err != nil {
+			return "", Key{}, fmt.Errorf("drawing a key: %w", err)
+		}
+		for _, c := range buf {
+			if c >= 248 { // 248 = 4*62: keep the draw uniform
+				continue
+			}
+			b.WriteByte(base62[c%62])
+			if b.Len() == len(KeyPrefix)+keyRandomChars {
+				break
+			}
+		}
+	}
+	clear = b.String()
+	sum := HashKey(clear)
+	digest := hex.EncodeToString(sum[:])
+	var id [8]byte
+	if _, err := io.ReadFull(rnd, id[:]); err != nil {
+		return "", Key{}, fmt.Errorf("drawing a key id: %w", err)
+	}
+	k = Key{
+		ID: "key_" + hex.EncodeToString(id[:]), Name: name, Digest: digest,
+		Prefix: clear[:len(KeyPrefix)+shownChars], CreatedAt: now.UTC(), ExpiresAt: expires, Source: SourceAPI,
+	}
+	return clear, k, nil
+}
+
+// configKeys turns a team's config keys into Key records (digests only,
+// one record per distinct key). Their ids derive from the digest, so every
+// replica seeding the same file agrees on them.
+func configKeys(keys []string, now time.Time) []Key {
+	out := []Key{}
+	seen := map[[32]byte]bool{}
+	for i, k := range keys {
+		d, ok := ParseKey(k)
+		if !ok || seen[d] {
+			continue
+		}
+		seen[d] = true
+		h := hex.EncodeToString(d[:])
+		out = append(out, Key{
+			ID: "cfg_" + h[:16], Name: fmt.Sprintf("config key %d", i+1), Digest: h,
+			Prefix: "sha256:" + h[:8], CreatedAt: now, Source: SourceConfig,
+		})
+	}
+	return out
+}
+
+// KeyView is a key as the admin API lists it: never a secret, not even the
+// digest (SPEC 11).
+type KeyView struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Source    string     `json:"source"`
+}
+
+// View returns the key's public fields.
+func (k Key) View() KeyView {
+	return KeyView{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Source: k.Source}
+}

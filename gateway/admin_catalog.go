@@ -1,0 +1,286 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"switchyard/catalog"
+)
+
+// The admin API for public models, teams and keys (SPEC 11). Reads answer
+// from this node's snapshot; writes go through Admin.apply like deployments
+// and chains, so they are validated by catalog's pure rules, saved with
+// compare-and-set and live on every replica within a second.
+
+func (a *Admin) registerCatalog(g *gin.RouterGroup) {
+	g.GET("/models", a.listModels)
+	g.PUT("/models/:name", a.putModel)
+	g.DELETE("/models/:name", a.deleteModel)
+	g.GET("/teams", a.listTeams)
+	g.GET("/teams/:name", a.getTeam)
+	g.PUT("/teams/:name", a.putTeam)
+	g.DELETE("/teams/:name", a.deleteTeam)
+	g.GET("/teams/:name/keys", a.listKeys)
+	g.POST("/teams/:name/keys", a.issueKey)
+	g.DELETE("/teams/:name/keys/:id", a.revokeKey)
+}
+
+// modelView is a public model as GET /admin/models lists it.
+type modelView struct {
+	Name        string   `json:"name"`
+	Strategy    string   `json:"strategy"`
+	Objective   string   `json:"objective"`
+	Source      string   `json:"source"` // "catalog" (set through the API or seeded from the file) or "default"
+	Deployments []string `json:"deployments"`
+	Enabled     int      `json:"enabled"` // enabled deployments
+	Operations  []string `json:"operations"`
+}
+
+func viewModel(snap *catalog.Snapshot, name string) *modelView {
+	m := snap.Model(name)
+	if m == nil {
+		return nil
+	}
+	v := &modelView{Name: name, Strategy: m.Strategy, Objective: m.Objective, Source: "default", Deployments: []string{}, Operations: []string{}}
+	for _, ms := range snap.State.Models {
+		if ms.Name == name {
+			v.Source = "catalog"
+		}
+	}
+	for _, d := range m.Pool {
+		v.Deployments = append(v.Deployments, d.ID)
+		if d.On {
+			v.Enabled++
+		}
+	}
+	for _, op := range []catalog.Operation{catalog.OpChat, catalog.OpEmbeddings, catalog.OpImages} {
+		if m.Ops&op != 0 {
+			v.Operations = append(v.Operations, op.String())
+		}
+	}
+	return v
+}
+
+func (a *Admin) listModels(c *gin.Context) {
+	snap := a.holder.Load()
+	names := make([]string, 0, len(snap.Models))
+	for name := range snap.Models {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]*modelView, 0, len(names))
+	for _, name := range names {
+		out = append(out, viewModel(snap, name))
+	}
+	c.JSON(http.StatusOK, gin.H{"version": snap.Version, "default_strategy": a.cfg().Routing.DefaultStrategy, "models": out})
+}
+
+func (a *Admin) putModel(c *gin.Context) {
+	var m catalog.ModelSpec
+	if !a.decode(c, &m) {
+		return
+	}
+	name := c.Param("name")
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.PutModel(cur, name, m)
+	})
+	a.answerModel(c, st, name, err)
+}
+
+func (a *Admin) deleteModel(c *gin.Context) {
+	name := c.Param("name")
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.DeleteModel(cur, name)
+	})
+	a.answerModel(c, st, name, err)
+}
+
+func (a *Admin) answerModel(c *gin.Context, st *catalog.State, name string, err error) {
+	var v any
+	if err == nil {
+		v = gin.H{"version": st.Version, "model": viewModel(a.holder.Load(), name)}
+	}
+	a.answer(c, http.StatusOK, v, err)
+}
+
+// teamView is a team as the admin API shows it: its settings and its keys
+// without any secret.
+type teamView struct {
+	Name        string            `json:"name"`
+	Models      []string          `json:"models"`
+	RPM         int64             `json:"rpm"`
+	TPM         int64             `json:"tpm"`
+	MaxParallel int64             `json:"max_parallel"`
+	Budget      catalog.Budget    `json:"budget"`
+	Keys        []catalog.KeyView `json:"keys"`
+}
+
+func viewTeam(t catalog.TeamSpec) teamView {
+	v := teamView{Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel, Budget: t.Budget, Keys: []catalog.KeyView{}}
+	for _, k := range t.Keys {
+		v.Keys = append(v.Keys, k.View())
+	}
+	return v
+}
+
+func findTeam(st *catalog.State, name string) (catalog.TeamSpec, bool) {
+	if st != nil {
+		for _, t := range st.Teams {
+			if t.Name == name {
+				return t, true
+			}
+		}
+	}
+	return catalog.TeamSpec{}, false
+}
+
+func errNoTeam(name string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "team_not_found", Param: "name",
+		Message: "no team named \"" + name + "\""}
+}
+
+func (a *Admin) listTeams(c *gin.Context) {
+	st := a.holder.Load().State
+	out := []teamView{}
+	for _, t := range st.Teams {
+		out = append(out, viewTeam(t))
+	}
+	c.JSON(http.StatusOK, gin.H{"version": st.Version, "teams": out})
+}
+
+func (a *Admin) getTeam(c *gin.Context) {
+	st := a.holder.Load().State
+	t, ok := findTeam(st, c.Param("name"))
+	if !ok {
+		writeError(c, errNoTeam(c.Param("name")))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": st.Version, "team": viewTeam(t)})
+}
+
+// teamBody is PUT /admin/teams/{name}: catalog.TeamInput, plus the fields
+// a client may echo back from a GET (name, keys) so they can be refused
+// with a message instead of "unknown field".
+type teamBody struct {
+	catalog.TeamInput
+	Name string          `json:"name"`
+	Keys json.RawMessage `json:"keys"`
+}
+
+func (a *Admin) putTeam(c *gin.Context) {
+	var b teamBody
+	if !a.decode(c, &b) {
+		return
+	}
+	name := c.Param("name")
+	if b.Name != "" && b.Name != name {
+		writeError(c, errBadRequest("name", "body name \""+b.Name+"\" differs from the path name \""+name+"\""))
+		return
+	}
+	if len(b.Keys) > 0 {
+		writeError(c, errBadRequest("keys", "keys are not part of a team's settings: issue them with POST /admin/teams/"+name+"/keys and revoke them with DELETE /admin/teams/"+name+"/keys/{id}"))
+		return
+	}
+	aliases := map[string]bool{}
+	for _, r := range a.cfg().SmartRouting.Routes {
+		aliases[r.Alias] = true
+	}
+	var created bool
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		next, isNew, err := catalog.PutTeam(cur, name, b.TeamInput, aliases)
+		created = isNew
+		return next, err
+	})
+	var v any
+	if err == nil {
+		t, _ := findTeam(st, name)
+		v = gin.H{"version": st.Version, "created": created, "team": viewTeam(t)}
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	a.answer(c, status, v, err)
+}
+
+func (a *Admin) deleteTeam(c *gin.Context) {
+	name := c.Param("name")
+	var revoked int
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		t, _ := findTeam(cur, name)
+		revoked = len(t.Keys)
+		return catalog.DeleteTeam(cur, name)
+	})
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "deleted": name, "keys_revoked": revoked}, err)
+}
+
+func (a *Admin) listKeys(c *gin.Context) {
+	st := a.holder.Load().State
+	t, ok := findTeam(st, c.Param("name"))
+	if !ok {
+		writeError(c, errNoTeam(c.Param("name")))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": st.Version, "team": t.Name, "keys": viewTeam(t).Keys})
+}
+
+// keyBody is POST /admin/teams/{name}/keys; expires_at is RFC 3339.
+type keyBody struct {
+	Name      string  `json:"name"`
+	ExpiresAt *string `json:"expires_at"`
+}
+
+// issuedKey is the 201 answer: the only time the clear key is shown.
+type issuedKey struct {
+	ID        string     `json:"id"`
+	Team      string     `json:"team"`
+	Name      string     `json:"name"`
+	Key       string     `json:"key"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Source    string     `json:"source"`
+}
+
+func (a *Admin) issueKey(c *gin.Context) {
+	var b keyBody
+	if !a.decode(c, &b) {
+		return
+	}
+	var exp *time.Time
+	if b.ExpiresAt != nil && *b.ExpiresAt != "" {
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(*b.ExpiresAt))
+		if err != nil {
+			writeError(c, errBadRequest("expires_at", "expires_at: \""+*b.ExpiresAt+"\" is not an RFC 3339 time such as 2027-01-31T00:00:00Z"))
+			return
+		}
+		exp = &t
+	}
+	team := c.Param("name")
+	var iss catalog.Issued
+	_, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		next, is, err := catalog.IssueKey(cur, team, b.Name, exp, a.now(), a.rnd)
+		iss = is
+		return next, err
+	})
+	var v any
+	if err == nil {
+		k := iss.Entry
+		v = issuedKey{ID: k.ID, Team: team, Name: k.Name, Key: iss.Key, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Source: k.Source}
+		c.Header("Cache-Control", "no-store")
+	}
+	a.answer(c, http.StatusCreated, v, err)
+}
+
+func (a *Admin) revokeKey(c *gin.Context) {
+	team, id := c.Param("name"), c.Param("id")
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.RevokeKey(cur, team, id)
+	})
+	a.answer(c, http.StatusOK, gin.H{"version": versionOf(st), "team": team, "revoked": id}, err)
+}
