@@ -115,6 +115,8 @@ func (s *Server) routes() {
 	admin.GET("/health", s.handleAdminHealth)
 	admin.GET("/requests/:id", s.handleAdminRequest)
 	admin.GET("/cluster", s.handleAdminCluster)
+	admin.GET("/smart-routing", s.handleAdminSmartRouting)
+	s.registerConsole()
 }
 
 func (s *Server) handleReady(c *gin.Context) {

@@ -1,0 +1,390 @@
+// The operator console in a real browser (Debian's chromium, headless,
+// driven by playwright-core) against real gateway processes on loopback:
+// two nodes sharing one redis-server (one node when redis-server is not
+// installed), a mockllm upstream the test kills and restarts, and
+// simulated providers. Each step leaves a screenshot in artifacts/.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import {
+  artifacts, buildBinary, freePort, has, launchBrowser, start, stopAll, tmpDir, waitFor, waitHTTP,
+} from '../lib/harness.mjs';
+
+const ADMIN = 'e2e-admin-key-7f3a';
+const ALPHA = 'sk-e2e-alpha-team-key';
+const BETA = 'sk-e2e-beta-team-key';
+const DEPLOYMENTS = ['chat-sim', 'chat-mock', 'big-sim', 'embed-sim'];
+const MODELS = ['chat', 'big', 'embed'];
+const TEAMS = ['alpha', 'beta'];
+
+const env = {}; // filled by before()
+let browser;
+let page;
+
+function config({ node, redisPort, mockPort, listen }) {
+  return `
+server: {listen: "127.0.0.1:${listen}", node_id: ${node}}
+admin: {key: ${ADMIN}}
+data_dir: ${JSON.stringify(path.join(env.dir, 'data-' + node))}
+${redisPort ? `redis: {url: "redis://127.0.0.1:${redisPort}/0", key_prefix: "e2e:"}` : ''}
+providers:
+  - {name: sim-fast, kind: simulated, simulate: {ttfb: 5ms, tokens_per_second: 5000, output_tokens: 8}}
+  - {name: sim-big, kind: simulated, simulate: {ttfb: 15ms, tokens_per_second: 5000, output_tokens: 8}}
+  - {name: upstream, kind: openai, base_url: "http://127.0.0.1:${mockPort}/v1", api_key: mock-credential}
+deployments:
+  - {id: chat-sim, model: chat, provider: sim-fast, price: {input: 0.5, output: 1.5}}
+  - {id: chat-mock, model: chat, provider: upstream, price: {input: 0.4, output: 1.2}}
+  - {id: big-sim, model: big, provider: sim-big, price: {input: 3, output: 15}}
+  - {id: embed-sim, model: embed, provider: sim-fast, operations: [embeddings]}
+models:
+  - {name: chat, strategy: round_robin}
+  - {name: big, strategy: latency}
+teams:
+  - {name: alpha, keys: ["${ALPHA}"], models: ["*"], rpm: 600, tpm: 1000000, max_parallel: 8, budget: {usd: 5, period: 24h}}
+  - {name: beta, keys: ["${BETA}"], models: [chat, auto], rpm: 60}
+routing:
+  cooldown_base: 2s
+  cooldown_max: 4s
+  failures_before_cooldown: 2
+  fallbacks:
+    - {primary: chat, reason: general, models: [big]}
+smart_routing:
+  routes:
+    - {alias: auto, easy: chat, hard: big}
+`;
+}
+
+async function startMock() {
+  env.mock = start(env.bin, ['mockllm', '-listen', `127.0.0.1:${env.mockPort}`, '-ttfb', '2ms', '-tps', '0'], path.join(env.dir, 'mockllm.log'));
+  await waitHTTP(`http://127.0.0.1:${env.mockPort}/v1/models`, 'mockllm');
+}
+
+before(async () => {
+  fs.mkdirSync(artifacts, { recursive: true });
+  env.dir = tmpDir('sy-e2e-');
+  env.bin = buildBinary(env.dir);
+  env.mockPort = await freePort();
+  await startMock();
+  env.redisPort = has('redis-server') ? await freePort() : 0;
+  if (env.redisPort) {
+    env.redis = start('redis-server', ['--port', String(env.redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      path.join(env.dir, 'redis.log'));
+    await waitFor(() => new Promise((resolve) => {
+      const s = net.connect(env.redisPort, '127.0.0.1', () => { s.end(); resolve(true); });
+      s.on('error', () => resolve(false));
+    }), 'redis-server');
+  } else {
+    console.log('# redis-server not installed: one gateway node, no cluster view beyond it');
+  }
+  env.nodes = [];
+  for (const node of env.redisPort ? ['node-a', 'node-b'] : ['node-a']) {
+    const listen = await freePort();
+    const file = path.join(env.dir, node + '.yaml');
+    fs.writeFileSync(file, config({ node, redisPort: env.redisPort, mockPort: env.mockPort, listen }));
+    const proc = start(env.bin, ['serve', '-config', file], path.join(env.dir, node + '.log'));
+    env.nodes.push({ node, url: `http://127.0.0.1:${listen}`, proc });
+  }
+  for (const n of env.nodes) await waitHTTP(n.url + '/readyz', n.node);
+  env.url = env.nodes[0].url;
+  browser = await launchBrowser();
+  page = await browser.newPage();
+  page.setDefaultTimeout(10_000);
+  page.on('pageerror', (e) => { env.pageErrors = (env.pageErrors || []).concat(e.message); });
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/status of 4\d\d/.test(m.text())) env.consoleErrors = (env.consoleErrors || []).concat(m.text());
+  });
+});
+
+after(async () => {
+  if (browser) await browser.close().catch(() => {});
+  await stopAll();
+  for (const n of env.nodes || []) {
+    const log = path.join(env.dir, n.node + '.log');
+    if (fs.existsSync(log)) fs.copyFileSync(log, path.join(artifacts, n.node + '.log'));
+  }
+});
+
+// ---- helpers ------------------------------------------------------------
+
+async function admin(method, p, body) {
+  const r = await fetch(env.url + p, {
+    method, headers: { Authorization: 'Bearer ' + ADMIN, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(5000),
+  });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+async function chat(key, model, content, headers = {}, url = env.url) {
+  const r = await fetch(url + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'application/json', ...headers },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content }] }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  await r.arrayBuffer();
+  return r;
+}
+
+async function shot(name) {
+  await page.screenshot({ path: path.join(artifacts, name + '.png'), fullPage: true });
+}
+
+async function view(name) {
+  await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name, exact: true }).click();
+  await page.getByRole('heading', { level: 1, name, exact: true }).waitFor();
+  // one refresh has run once "Updated" shows after the view changed
+  await page.waitForFunction(() => /Updated/.test(document.getElementById('updated').textContent));
+}
+
+const row = (text) => page.locator('tbody tr', { hasText: text });
+
+/**
+ * Every control in the view can be found by its role and visible label: a
+ * button's name is its text, an input's or select's is its <label>.
+ */
+async function assertControlsNamedByLabel(where) {
+  const controls = await page.evaluate(() => {
+    const out = [];
+    const vis = (el) => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
+    for (const el of document.querySelectorAll('main button, main input, main select, main a[href], header button, nav a')) {
+      if (!vis(el)) continue;
+      let role = el.tagName === 'BUTTON' ? 'button' : el.tagName === 'A' ? 'link' : el.tagName === 'SELECT' ? 'combobox' : 'textbox';
+      let label = el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent.trim() : '';
+      if (el.tagName === 'INPUT' || el.tagName === 'SELECT') {
+        const l = el.id && document.querySelector(`label[for="${CSS.escape(el.id)}"]`);
+        label = l ? l.textContent.trim() : '';
+        if (el.type === 'number') role = 'spinbutton';
+        if (el.type === 'password') role = 'textbox';
+        if (el.getAttribute('list')) role = 'combobox';
+      }
+      out.push({ role, label, aria: el.getAttribute('aria-label'), type: el.type || '' });
+    }
+    return out;
+  });
+  assert.ok(controls.length > 0, `${where}: no controls`);
+  for (const c of controls) {
+    assert.ok(c.label, `${where}: a ${c.role} has no visible label`);
+    assert.equal(c.aria, null, `${where}: ${c.role} "${c.label}" overrides its label with aria-label`);
+    if (c.type === 'password' || c.type === 'datetime-local') continue; // roles without a stable mapping
+    const n = await page.getByRole(c.role, { name: c.label, exact: true }).count();
+    assert.ok(n > 0, `${where}: no ${c.role} named "${c.label}" although one shows that label`);
+  }
+}
+
+// ---- the tests, in order, sharing one browser ----------------------------
+
+test('sign in with the admin key, kept in the tab only', async () => {
+  await page.goto(env.url + '/ui/');
+  const csp = (await page.request.get(env.url + '/ui/')).headers()['content-security-policy'];
+  assert.match(csp, /frame-ancestors 'none'/);
+  await page.getByLabel('Admin key').fill('not-the-key');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').filter({ hasText: 'refused this key' }).waitFor();
+  // keyboard only: type the key and press Enter
+  await page.getByLabel('Admin key').fill('');
+  await page.getByLabel('Admin key').focus();
+  await page.keyboard.type(ADMIN);
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { level: 1, name: 'Cluster' }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('switchyard.adminKey')), ADMIN);
+  assert.equal(await page.evaluate(() => localStorage.length), 0);
+  assert.deepEqual(await browser.cookies(), []);
+  assert.ok(!page.url().includes(ADMIN));
+});
+
+test('cluster: every node, Redis state, catalog version', async () => {
+  await view('Cluster');
+  for (const n of env.nodes) await row(n.node).first().waitFor({ timeout: 15_000 });
+  const redis = env.redisPort ? 'up' : 'disabled';
+  await page.locator('.card', { hasText: 'Redis' }).filter({ hasText: redis }).waitFor();
+  await page.locator('.card', { hasText: 'Catalog version' }).waitFor();
+  await assertControlsNamedByLabel('cluster');
+  await shot('cluster');
+});
+
+test('models: every model and deployment with its per-node state', async () => {
+  await view('Models');
+  for (const m of MODELS) await page.getByRole('region', { name: m, exact: true }).waitFor();
+  for (const d of DEPLOYMENTS) await row(d).waitFor();
+  const cw = await admin('GET', '/admin/health?node=all');
+  if (env.nodes.length > 1 && Array.isArray(cw.body.nodes)) { // cluster-wide health: every node's state
+    const nodes = await row('chat-sim').locator('td').nth(1).textContent();
+    for (const n of env.nodes) assert.ok(nodes.includes(n.node), `chat-sim lists node ${n.node}: ${nodes}`);
+  }
+  await assertControlsNamedByLabel('models');
+  await shot('models');
+});
+
+test('a deployment that fails cools down, shows it, and comes back', async () => {
+  await view('Models');
+  await env.mock.stop();
+  // round robin alternates chat-sim and chat-mock; chat-mock now refuses
+  // connections, fails over to chat-sim, and cools after two failures
+  for (let i = 0; i < 8; i++) {
+    const r = await chat(ALPHA, 'chat', 'hello ' + i);
+    assert.equal(r.status, 200, 'the pool still serves while one deployment is down');
+  }
+  await row('chat-mock').filter({ hasText: 'cooling until' }).waitFor({ timeout: 15_000 });
+  await shot('models-cooling');
+  // a request while chat-sim is disabled must go to the fallback chain
+  await row('chat-sim').getByRole('button', { name: 'Disable', exact: true }).click();
+  await row('chat-sim').filter({ hasText: 'disabled' }).getByRole('button', { name: 'Enable', exact: true }).waitFor();
+  const off = await admin('GET', '/admin/deployments');
+  assert.equal(off.body.deployments.find((d) => d.id === 'chat-sim').enabled, false, 'the admin API agrees: disabled');
+  const degraded = await chat(ALPHA, 'chat', 'while the pool is down', { 'X-Request-Id': 'e2e-degraded-1' });
+  assert.equal(degraded.status, 200);
+  assert.equal(degraded.headers.get('x-switchyard-degraded'), 'true');
+  env.degradedId = 'e2e-degraded-1';
+  await row('chat-sim').getByRole('button', { name: 'Enable', exact: true }).click();
+  await row('chat-sim').getByRole('button', { name: 'Disable', exact: true }).waitFor();
+  const on = await admin('GET', '/admin/deployments');
+  assert.notEqual(on.body.deployments.find((d) => d.id === 'chat-sim').enabled, false, 'the admin API agrees: enabled');
+
+  await startMock();
+  // the cooldown ends (or a probe succeeds): healthy again, and serving
+  await waitFor(async () => {
+    await chat(ALPHA, 'chat', 'recovered? ' + Date.now());
+    return (await row('chat-mock').textContent()).match(/healthy/) && !(await row('chat-mock').textContent()).includes('cooling');
+  }, 'chat-mock healthy again', 30_000, 700);
+  await shot('models-recovered');
+});
+
+test('change a strategy and see the admin API agree', async (t) => {
+  await view('Models');
+  const card = page.getByRole('region', { name: 'chat', exact: true });
+  const na = await card.getByText('not available on this gateway').count();
+  if (na) {
+    t.diagnostic('no /admin/models on this gateway: the card says so');
+    return;
+  }
+  await card.getByLabel('Strategy', { exact: true }).selectOption('adaptive');
+  await card.getByLabel('Objective', { exact: true }).selectOption('latency');
+  await card.getByRole('button', { name: 'Apply', exact: true }).click();
+  await card.getByText('Strategy of chat is now adaptive').waitFor();
+  const r = await admin('GET', '/admin/models');
+  const list = Array.isArray(r.body) ? r.body : r.body.models;
+  const m = list.find((x) => (x.name || x.model) === 'chat');
+  assert.equal(m.strategy, 'adaptive');
+  assert.equal(m.objective, 'latency');
+});
+
+test('fallbacks: the API validation shows next to the field; add, edit, delete', async () => {
+  await view('Fallbacks');
+  await row('chat').filter({ hasText: 'general' }).waitFor();
+  await page.getByLabel('Primary model').fill('big');
+  await page.getByLabel('Reason').selectOption('context_window');
+  await page.getByLabel('Fallback models').fill('big');
+  await page.getByRole('button', { name: 'Save chain' }).click();
+  const err = page.locator('#fb-err-fallbackModels');
+  await err.filter({ hasText: /./ }).waitFor();
+  assert.equal(await page.getByLabel('Fallback models').getAttribute('aria-invalid'), 'true');
+  await shot('fallbacks-validation');
+  await page.getByLabel('Fallback models').fill('chat');
+  await page.getByRole('button', { name: 'Save chain' }).click();
+  await row('big').filter({ hasText: 'context_window' }).waitFor();
+  let r = await admin('GET', '/admin/fallbacks');
+  assert.ok(r.body.fallbacks.some((c) => c.primaryModel === 'big' && c.reason === 'context_window'));
+  // edit the seeded chain: adding embed is refused (it shares no operation with chat)
+  await row('chat').filter({ hasText: 'general' }).getByRole('button', { name: 'Edit' }).click();
+  assert.equal(await page.getByLabel('Fallback models').inputValue(), 'big');
+  await page.getByLabel('Fallback models').fill('big, embed');
+  await page.getByRole('button', { name: 'Save chain' }).click();
+  await err.filter({ hasText: /embed/ }).waitFor();
+  await page.getByLabel('Fallback models').fill('big');
+  await page.getByRole('button', { name: 'Save chain' }).click();
+  await page.getByText('Saved: chat (general)').waitFor();
+  await row('big').filter({ hasText: 'context_window' }).getByRole('button', { name: 'Delete' }).click();
+  await page.getByRole('button', { name: 'Undo' }).waitFor();
+  await waitFor(async () => (await row('context_window').count()) === 0, 'deleted chain gone');
+  r = await admin('GET', '/admin/fallbacks');
+  assert.ok(!r.body.fallbacks.some((c) => c.primaryModel === 'big'));
+  await assertControlsNamedByLabel('fallbacks');
+  await shot('fallbacks');
+});
+
+test('teams: limits against usage; issue a key, use it, revoke it', async (t) => {
+  await view('Teams');
+  const missing = await page.getByText('Teams are not available on this gateway').count();
+  if (missing) {
+    t.diagnostic('no /admin/teams on this gateway: the view says so');
+    await shot('teams');
+    return;
+  }
+  for (const t of TEAMS) await page.getByRole('region', { name: t, exact: true }).waitFor();
+  const alpha = page.getByRole('region', { name: 'alpha', exact: true });
+  await alpha.getByText('Requests per minute').waitFor();
+  await alpha.getByLabel('Key name').fill('e2e-key');
+  await alpha.getByRole('button', { name: 'Issue key' }).click();
+  const field = alpha.getByLabel('New key', { exact: true });
+  await field.waitFor();
+  const key = await field.inputValue();
+  assert.match(key, /^sk-sy-.{32,}$/);
+  await alpha.getByRole('button', { name: 'Copy', exact: true }).click();
+  await alpha.getByText('Copied.').waitFor();
+  await shot('teams-key-issued');
+  // the key works on every node within a second
+  for (const n of env.nodes) {
+    await waitFor(async () => (await chat(key, 'chat', 'with the new key', {}, n.url)).status === 200, `new key on ${n.node}`, 5000);
+  }
+  await alpha.getByRole('button', { name: 'Done', exact: true }).click();
+  assert.equal(await alpha.getByLabel('New key', { exact: true }).count(), 0, 'the clear key is shown once');
+  await row('e2e-key').getByRole('button', { name: 'Revoke' }).click();
+  await waitFor(async () => (await row('e2e-key').count()) === 0, 'revoked key gone from the list');
+  for (const n of env.nodes) {
+    await waitFor(async () => (await chat(key, 'chat', 'revoked?', {}, n.url)).status === 401, `revoked key refused on ${n.node}`, 5000);
+  }
+  await assertControlsNamedByLabel('teams');
+  await shot('teams');
+});
+
+test('smart routing: split and score histogram per alias', async () => {
+  await chat(ALPHA, 'auto', 'thanks!');
+  await chat(ALPHA, 'auto', 'Prove step by step and derive: ```\nfunc main() {\n  x := 1\n}\n``` ' + 'context '.repeat(300));
+  await view('Smart routing');
+  const card = page.getByRole('region', { name: 'auto', exact: true });
+  await card.getByText(/Easy \d+ \(\d+%\) · hard \d+/).waitFor();
+  await card.getByRole('img', { name: /Scores of auto against threshold 4/ }).waitFor();
+  await shot('smart-routing');
+});
+
+test('requests: filter the list and open a degraded request’s timeline', async () => {
+  await view('Requests');
+  const listed = !(await page.getByText('Listing recent requests is not available').count());
+  if (listed) {
+    await page.getByLabel('Team', { exact: true }).fill('alpha');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.getByRole('link', { name: env.degradedId, exact: true }).first().click();
+  } else {
+    await page.getByLabel('Request id').fill(env.degradedId);
+    await page.getByRole('button', { name: 'Open', exact: true }).click();
+  }
+  const detail = page.getByRole('region', { name: 'Request ' + env.degradedId });
+  await detail.getByRole('img', { name: 'Attempt timeline of ' + env.degradedId }).waitFor();
+  await detail.getByText(/yes: served by a fallback/).waitFor();
+  await detail.getByRole('cell', { name: 'big-sim', exact: true }).first().waitFor();
+  await assertControlsNamedByLabel('requests');
+  await shot('requests-timeline');
+});
+
+test('phone width: no view scrolls sideways as a page', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const name of ['Cluster', 'Models', 'Teams', 'Requests']) {
+    await view(name);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(over <= 1, `${name} overflows the phone width by ${over}px`);
+  }
+  await shot('phone-requests');
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+test('sign out forgets the key; no page error on the way', async () => {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('Admin key').waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('switchyard.adminKey')), null);
+  assert.deepEqual(env.pageErrors || [], [], 'uncaught errors in the page');
+  assert.deepEqual(env.consoleErrors || [], [], 'console errors in the page');
+});
