@@ -188,8 +188,22 @@ func NewHolder(s *Snapshot) *Holder {
 // Load returns the current snapshot; callers keep using it for a whole request.
 func (h *Holder) Load() *Snapshot { return h.p.Load() }
 
-// Store publishes a new snapshot.
-func (h *Holder) Store(s *Snapshot) { h.p.Store(s) }
+// Store publishes s unless the snapshot served is of a newer catalog
+// version (SPEC 9: a replica never replaces its catalog with an older one;
+// a watcher's reload can race an admin publish). The same version is taken:
+// a rebuild from the same state (a config reload) is not a step back. It
+// reports whether s was published.
+func (h *Holder) Store(s *Snapshot) bool {
+	for {
+		cur := h.p.Load()
+		if cur != nil && s.Version < cur.Version {
+			return false
+		}
+		if h.p.CompareAndSwap(cur, s) {
+			return true
+		}
+	}
+}
 
 // Build resolves a snapshot from the configuration file's live part
 // (providers, routes, default strategy, global fallbacks) and the

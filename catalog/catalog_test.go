@@ -3,6 +3,7 @@ package catalog
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 	"testing"
 
 	"switchyard/config"
@@ -84,5 +85,35 @@ func TestExpectedCost(t *testing.T) {
 	d := &Deployment{Deployment: config.Deployment{Price: config.Price{Input: 1, Output: 2}}}
 	if got := d.ExpectedCost(1_000_000, 500_000); got != 2 {
 		t.Fatalf("cost %v", got)
+	}
+}
+
+// TestHolderVersionsOnlyMoveForward: a watcher's reload of an older version
+// racing an admin publish of a newer one never leaves the older one served
+// (SPEC 9); the same version is taken (a rebuild, e.g. a config reload).
+func TestHolderVersionsOnlyMoveForward(t *testing.T) {
+	h := NewHolder(&Snapshot{Version: 1})
+	if !h.Store(&Snapshot{Version: 1}) {
+		t.Fatal("same version refused")
+	}
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// admin publishes 2..33 while the watcher re-applies stale copies
+			if i%2 == 0 {
+				h.Store(&Snapshot{Version: int64(2 + i/2)})
+			} else {
+				h.Store(&Snapshot{Version: 1})
+			}
+		}()
+	}
+	wg.Wait()
+	if v := h.Load().Version; v != 33 {
+		t.Fatalf("served version %d after the race, want the newest (33)", v)
+	}
+	if h.Store(&Snapshot{Version: 5}) || h.Load().Version != 33 {
+		t.Fatal("an older version replaced a newer one")
 	}
 }

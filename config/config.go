@@ -42,6 +42,7 @@ type Redis struct {
 	Addrs            []string      `koanf:"addrs"`             // Cluster, or Sentinel with MasterName
 	MasterName       string        `koanf:"master_name"`       // Sentinel master
 	Timeout          time.Duration `koanf:"timeout"`           // bound on any request-path call; default 50ms
+	SlotLease        time.Duration `koanf:"slot_lease"`        // a max_parallel slot's lease, renewed by its node while the request runs; a dead node's slots come back within it; default 30s
 	KeyPrefix        string        `koanf:"key_prefix"`        // default "switchyard:"
 	ExpectedReplicas int           `koanf:"expected_replicas"` // local fallback divides limits by it; default 1
 }

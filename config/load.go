@@ -36,6 +36,7 @@ func defaults() map[string]any {
 		"server.request_timeout":           "10m",
 		"data_dir":                         "./data",
 		"redis.timeout":                    "50ms",
+		"redis.slot_lease":                 "30s",
 		"redis.key_prefix":                 "switchyard:",
 		"redis.expected_replicas":          1,
 		"routing.default_strategy":         "simple_shuffle",

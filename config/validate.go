@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Strategies are the selection strategies of SPEC 5.
@@ -50,6 +51,9 @@ func Validate(c *Config) Problems {
 	}
 	if c.Redis.Timeout <= 0 {
 		add("redis.timeout: must be > 0 (default 50ms)")
+	}
+	if c.Redis.SlotLease < 0 || (c.Redis.SlotLease > 0 && c.Redis.SlotLease < time.Second) {
+		add("redis.slot_lease: must be at least 1s (default 30s; its node renews a slot every third of it), got %s", c.Redis.SlotLease)
 	}
 	if c.Redis.ExpectedReplicas < 1 {
 		add("redis.expected_replicas: must be >= 1, got %d", c.Redis.ExpectedReplicas)

@@ -12,20 +12,26 @@ func (s *Server) handleAdminHealth(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"node": s.Config.Server.NodeID, "deployments": s.Router.Health(time.Now())})
 }
 
-// handleAdminRequest returns one request's audit entry (SPEC 12.2).
+// handleAdminRequest returns the audit entry of a request id (SPEC 12.2);
+// a reused id names several entries, possibly of several teams, and all of
+// them are answered, newest first, under "entries" (SPEC 15).
 func (s *Server) handleAdminRequest(c *gin.Context) {
 	id := c.Param("id")
-	e, ok, err := s.Audit.Get(c.Request.Context(), id)
+	es, err := s.Audit.Lookup(c.Request.Context(), id)
 	if err != nil {
 		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "audit store unavailable: " + err.Error()})
 		return
 	}
-	if !ok {
+	if len(es) == 0 {
 		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "request_not_found",
 			Message: "no audit entry for request id \"" + id + "\" (entries are kept for the last audit.max_entries requests)"})
 		return
 	}
-	c.JSON(http.StatusOK, e)
+	if len(es) == 1 {
+		c.JSON(http.StatusOK, es[0])
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"request_id": id, "entries": es})
 }
 
 // handleAdminCluster lists the nodes seen recently and the Redis state.

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/edge"
 	"switchyard/providers"
 	"switchyard/routing"
-	"switchyard/sessions"
 	"switchyard/telemetry"
 )
 
@@ -34,16 +34,10 @@ func (cl *call) route() bool {
 			Tools: cl.req.Tools > 0, ImageSize: cl.req.ImageSize},
 		MaxAttempts: s.Config.Routing.MaxAttempts[cl.op.String()][mode],
 	}
-	if cl.pinsDeployment(cl.model) {
-		in.Session = cl.sessionKey()
-		if in.Session != "" {
-			if id, ok, prefetched := cl.pre.dep(cl.model); prefetched {
-				if ok {
-					in.SessionDeployment, cl.pinnedDep = id, id
-				}
-			} else if id, ok, err := s.Sessions.GetDeployment(cl.ctx, sessions.ScopedKey(in.Session, "dep:"+cl.model)); err == nil && ok {
-				in.SessionDeployment, cl.pinnedDep = id, id
-			}
+	if cl.keepsPin(cl.model) {
+		in.Session = cl.session
+		if id := cl.begun.Deployment(cl.model); id != "" {
+			in.SessionDeployment, cl.pinnedDep = id, id
 		}
 	}
 	plan, err := s.Router.Plan(in)
@@ -91,15 +85,22 @@ func (cl *call) route() bool {
 	return cl.fail(e)
 }
 
-// pinsDeployment reports whether requests for model keep a deployment pin
-// per session: for session keeping (SPEC 8), or for the adaptive selector's
-// warm-cache bonus (SPEC 5.1).
-func (cl *call) pinsDeployment(model string) bool {
-	if cl.s.Config.Routing.SessionKeeping {
-		return true
-	}
+// keepsPin reports whether requests for model keep a deployment pin per
+// session: for session keeping (SPEC 8), or for the adaptive selector's
+// warm-cache bonus (SPEC 5.1), and only in a pool with a choice to keep
+// (SPEC 9: no deployment pin read for a pool of one deployment).
+func (cl *call) keepsPin(model string) bool {
 	m := cl.snap.Models[model]
-	return m != nil && m.Strategy == "adaptive"
+	if m == nil || !(cl.s.Config.Routing.SessionKeeping || m.Strategy == "adaptive") {
+		return false
+	}
+	on := 0
+	for _, d := range m.Pool {
+		if d.On {
+			on++
+		}
+	}
+	return on > 1
 }
 
 // wait sleeps d between attempts, never past the request deadline.
@@ -177,7 +178,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		att.Done(routing.Outcome{Status: resp.Status, Class: routing.ClassOK, Latency: lat, TTFB: resp.TTFB})
 		res := cl.plan.Result()
 		cl.setDecisionHeaders(res, d)
-		cl.settle(d, resp.Usage)
+		cl.settle(d, resp.Usage, int64(len(resp.Body)))
 		status := resp.Status
 		if status == 0 {
 			status = http.StatusOK
@@ -225,11 +226,13 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	cl.entry.Status = http.StatusOK
 	o := routing.Outcome{Status: http.StatusOK, Class: routing.ClassOK, TTFB: ttfb}
 	ev := first
+	var relayed int64
 	for {
 		if _, werr := w.Write(ev); werr != nil {
 			o.Class = routing.ClassCanceled
 			break
 		}
+		relayed += int64(len(ev))
 		w.Flush()
 		ev, err = st.Next()
 		if err == nil {
@@ -257,7 +260,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	s.Metrics.UpstreamTTFB.WithLabelValues(d.ID).Observe(ttfb.Seconds())
 	s.Metrics.UpstreamLatency.WithLabelValues(d.ID).Observe(o.Latency.Seconds())
 	att.Done(o)
-	cl.settle(d, st.Usage())
+	cl.settle(d, st.Usage(), relayed)
 	return true, nil
 }
 
@@ -296,26 +299,25 @@ func (cl *call) setDecisionHeaders(res routing.PlanResult, served *catalog.Deplo
 	h.millis("X-Switchyard-Overhead-Ms", time.Since(cl.start)-cl.upstream)
 }
 
-// settle reconciles the team's TPM and budget with the real usage, pins the
-// session to the deployment that served, and fills the audit usage.
-func (cl *call) settle(d *catalog.Deployment, u providers.Usage) {
+// settle fills the outcome of a served request: the tokens charged (the
+// upstream's usage, or the estimate from the prompt and the bytes relayed,
+// never zero: SPEC 3), the session's deployment pin, and the audit usage.
+// The edge state reconciles them in Finish.
+func (cl *call) settle(d *catalog.Deployment, u providers.Usage, relayed int64) {
 	s := cl.s
-	prompt, completion := u.PromptTokens, u.CompletionTokens
-	if prompt == 0 && completion == 0 {
-		prompt = cl.promptTokens // upstream reported nothing: charge the estimate, never zero
-	}
+	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, relayed)
 	cost := d.ExpectedCost(prompt, completion)
 	cl.entry.PromptTokens, cl.entry.CompletionTokens, cl.entry.CostUSD = prompt, completion, cost
-	if cl.admitted {
-		s.Limiter.Reconcile(cl.decision.Ticket, int64(prompt+completion), cost)
-	}
+	o := &cl.out
+	o.Served, o.Deployment = true, d.ID
+	o.PromptTokens, o.CompletionTokens, o.CostUSD = prompt, completion, cost
 	team := cl.team.Name
 	s.Metrics.Tokens.WithLabelValues(team, d.ID, "prompt").Add(float64(prompt))
 	s.Metrics.Tokens.WithLabelValues(team, d.ID, "completion").Add(float64(completion))
 	if cost > 0 {
 		s.Metrics.Cost.WithLabelValues(team, d.ID).Add(cost)
 	}
-	if cl.session != "" && cl.pinsDeployment(cl.model) {
+	if cl.session != "" && cl.keepsPin(cl.model) {
 		// a session pin lives session_ttl of inactivity; without session
 		// keeping it only carries the adaptive warm-cache bonus, which lasts
 		// warm_cache_ttl (SPEC 5.1)
@@ -323,9 +325,6 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage) {
 		if !s.Config.Routing.SessionKeeping {
 			ttl = s.Config.Routing.WarmCacheTTL
 		}
-		key := sessions.ScopedKey(cl.session, "dep:"+cl.model)
-		if err := s.Sessions.SetDeployment(cl.ctx, key, d.ID, ttl); err != nil {
-			s.Logger.Debug("session pin write failed", "error", err)
-		}
+		o.DepModel, o.DepPin, o.DepTTL = cl.model, d.ID, ttl
 	}
 }

@@ -80,11 +80,11 @@ routing:
 
 func auditOf(t *testing.T, n *Node, id string) *telemetry.Entry {
 	t.Helper()
-	e, ok, _ := n.Audit.Get(context.Background(), id)
-	if !ok {
+	es, _ := n.Audit.Lookup(context.Background(), id)
+	if len(es) == 0 {
 		t.Fatalf("no audit entry for %s", id)
 	}
-	return e
+	return es[0]
 }
 
 func timeline(e *telemetry.Entry) string {
@@ -218,8 +218,8 @@ routing: {fallbacks: [{primary: m, models: [fb]}]}
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		e, ok, _ := n.Audit.Get(context.Background(), "mid-1")
-		if ok {
+		if es, _ := n.Audit.Lookup(context.Background(), "mid-1"); len(es) > 0 {
+			e := es[0]
 			if len(e.Attempts) != 1 || e.Attempts[0].Class == "ok" || !strings.Contains(e.Error, "after first byte") {
 				t.Fatalf("mid-stream failure not recorded: %+v", e)
 			}

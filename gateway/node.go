@@ -9,25 +9,36 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
-	"switchyard/cluster"
 	"switchyard/config"
+	"switchyard/edge"
 	"switchyard/providers"
 	"switchyard/ratelimit"
 	"switchyard/routing"
 	"switchyard/routing/tier"
-	"switchyard/sessions"
 	"switchyard/telemetry"
 )
 
-// Options tunes how a Node is assembled; the zero value is production.
+// Options tunes how a Node is assembled; the zero value is a local-only
+// production node. Package node fills the shared parts (edge state, audit
+// reads, usage, catalog store) for a node with Redis; gateway itself never
+// talks to Redis.
 type Options struct {
 	Logger *slog.Logger
 	Clock  routing.Clock // nil: the real clock
 	Seed   int64         // routing randomness; 0: time-based
 	Store  catalog.Store // catalog store; nil: a file under data_dir, or memory when data_dir is ""
+
+	// Shared parts; nil: node-local ones.
+	Registry *prometheus.Registry // with Metrics registered on it
+	Metrics  *telemetry.Metrics
+	Edge     edge.State
+	Audit    telemetry.AuditLog
+	Ring     *telemetry.Ring // the ring the local edge state records into (nil: a new one)
+	Usage    routing.UsageSource
+	// RedisState reports "up", "down" or "disabled" (nil: "disabled").
+	RedisState func() string
 }
 
 // Node is one assembled gateway process: the server and everything it owns.
@@ -37,11 +48,12 @@ type Node struct {
 	closed   sync.Once
 	closeErr error
 	started  time.Time
-	redis    redis.UniversalClient // nil in local mode; tests hook it to count round trips
+	publish  func(*catalog.State) bool
+	store    catalog.Store
 }
 
 // Assemble builds a node from a validated configuration: catalog, router,
-// adapters, limiter, session store, classifier, audit log and metrics.
+// adapters, edge state, classifier, audit log and metrics.
 func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	log := opt.Logger
 	if log == nil {
@@ -55,32 +67,22 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	reg := prometheus.NewRegistry()
-	metrics := telemetry.NewMetrics(reg)
-	n := &Node{started: time.Now()}
-	rs := &redisSide{}
-	if cfg.Redis.Enabled() {
-		var err error
-		if rs, err = connectRedis(cfg, metrics, log); err != nil {
-			return nil, err
-		}
-		n.closers = append(n.closers, func(context.Context) error { return rs.client.Close() })
-		n.redis = rs.client
-	} else {
+	reg, metrics := opt.Registry, opt.Metrics
+	if reg == nil || metrics == nil {
+		reg = prometheus.NewRegistry()
+		metrics = telemetry.NewMetrics(reg)
 		metrics.RedisUp.Set(0)
 	}
+	n := &Node{started: time.Now()}
 
 	store := opt.Store
 	if store == nil {
-		if rs.client != nil {
-			store = catalog.NewRedisStore(rs.client, cfg.Redis.KeyPrefix, time.Second)
-		} else {
-			var err error
-			if store, err = localStore(cfg); err != nil {
-				return nil, err
-			}
+		var err error
+		if store, err = localStore(cfg); err != nil {
+			return nil, err
 		}
 	}
+	n.store = store
 	state, err := loadOrSeed(context.Background(), cfg, store, log)
 	if err != nil {
 		return nil, err
@@ -96,84 +98,67 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		adapters[p.Name] = a
 	}
 
-	rlObs := &limitObserver{m: metrics}
-	divisor := 1 // local-only: the node holds the whole team limit
-	if rs.client != nil {
-		divisor = cfg.Redis.ExpectedReplicas // fallback share while Redis is gone (SPEC 9)
+	es, audit, usage := opt.Edge, opt.Audit, opt.Usage
+	if es == nil {
+		ring := opt.Ring
+		if ring == nil {
+			ring = telemetry.NewRing(cfg.Audit.MaxEntries)
+		}
+		es = edge.NewLocal(clock.Now, ring)
+		if audit == nil {
+			audit = ring
+		}
 	}
-	localLimiter := ratelimit.NewLocal(clock.Now, divisor)
-	localPins := sessions.NewLocal(clock.Now, sessions.DefaultMaxEntries*10)
-	ring := telemetry.NewRing(cfg.Audit.MaxEntries)
-	var (
-		limiter ratelimit.Limiter   = localLimiter
-		pins    sessions.Store      = localPins
-		usage   routing.UsageSource = ratelimit.NewLocalUsage(clock.Now)
-		audit   telemetry.AuditLog  = ring
-	)
-	if rs.client != nil {
-		prefix, timeout := cfg.Redis.KeyPrefix, cfg.Redis.Timeout
-		rl := ratelimit.NewRedis(rs.client, rs.breaker, prefix, timeout, localLimiter, rlObs)
-		rl.SetSlotTTL(cfg.Server.RequestTimeout + time.Minute)
-		limiter = rl
-		sp := sessions.NewRedis(rs.client, prefix, timeout, localPins, rlObs)
-		pins = sp
-		ru := ratelimit.NewRedisUsage(rs.client, prefix, timeout, cfg.Redis.ExpectedReplicas, clock.Now, rlObs)
-		usage = ru
-		ra := telemetry.NewRedisAudit(rs.client, prefix, cfg.Audit.MaxEntries, ring, func(k int) { metrics.AuditDropped.Add(float64(k)) })
-		audit = ra
-		n.closers = append(n.closers, ru.Close, sp.Close, ra.Close)
+	if audit == nil {
+		audit = telemetry.NewRing(1)
 	}
-	n.closers = append(n.closers, limiter.Close)
+	if usage == nil {
+		usage = ratelimit.NewLocalUsage(clock.Now)
+	}
+	n.closers = append(n.closers, es.Close)
 	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
 	router.Sync(holder.Load())
-	publish := func(st *catalog.State) {
+	n.publish = func(st *catalog.State) bool {
 		snap := catalog.Build(cfg, st)
-		holder.Store(snap)
+		if !holder.Store(snap) {
+			return false // older than what this node serves: versions only move forward
+		}
 		router.Sync(snap)
+		return true
 	}
 
 	if len(cfg.SmartRouting.Routes) == 0 {
 		log.Info("smart tier routing is off: no smart_routing.routes configured")
 	}
 	deps := Deps{
-		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Limiter: limiter,
-		Sessions: pins, Tier: tier.New(cfg.SmartRouting), Audit: audit,
-		Metrics: metrics, Registry: reg, Logger: log,
-	}
-	if rs.client != nil {
-		deps.RedisState = rs.state
-		ctx, cancel := context.WithCancel(context.Background())
-		n.closers = append(n.closers, func(context.Context) error { cancel(); return nil })
-		if rstore, ok := store.(*catalog.RedisStore); ok {
-			subscribed := make(chan struct{})
-			go rstore.Watch(ctx, func() int64 { return holder.Load().Version }, func(st *catalog.State) {
-				publish(st)
-				log.Info("catalog reloaded after a change notice", "version", st.Version)
-			}, 5*time.Second, func() { close(subscribed) })
-			select { // start serving once change notices reach us (bounded)
-			case <-subscribed:
-			case <-time.After(2 * time.Second):
-				log.Warn("catalog change notices not subscribed yet; polling every 5s until they are")
-			}
-		}
-		hb := cluster.NewHeartbeat(rs.client, cfg.Redis.KeyPrefix, 2*time.Second, func() cluster.NodeInfo {
-			return cluster.NodeInfo{Node: cfg.Server.NodeID, CatalogVersion: holder.Load().Version, Redis: rs.state(), Started: n.started}
-		})
-		go hb.Run(ctx)
-		deps.Cluster = func(ctx context.Context) (any, error) { return hb.Nodes(ctx) }
+		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
+		Tier: tier.New(cfg.SmartRouting), Audit: audit,
+		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState,
 	}
 	n.Server = New(deps)
-	if rl, ok := limiter.(*ratelimit.Redis); ok {
-		if sp, ok := pins.(*sessions.Redis); ok {
-			n.Server.prefetch = &prefetcher{limiter: rl, pins: sp}
-		}
-	}
 	if cfg.Admin.Key != "" {
-		n.Server.Admin = NewAdmin(func() *config.Config { return cfg }, holder, store, publish)
+		n.Server.Admin = NewAdmin(func() *config.Config { return cfg }, holder, store, func(st *catalog.State) { n.publish(st) })
 		n.Server.Admin.register(n.Server.adminGroup)
 	}
 	return n, nil
 }
+
+// Publish builds and serves a catalog state unless it is older than the one
+// served (a watcher's reload racing an admin publish); it reports whether st
+// was taken.
+func (n *Node) Publish(st *catalog.State) bool { return n.publish(st) }
+
+// Store is the node's catalog store.
+func (n *Node) Store() catalog.Store { return n.store }
+
+// Started is when the node was assembled.
+func (n *Node) Started() time.Time { return n.started }
+
+// OnClose adds fn to what Close runs (last added, first run).
+func (n *Node) OnClose(fn func(context.Context) error) { n.closers = append(n.closers, fn) }
+
+// SetCluster sets the GET /admin/cluster node listing; call before serving.
+func (n *Node) SetCluster(fn func(ctx context.Context) (any, error)) { n.Server.Cluster = fn }
 
 // Close flushes pending writes (usage, pins, audit) and releases resources,
 // waiting at most until ctx's deadline (10s when it has none). Only the

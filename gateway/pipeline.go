@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"switchyard/catalog"
+	"switchyard/edge"
 	"switchyard/ratelimit"
 	"switchyard/routing"
 	"switchyard/routing/tier"
@@ -32,11 +33,10 @@ type call struct {
 	format wire.Format
 	op     catalog.Operation
 
-	snap     *catalog.Snapshot
-	req      *wire.Request
-	team     *catalog.Team
-	decision ratelimit.Decision
-	admitted bool
+	snap  *catalog.Snapshot
+	req   *wire.Request
+	team  *catalog.Team
+	begun edge.Begun // the edge state's admission and the pins it read (SPEC 9)
 
 	alias      string // requested name when it was a tier alias
 	model      string // public model after the tier stage
@@ -50,9 +50,9 @@ type call struct {
 	outputTokens int
 	upstream     time.Duration // time spent waiting on upstreams
 
+	out   edge.Outcome // how the request ended, handed to the edge state once
 	entry telemetry.Entry
 	hdr   headerBatch // response headers decided so far, written with the first byte
-	pre   prefetched  // cluster mode: admission and pins read in one round trip
 }
 
 func (s *Server) handleChat(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatOpenAI) }
@@ -76,7 +76,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl.ctx = ctx
 	defer cl.finish()
 
-	_ = cl.parse() && cl.authenticate() && cl.prefetch() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
+	_ = cl.parse() && cl.authenticate() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
 }
 
 // fail answers the client with e and records it.
@@ -136,26 +136,44 @@ func (cl *call) authenticate() bool {
 	return true
 }
 
+// begin asks the edge state, in one round trip, for the admission and the
+// session pins this request can use (SPEC 9): its tier pin when it names a
+// tier route, and the deployment pin of each model it may be routed to that
+// keeps one.
+func (cl *call) begin() bool {
+	q := edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
+	route := cl.snap.Routes[cl.req.Model]
+	models := [2]string{cl.req.Model}
+	if route != nil {
+		models = [2]string{route.Easy, route.Hard}
+	}
+	var p edge.PinQuery
+	for i, m := range models {
+		if m != "" && cl.keepsPin(m) {
+			p.Models[i] = m
+		}
+	}
+	if route != nil {
+		p.TierAlias = route.Alias
+	}
+	if p.TierAlias != "" || p.Models[0] != "" || p.Models[1] != "" {
+		p.Session = cl.sessionKey()
+	}
+	q.Pins = p
+	b, err := cl.s.Edge.Begin(cl.ctx, &q)
+	if err != nil {
+		cl.s.Logger.Warn("edge state failed; admitting", "team", cl.team.Name, "error", err)
+	}
+	cl.begun = b
+	return true
+}
+
 // edgeLimit applies the team's RPM/TPM/parallel/budget before any routing
 // (SPEC 3): a rejected request never touches a deployment.
 func (cl *call) edgeLimit() bool {
 	t := cl.team
-	if !limitedTeam(cl) {
-		return true
-	}
-	var d ratelimit.Decision
-	var err error
-	if cl.pre.admitted {
-		d, err = cl.pre.decision, cl.pre.err
-	} else {
-		d, err = cl.s.Limiter.Admit(cl.ctx, ratelimit.Admission{RequestID: cl.reqID, Team: t, Tokens: int64(cl.promptTokens + cl.outputTokens)})
-	}
-	if err != nil {
-		cl.s.Logger.Warn("rate limiter failed; admitting", "team", t.Name, "error", err)
-		return true
-	}
-	cl.decision = d
-	cl.setLimitHeaders(&d)
+	d := &cl.begun.Decision
+	cl.setLimitHeaders(d)
 	if !d.Allowed {
 		cl.s.Metrics.EdgeRejections.WithLabelValues(t.Name, d.Kind).Inc()
 		typ, code := "rate_limit_exceeded", "rate_limit_exceeded"
@@ -166,7 +184,6 @@ func (cl *call) edgeLimit() bool {
 		}
 		return cl.fail(&apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, Message: msg, RetryAfter: d.RetryAfter})
 	}
-	cl.admitted = true
 	return true
 }
 
@@ -207,21 +224,7 @@ func (cl *call) tierRoute() bool {
 	if forced != "" && forced != "easy" && forced != "hard" {
 		return cl.fail(errBadRequest("X-Switchyard-Tier", "X-Switchyard-Tier must be \"easy\" or \"hard\", got \""+forced+"\""))
 	}
-	var (
-		pin     tier.Tier
-		havePin bool
-		pinKey  string
-	)
-	if sk := cl.sessionKey(); sk != "" {
-		pinKey = sessions.ScopedKey(sk, "tier:"+route.Alias)
-		if cl.pre.haveTier {
-			if cl.pre.tier.ok {
-				pin, havePin = tier.ParseTier(cl.pre.tier.value)
-			}
-		} else if pinStr, ok, err := s.Sessions.GetTier(cl.ctx, pinKey); err == nil && ok {
-			pin, havePin = tier.ParseTier(pinStr)
-		}
-	}
+	pin, havePin := tier.ParseTier(cl.begun.Pins.Tier)
 	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, func() tier.Verdict { return s.Tier.Classify(cl.req) }, pin, havePin)
 	if v.Tier == tier.Hard {
 		v.Target = route.Hard
@@ -230,10 +233,8 @@ func (cl *call) tierRoute() bool {
 	}
 	cl.verdict = &v
 	cl.model = v.Target
-	if store && pinKey != "" {
-		if err := s.Sessions.SetTier(cl.ctx, pinKey, newPin.String(), s.Config.SmartRouting.SessionTTL); err != nil {
-			s.Logger.Debug("tier pin write failed", "error", err)
-		}
+	if store && cl.session != "" {
+		cl.out.TierPin, cl.out.TierTTL = newPin.String(), s.Config.SmartRouting.SessionTTL
 	}
 	tierName := v.Tier.String()
 	s.Metrics.SmartRequests.WithLabelValues(route.Alias, tierName).Inc()
@@ -269,12 +270,10 @@ func (cl *call) allow() bool {
 	return true
 }
 
-// finish records the request once, whatever path it took.
+// finish records the request once, whatever path it took, and hands the
+// outcome to the edge state (SPEC 3: every exit reconciles).
 func (cl *call) finish() {
 	s := cl.s
-	if cl.admitted {
-		s.Limiter.Release(cl.decision.Ticket)
-	}
 	if cl.entry.Status == 0 {
 		cl.entry.Status = cl.c.Writer.Status()
 	}
@@ -313,7 +312,8 @@ func (cl *call) finish() {
 	s.Metrics.Requests.WithLabelValues(model, team, strconv.Itoa(e.Status)).Inc()
 	s.Metrics.RequestDuration.WithLabelValues(model).Observe(dur.Seconds())
 	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
-	s.Audit.Record(e)
+	cl.out.Audit = e
+	s.Edge.Finish(&cl.begun, &cl.out)
 	if s.Logger.Enabled(cl.ctx, slog.LevelInfo) {
 		tierName := ""
 		if e.Tier != nil {

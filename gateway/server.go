@@ -2,8 +2,10 @@
 // routes, authentication, the request pipeline as small stages over one
 // call value, the attempt loop that drives routing's plan through the
 // provider adapters, the streaming relay, the decision headers, the error
-// format and the admin API. Decisions live in routing, limits in ratelimit,
-// pins in sessions; gateway wires them together and does the I/O.
+// format and the admin API. Decisions live in routing; the edge state
+// (limits, pins, post-response writes) behind edge.State; gateway wires
+// them together and does the HTTP I/O. It does not import go-redis: a node
+// with Redis is assembled by package node.
 package gateway
 
 import (
@@ -24,11 +26,10 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/edge"
 	"switchyard/providers"
-	"switchyard/ratelimit"
 	"switchyard/routing"
 	"switchyard/routing/tier"
-	"switchyard/sessions"
 	"switchyard/telemetry"
 )
 
@@ -39,10 +40,9 @@ type Deps struct {
 	Catalog  *catalog.Holder
 	Router   *routing.Router
 	Adapters map[string]providers.Adapter // by provider name
-	Limiter  ratelimit.Limiter
-	Sessions sessions.Store
+	Edge     edge.State                   // admission, pins, reconcile, audit writes (SPEC 9)
 	Tier     *tier.Classifier
-	Audit    telemetry.AuditLog
+	Audit    telemetry.AuditLog // audit reads (GET /admin/requests/{id})
 	Metrics  *telemetry.Metrics
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -64,7 +64,6 @@ type Server struct {
 	idSeq    atomic.Uint64
 
 	adminGroup *gin.RouterGroup // Assemble registers the write API on it
-	prefetch   *prefetcher      // cluster mode only
 }
 
 // New builds the server and its routes.

@@ -76,3 +76,15 @@ func period(now int64, p time.Duration) (idx int64, left time.Duration) {
 	idx = now / int64(p)
 	return idx, time.Duration((idx+1)*int64(p) - now)
 }
+
+// gcraRefund moves tat back by refund (ns on the TAT timeline), by at most
+// what a reservation ending at end still holds at now (end - now), and never
+// below now. A refund that arrives after its reservation has decayed
+// returns nothing: the capacity already came back by itself (SPEC 3).
+func gcraRefund(tat, now, refund, end int64) int64 {
+	if tat < now {
+		return now
+	}
+	refund = min(refund, max(0, end-now))
+	return max(now, tat-refund)
+}

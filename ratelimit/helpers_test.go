@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"switchyard/internal/fakeclock"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
-	"switchyard/internal/redistest"
 )
 
 // TestMain silences go-redis's dial-failure log lines, which the fault tests
@@ -71,62 +68,11 @@ func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// settle writes everything the limiter's flusher holds, synchronously.
-func settle(t *testing.T, l Limiter) {
-	t.Helper()
-	r, ok := l.(*Redis)
-	if !ok {
-		return
-	}
-	waitUntil(t, 5*time.Second, "the flusher to drain", func() bool {
-		r.fl.flush(context.Background())
-		return r.fl.empty()
-	})
-}
-
-// redisServer is a real redis-server on a free loopback port, for the
-// cluster and fault tests (skipped when the binary is missing).
-type redisServer = redistest.Server
-
-func startRedisServer(t testing.TB, extra ...string) *redisServer {
-	t.Helper()
-	return redistest.Start(t, extra...)
-}
-
-// burst runs n Admits concurrently, the i-th on limiters[i%len], and returns
-// the decisions.
-func burst(t *testing.T, limiters []Limiter, a func(i int) Admission, n int) []Decision {
-	t.Helper()
-	out := make([]Decision, n)
-	errs := make([]error, n)
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start.Wait()
-			out[i], errs[i] = limiters[i%len(limiters)].Admit(context.Background(), a(i))
-		}()
-	}
-	runtime.Gosched()
-	start.Done()
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("admit %d: %v", i, err)
-		}
-	}
-	return out
-}
-
-func countAllowed(ds []Decision) (n int) {
-	for _, d := range ds {
-		if d.Allowed {
-			n++
-		}
-	}
-	return n
-}
-
 func reqID(i int) string { return fmt.Sprintf("req-%d", i) }
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}

@@ -80,7 +80,7 @@ func (l *Local) scaled(t *catalog.Team) limits {
 	}
 	return limits{
 		rpm: div(t.RPM), tpm: div(t.TPM), parallel: div(t.MaxParallel),
-		budget: max(0, t.Budget.USD) / float64(l.div), period: budgetPeriod(t),
+		budget: max(0, t.Budget.USD) / float64(l.div), period: BudgetPeriod(t),
 	}
 }
 
@@ -92,16 +92,19 @@ func (l *Local) team(name string) *localTeam {
 	return v.(*localTeam)
 }
 
-// Admit implements Limiter. It never blocks on anything but the team's mutex.
+// Admit checks RPM, TPM (reserving a.Tokens), a max_parallel slot and the
+// budget together: either every dimension is charged or none. It never
+// blocks on anything but the team's mutex; the error is non-nil only for an
+// Admission without a team.
 func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 	if a.Team == nil {
 		return Decision{}, errNoTeam
 	}
-	if unlimited(a.Team) {
-		return unlimitedDecision(a, true), nil
+	if Unlimited(a.Team) {
+		return unlimitedDecision(a), nil
 	}
 	lim := l.scaled(a.Team)
-	cost := reservation(a.Tokens, lim.tpm)
+	cost := Reservation(a.Tokens, lim.tpm)
 	st := l.team(a.Team.Name)
 
 	st.mu.Lock()
@@ -132,7 +135,7 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 	if lim.parallel > 0 && int64(len(st.slots)) >= lim.parallel {
 		st.purgeLocked(now)
 		if int64(len(st.slots)) >= lim.parallel {
-			reject(parallelRetry, 3)
+			reject(ParallelRetry, 3)
 		}
 	}
 	if lim.budget > 0 {
@@ -150,11 +153,11 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 
 	d := Decision{Allowed: kind == 0, LimitRequests: lim.rpm, LimitTokens: lim.tpm}
 	if kind != 0 {
-		d.Kind, d.RetryAfter = kinds[kind], wait
+		d.Kind, d.RetryAfter = Kinds[kind], wait
 		rNext, tNext = st.rpmTAT, st.tpmTAT // nothing is charged
 	} else {
 		st.rpmTAT, st.tpmTAT = rNext, tNext
-		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, Reserved: cost, Local: true, team: a.Team}
+		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, Reserved: cost, End: tNext, team: a.Team}
 		if lim.parallel > 0 {
 			d.Ticket.Slot = l.slotID()
 			st.slots[d.Ticket.Slot] = now + l.slotTTL.Load()
@@ -187,7 +190,7 @@ func (st *localTeam) purgeLocked(now int64) {
 	}
 }
 
-// Release implements Limiter.
+// Release frees the ticket's slot; extra calls and the zero Ticket are no-ops.
 func (l *Local) Release(t Ticket) {
 	if t.Slot == "" {
 		return
@@ -202,8 +205,10 @@ func (l *Local) Release(t Ticket) {
 	st.mu.Unlock()
 }
 
-// Reconcile implements Limiter: the TPM reservation is replaced by the real
-// usage and the cost is added to the period's spend.
+// Reconcile replaces the ticket's TPM reservation by actualTokens and adds
+// costUSD to the period's spend. A refund returns at most what the
+// reservation still holds (its End minus now): one that arrives after its
+// reservation has decayed returns nothing (SPEC 3).
 func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 	if t.team == nil || (t.team.TPM <= 0 && t.team.Budget.USD <= 0) {
 		return
@@ -214,8 +219,10 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 	defer st.mu.Unlock()
 	now := l.clock().UnixNano()
 	if lim.tpm > 0 && actualTokens >= 0 {
-		if delta := actualTokens - t.Reserved; delta != 0 {
+		if delta := actualTokens - t.Reserved; delta > 0 {
 			st.tpmTAT = gcraAdjust(st.tpmTAT, now, lim.tpm, delta)
+		} else if delta < 0 {
+			st.tpmTAT = gcraRefund(st.tpmTAT, now, interval(-delta, lim.tpm), t.End)
 		}
 	}
 	if lim.budget > 0 && costUSD > 0 {
@@ -223,12 +230,12 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 	}
 }
 
-// spend adds usd to the team's local spend only (the Redis limiter keeps the
-// fallback aware of this node's share of a shared budget).
-func (l *Local) spend(t *catalog.Team, usd float64) {
+// Spend adds usd to the team's local spend only (the shared limiter keeps
+// the fallback aware of this node's share of a shared budget).
+func (l *Local) Spend(t *catalog.Team, usd float64) {
 	st := l.team(t.Name)
 	st.mu.Lock()
-	st.spendLocked(l.clock().UnixNano(), budgetPeriod(t), usd)
+	st.spendLocked(l.clock().UnixNano(), BudgetPeriod(t), usd)
 	st.mu.Unlock()
 }
 
@@ -240,10 +247,10 @@ func (st *localTeam) spendLocked(now int64, p time.Duration, usd float64) {
 	st.spent += usd
 }
 
-// blockBudget records that the shared store found the team's budget spent,
+// BlockBudget records that the shared store found the team's budget spent,
 // so the fallback keeps rejecting until until (ns) even with a fresh local
 // spend counter.
-func (l *Local) blockBudget(team string, until int64) {
+func (l *Local) BlockBudget(team string, until int64) {
 	st := l.team(team)
 	st.mu.Lock()
 	if until > st.blockedUntil {
@@ -252,5 +259,24 @@ func (l *Local) blockBudget(team string, until int64) {
 	st.mu.Unlock()
 }
 
-// Close implements Limiter; local state needs no flushing.
-func (l *Local) Close(context.Context) error { return nil }
+// Mirror makes the local state of team t at least as full as a shared
+// decision reported: requests resets after rpmReset and tokens after
+// tpmReset. The shared limiter calls it after every decision Redis took, so
+// a node that falls back mid-burst never admits locally what Redis already
+// admitted (SPEC 9: a decision is shared or local, never both). With the
+// divisor the local bucket is as full, in proportion, as the shared one.
+func (l *Local) Mirror(t *catalog.Team, rpmReset, tpmReset time.Duration) {
+	if rpmReset <= 0 && tpmReset <= 0 {
+		return
+	}
+	st := l.team(t.Name)
+	now := l.clock().UnixNano()
+	st.mu.Lock()
+	if r := now + int64(rpmReset); t.RPM > 0 && r > st.rpmTAT {
+		st.rpmTAT = r
+	}
+	if r := now + int64(tpmReset); t.TPM > 0 && r > st.tpmTAT {
+		st.tpmTAT = r
+	}
+	st.mu.Unlock()
+}

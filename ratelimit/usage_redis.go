@@ -12,6 +12,53 @@ import (
 	"switchyard/cluster"
 )
 
+// Store is the part of the go-redis client RedisUsage uses: scripts and
+// pipelines (CONVENTIONS 13). redis.UniversalClient satisfies it.
+type Store interface {
+	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// flushTimeout bounds one background write: longer than a request-path
+// call, since nobody waits on it, but short enough to notice a hung Redis.
+func flushTimeout(t time.Duration) time.Duration { return max(4*t, 250*time.Millisecond) }
+
+// scriptCall is one script invocation in a pipeline.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// evalPipelined runs s once per call in one pipeline (go-redis splits it per
+// node on Cluster). Calls answered NOSCRIPT (the script cache was flushed:
+// a restart, a failover) did not run; the script is loaded and they are sent
+// once more.
+func evalPipelined(ctx context.Context, c Store, s *redis.Script, calls []scriptCall) []*redis.Cmd {
+	out := make([]*redis.Cmd, len(calls))
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, call := range calls {
+			out[i] = s.EvalSha(ctx, p, call.keys, call.args...)
+		}
+		return nil
+	})
+	var again []int
+	for i, cmd := range out {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 || s.Load(ctx, c).Err() != nil {
+		return out
+	}
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range again {
+			out[i] = s.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+		}
+		return nil
+	})
+	return out
+}
+
 // usageRecordLua adds counts to a deployment's current minute on Redis's
 // clock. The hash keeps the current minute (m, r, t) and the previous one
 // (pr, pt); a new minute rotates them, so the key never grows.
@@ -67,10 +114,10 @@ var (
 const DefaultUsageInterval = 500 * time.Millisecond
 
 // RedisUsage is the cluster-wide DeploymentUsage. Record adds to in-memory
-// counters that a background goroutine writes to Redis in one pipeline per
-// interval; Usage answers from a cache of the cluster-wide counts that the
-// same goroutine refreshes, plus this node's not yet written counts, so the
-// selection path never waits on Redis. While the cache is stale (Redis
+// counters that the node's one background writer (package edge) writes to
+// Redis in one pipeline per interval by calling Step; Usage answers from a
+// cache of the cluster-wide counts that Step refreshes, plus this node's not
+// yet written counts, so the selection path never waits on Redis. While the cache is stale (Redis
 // unreachable) Usage answers from the node-local counts multiplied by the
 // expected number of replicas.
 type RedisUsage struct {
@@ -86,10 +133,6 @@ type RedisUsage struct {
 
 	deps  sync.Map // deployment id -> *depUsage
 	cache atomic.Pointer[usageCache]
-
-	stop, done chan struct{}
-	once       sync.Once
-	started    atomic.Bool // run was started: Close waits for it
 }
 
 // depUsage is one deployment's unwritten counts.
@@ -105,19 +148,11 @@ type usageCache struct {
 	vals map[string][2]int64
 }
 
-// NewRedisUsage returns a RedisUsage over client and starts its goroutine
-// (stopped by Close). replicas is redis.expected_replicas; clock drives the
-// local fallback counts and the staleness of the cache (nil: time.Now).
+// NewRedisUsage returns a RedisUsage over client. replicas is
+// redis.expected_replicas; clock drives the local fallback counts and the
+// staleness of the cache (nil: time.Now). It has no goroutine: the node's
+// background writer calls Step every DefaultUsageInterval.
 func NewRedisUsage(client Store, prefix string, timeout time.Duration, replicas int, clock func() time.Time, obs Observer) *RedisUsage {
-	u := newRedisUsage(client, prefix, timeout, replicas, clock, obs)
-	u.started.Store(true)
-	go u.run()
-	return u
-}
-
-// newRedisUsage builds a RedisUsage without its goroutine (tests drive
-// flush and refresh by hand).
-func newRedisUsage(client Store, prefix string, timeout time.Duration, replicas int, clock func() time.Time, obs Observer) *RedisUsage {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -127,13 +162,18 @@ func newRedisUsage(client Store, prefix string, timeout time.Duration, replicas 
 	if timeout <= 0 {
 		timeout = cluster.DefaultTimeout
 	}
-	u := &RedisUsage{
+	return &RedisUsage{
 		client: client, prefix: prefix, timeout: flushTimeout(timeout), obs: obs,
 		local: NewLocalUsage(clock), div: int64(max(1, replicas)), clock: clock,
 		interval: DefaultUsageInterval,
-		stop:     make(chan struct{}), done: make(chan struct{}),
 	}
-	return u
+}
+
+// Step writes the unwritten counts and refreshes the cache; the background
+// writer calls it every DefaultUsageInterval.
+func (u *RedisUsage) Step(ctx context.Context) {
+	u.flush(ctx)
+	u.refresh(ctx)
 }
 
 func (u *RedisUsage) dep(id string) *depUsage {
@@ -162,23 +202,6 @@ func (u *RedisUsage) Usage(depID string) (rpm, tpm int64) {
 	}
 	rpm, tpm = u.local.Usage(depID)
 	return rpm * u.div, tpm * u.div
-}
-
-func (u *RedisUsage) run() {
-	defer close(u.done)
-	preload(u.client, u.timeout, usageRecordScript, usageReadScript)
-	t := time.NewTicker(u.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			ctx := context.Background()
-			u.flush(ctx)
-			u.refresh(ctx)
-		case <-u.stop:
-			return
-		}
-	}
 }
 
 // flush writes every deployment's unwritten counts in one pipeline. Counts
@@ -252,12 +275,9 @@ func (u *RedisUsage) refresh(ctx context.Context) {
 	u.cache.Store(&usageCache{at: u.clock(), vals: vals})
 }
 
-// Close stops the goroutine and writes the unwritten counts, bounded by ctx.
+// Close writes the unwritten counts, bounded by ctx; the writer calls it
+// when it stops.
 func (u *RedisUsage) Close(ctx context.Context) error {
-	u.once.Do(func() { close(u.stop) })
-	if u.started.Load() {
-		<-u.done
-	}
 	u.flush(ctx)
 	lost := 0
 	u.deps.Range(func(_, v any) bool {

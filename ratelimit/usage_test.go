@@ -54,8 +54,8 @@ func TestRedisUsageShared(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	obs := &countObs{}
-	a := newRedisUsage(c, "sy:", 50*time.Millisecond, 2, clk.Now, obs)
-	b := newRedisUsage(c, "sy:", 50*time.Millisecond, 2, clk.Now, obs)
+	a := NewRedisUsage(c, "sy:", 50*time.Millisecond, 2, clk.Now, obs)
+	b := NewRedisUsage(c, "sy:", 50*time.Millisecond, 2, clk.Now, obs)
 	ctx := context.Background()
 
 	for range 3 {
@@ -108,25 +108,5 @@ func TestRedisUsageShared(t *testing.T) {
 	}
 	if err := b.Close(ctx); err == nil || obs.dropped.Load() != 1 {
 		t.Fatalf("Close with Redis down: %v, dropped %d (want the 1 unwritten request)", err, obs.dropped.Load())
-	}
-}
-
-// TestRedisUsageGoroutine: the background loop writes and refreshes by
-// itself, and Close writes the rest.
-func TestRedisUsageGoroutine(t *testing.T) {
-	m := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer c.Close()
-	u := NewRedisUsage(c, "sy:", 50*time.Millisecond, 1, nil, nil)
-	u.Record("x", 5)
-	waitUntil(t, 5*time.Second, "the background write", func() bool {
-		return m.HGet("sy:{dep:x}:usage", "r") == "1"
-	})
-	u.Record("x", 5)
-	if err := u.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.HGet("sy:{dep:x}:usage", "r"); got != "2" {
-		t.Fatalf("requests in Redis after Close = %s, want 2", got)
 	}
 }

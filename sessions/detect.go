@@ -1,13 +1,12 @@
 // Package sessions owns session detection and the session pins of SPEC 8:
 // which conversation a request belongs to, and the stores that keep a
 // session's tier pin (SPEC 4) and deployment pin (SPEC 5, 8) with their
-// inactivity TTLs. Local is the node-local store; a Redis store implements
-// the same Store interface.
+// inactivity TTLs. Local is the node-local store; the shared pins live in
+// Redis under the team's keys, read and written by package edge (one round
+// trip with the admission, one background writer).
 //
-// sessions imports wire for the parsed request, xxhash for stable keys and
-// go-redis for the shared store (pins shared by the replicas, read in the
-// caller's pipeline, written asynchronously in batches), and nothing of the
-// HTTP edge: never gin, never the gateway or routing. Keys it produces carry
+// sessions imports wire for the parsed request and xxhash for stable keys,
+// and nothing of the HTTP edge: never gin, never the gateway or routing. Keys it produces carry
 // no credential and are bounded in length, so they are safe as Redis keys
 // but are still never metric labels (CONVENTIONS 14).
 package sessions

@@ -64,19 +64,55 @@ type Entry struct {
 	OverheadMs       float64      `json:"overhead_ms"`
 }
 
-// AuditLog stores audit entries and finds them by request id.
-type AuditLog interface {
-	Record(e *Entry)
-	Get(ctx context.Context, requestID string) (*Entry, bool, error)
+// Filter selects audit entries; zero fields match everything.
+type Filter struct {
+	RequestID string // X-Request-Id (clients may reuse one: every entry with it matches)
+	Team      string
+	Model     string // requested or routed public model
+	Status    int
+	Limit     int // at most this many, newest first (<= 0: DefaultLimit)
 }
 
-// Ring is the bounded in-memory audit log used without Redis. The oldest
-// entry is overwritten when it is full.
+// DefaultLimit is the number of entries Recent returns when the filter sets none.
+const DefaultLimit = 100
+
+// maxLimit bounds one answer.
+const maxLimit = 10_000
+
+func (f *Filter) limit() int {
+	if f.Limit <= 0 {
+		return DefaultLimit
+	}
+	return min(f.Limit, maxLimit)
+}
+
+// Match reports whether e passes the filter.
+func (f *Filter) Match(e *Entry) bool {
+	return (f.RequestID == "" || e.RequestID == f.RequestID) &&
+		(f.Team == "" || e.Team == f.Team) &&
+		(f.Model == "" || e.RequestedModel == f.Model || e.RoutedModel == f.Model) &&
+		(f.Status == 0 || e.Status == f.Status)
+}
+
+// AuditLog reads stored audit entries (SPEC 12.2). Entries are written by
+// the node's edge state (package edge). Entries are never overwritten: a
+// reused request id names several entries, possibly of several teams
+// (SPEC 15), and a lookup returns all of them; a team's request can never
+// hide another team's entry.
+type AuditLog interface {
+	// Lookup returns every entry with this request id, newest first.
+	Lookup(ctx context.Context, requestID string) ([]*Entry, error)
+	// Recent returns the newest entries that pass f, newest first.
+	Recent(ctx context.Context, f Filter) ([]*Entry, error)
+}
+
+// Ring is the bounded in-memory audit log used without Redis (and as this
+// node's copy with it). The oldest entry is evicted when it is full; no
+// entry replaces another.
 type Ring struct {
-	mu    sync.Mutex
-	buf   []*Entry          // guarded by mu
-	next  int               // guarded by mu
-	index map[string]*Entry // guarded by mu
+	mu   sync.Mutex
+	buf  []*Entry // guarded by mu
+	next int      // guarded by mu
 }
 
 // NewRing returns a ring holding at most size entries.
@@ -84,27 +120,40 @@ func NewRing(size int) *Ring {
 	if size < 1 {
 		size = 1
 	}
-	return &Ring{buf: make([]*Entry, size), index: make(map[string]*Entry, size)}
+	return &Ring{buf: make([]*Entry, size)}
 }
 
 // Record stores e, evicting the oldest entry when full.
 func (r *Ring) Record(e *Entry) {
 	r.mu.Lock()
-	if old := r.buf[r.next]; old != nil && r.index[old.RequestID] == old {
-		delete(r.index, old.RequestID)
-	}
 	r.buf[r.next] = e
-	r.index[e.RequestID] = e
 	r.next = (r.next + 1) % len(r.buf)
 	r.mu.Unlock()
 }
 
-// Get returns the entry for requestID.
-func (r *Ring) Get(_ context.Context, requestID string) (*Entry, bool, error) {
+// Lookup implements AuditLog.
+func (r *Ring) Lookup(ctx context.Context, requestID string) ([]*Entry, error) {
+	return r.Recent(ctx, Filter{RequestID: requestID, Limit: maxLimit})
+}
+
+// Recent implements AuditLog: a walk from the newest entry, bounded by the
+// ring's size.
+func (r *Ring) Recent(_ context.Context, f Filter) ([]*Entry, error) {
+	lim := f.limit()
+	var out []*Entry
 	r.mu.Lock()
-	e, ok := r.index[requestID]
-	r.mu.Unlock()
-	return e, ok, nil
+	defer r.mu.Unlock()
+	n := len(r.buf)
+	for i := 1; i <= n && len(out) < lim; i++ {
+		e := r.buf[(r.next-i+n)%n]
+		if e == nil {
+			break
+		}
+		if f.Match(e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 var _ AuditLog = (*Ring)(nil)

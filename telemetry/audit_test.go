@@ -11,43 +11,47 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestRingEvictsOldest(t *testing.T) {
+func TestRingEvictsOldestNeverOverwrites(t *testing.T) {
 	r := NewRing(3)
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
 		r.Record(&Entry{RequestID: fmt.Sprint(i)})
 	}
-	for i, want := range []bool{false, false, true, true, true} {
-		if _, ok, _ := r.Get(ctx, fmt.Sprint(i)); ok != want {
-			t.Errorf("entry %d present=%v want %v", i, ok, want)
+	for i, want := range []int{0, 0, 1, 1, 1} {
+		if es, _ := r.Lookup(ctx, fmt.Sprint(i)); len(es) != want {
+			t.Errorf("entry %d: %d found, want %d", i, len(es), want)
 		}
 	}
-	// a reused request id keeps the newest entry findable after eviction of the old one
-	r.Record(&Entry{RequestID: "3", Status: 500})
-	if e, ok, _ := r.Get(ctx, "3"); !ok || e.Status != 500 {
-		t.Fatalf("reused id: %+v %v", e, ok)
+	// a reused request id (another team's) lists both entries, newest first
+	r.Record(&Entry{RequestID: "3", Team: "other", Status: 500})
+	es, _ := r.Lookup(ctx, "3")
+	if len(es) != 2 || es[0].Status != 500 || es[1].Team != "" {
+		t.Fatalf("reused id: %+v", es)
+	}
+	if got, _ := r.Recent(ctx, Filter{Team: "other"}); len(got) != 1 {
+		t.Fatalf("team filter: %d", len(got))
 	}
 }
 
-func TestRedisAuditSharedAndFlushed(t *testing.T) {
+func TestRedisAuditSharedAndBounded(t *testing.T) {
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer c.Close()
-	dropped := 0
-	a := NewRedisAudit(c, "sy:", 100, NewRing(10), func(n int) { dropped += n })
-	b := NewRedisAudit(c, "sy:", 100, NewRing(10), func(n int) { dropped += n })
-	for i := 0; i < 250; i++ {
-		a.Record(&Entry{RequestID: fmt.Sprintf("r%d", i), Team: "t", Time: time.Now()})
-	}
+	a := NewRedisAudit(c, "sy:", 100, NewRing(10))
+	b := NewRedisAudit(c, "sy:", 100, NewRing(10))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := a.Close(ctx); err != nil {
+	var es []*Entry
+	for i := 0; i < 250; i++ {
+		es = append(es, &Entry{RequestID: fmt.Sprintf("r%d", i), Team: "t", Status: 200, RequestedModel: "m", Time: time.Now()})
+	}
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error { a.Queue(ctx, p, es); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	// another replica reads an entry it never saw
-	e, ok, err := b.Get(ctx, "r240")
-	if err != nil || !ok || e.Team != "t" {
-		t.Fatalf("shared lookup: %+v %v %v", e, ok, err)
+	got, err := b.Lookup(ctx, "r240")
+	if err != nil || len(got) != 1 || got[0].Team != "t" {
+		t.Fatalf("shared lookup: %+v %v", got, err)
 	}
 	if n, _ := c.XLen(ctx, "sy:{audit}:stream").Result(); n < 100 || n > 250 {
 		t.Fatalf("stream must be bounded near max_entries: %d", n)
@@ -55,17 +59,13 @@ func TestRedisAuditSharedAndFlushed(t *testing.T) {
 	if ttl := mr.TTL("sy:{audit}:stream"); ttl <= 0 {
 		t.Fatal("the stream must carry a TTL")
 	}
-	// an entry older than the newest page is still found (paged walk)
-	if _, ok, err := b.Get(ctx, "r160"); !ok || err != nil {
-		t.Fatalf("paged lookup: %v %v", ok, err)
-	}
-	if _, ok, _ := b.Get(ctx, "nope"); ok {
+	if got, _ := b.Lookup(ctx, "nope"); len(got) != 0 {
 		t.Fatal("unknown id found")
 	}
-	if dropped != 0 {
-		t.Fatalf("%d entries dropped", dropped)
+	recent, err := b.Recent(ctx, Filter{Model: "m", Status: 200, Limit: 5})
+	if err != nil || len(recent) != 5 || recent[0].RequestID != "r249" {
+		t.Fatalf("recent: %d %v", len(recent), err)
 	}
-	_ = b.Close(ctx)
 }
 
 func TestMetricsRegister(t *testing.T) {

@@ -3,185 +3,114 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisAudit keeps audit entries in a bounded Redis stream (SPEC 12.2),
-// readable from any replica: each entry is appended to the stream (capped
-// at maxEntries, approximately; one command per request). A lookup by
-// request id reads this node's ring first and otherwise walks the stream
-// from its newest end, a page at a time: admin lookups are rare, requests
-// are not, so the cost sits on the lookup. Entries are written
-// asynchronously in pipelined batches; the
-// buffer is bounded, and a full buffer makes Record wait briefly
-// (backpressure) before it drops and counts. The local ring keeps every
-// entry too, so this node answers even while Redis is down.
+// StreamClient is the part of go-redis the shared audit log reads with.
+type StreamClient interface {
+	XRevRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
+}
+
+// RedisAudit is the shared audit log (SPEC 12.2): entries in one bounded
+// Redis stream (capped near audit.max_entries), readable from any replica,
+// plus this node's ring. It does not write by itself: the node's one
+// background writer (package edge) queues a batch of entries with Queue into
+// its pipeline. A lookup reads this node's ring and then walks the stream
+// from its newest end a page at a time: admin lookups are rare, requests are
+// not, so the cost sits on the lookup.
 type RedisAudit struct {
-	c          redis.UniversalClient
+	// Immutable after construction.
+	c          StreamClient
 	stream     string
 	maxEntries int64
 	ttl        time.Duration
 	local      *Ring
-	dropped    func(n int)
-
-	mu    sync.Mutex
-	queue []*Entry // guarded by mu
-	cap   int
-	wake  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
-
-	expired time.Time // writer goroutine only: when the stream's TTL was last refreshed
 }
 
-// NewRedisAudit returns the shared audit log under prefix.
-func NewRedisAudit(c redis.UniversalClient, prefix string, maxEntries int, local *Ring, dropped func(int)) *RedisAudit {
-	a := &RedisAudit{
-		c: c, stream: prefix + "{audit}:stream", maxEntries: int64(maxEntries),
-		ttl: 24 * time.Hour, local: local, dropped: dropped, cap: 50_000,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-	}
-	go a.run()
-	return a
+// NewRedisAudit returns the shared audit log under prefix, with local as
+// this node's copy.
+func NewRedisAudit(c StreamClient, prefix string, maxEntries int, local *Ring) *RedisAudit {
+	return &RedisAudit{c: c, stream: prefix + "{audit}:stream", maxEntries: int64(max(1, maxEntries)), ttl: 7 * 24 * time.Hour, local: local}
 }
 
-// Record implements AuditLog.
-func (a *RedisAudit) Record(e *Entry) {
-	a.local.Record(e)
-	a.mu.Lock()
-	if len(a.queue) >= a.cap {
-		// backpressure: wait (bounded) for the writer to make room
-		deadline := time.Now().Add(200 * time.Millisecond)
-		for len(a.queue) >= a.cap && time.Now().Before(deadline) {
-			a.mu.Unlock()
-			time.Sleep(time.Millisecond)
-			a.mu.Lock()
+// Queue adds the XADDs of entries (and a refresh of the stream's TTL) to p
+// and returns their commands. Each entry is a stream record of its own,
+// with its request id, team, models and status as fields for filtering:
+// nothing is ever overwritten.
+func (a *RedisAudit) Queue(ctx context.Context, p redis.Pipeliner, entries []*Entry) []redis.Cmder {
+	out := make([]redis.Cmder, 0, len(entries)+1)
+	for _, e := range entries {
+		b, err := json.Marshal(e)
+		if err != nil {
+			continue
 		}
-		if len(a.queue) >= a.cap {
-			a.mu.Unlock()
-			a.dropped(1)
-			return
-		}
+		out = append(out, p.XAdd(ctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true,
+			Values: []any{"id", e.RequestID, "team", e.Team, "model", e.RequestedModel, "routed", e.RoutedModel,
+				"status", strconv.Itoa(e.Status), "entry", b}}))
 	}
-	a.queue = append(a.queue, e)
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+	out = append(out, p.Expire(ctx, a.stream, a.ttl))
+	return out
 }
 
-// Get implements AuditLog: the local ring first, then the shared stream,
-// newest first, a page at a time (bounded by the stream's length).
-func (a *RedisAudit) Get(ctx context.Context, id string) (*Entry, bool, error) {
-	if e, ok, _ := a.local.Get(ctx, id); ok {
-		return e, true, nil
-	}
+// Lookup implements AuditLog: every entry with the id in the shared stream
+// (this node's ring answers while Redis is unreachable).
+func (a *RedisAudit) Lookup(ctx context.Context, id string) ([]*Entry, error) {
+	return a.Recent(ctx, Filter{RequestID: id, Limit: maxLimit})
+}
+
+// Recent implements AuditLog: a walk of the stream from its newest end,
+// bounded by its length, unmarshalling only the records that match. When
+// the stream cannot be read or has no match, this node's ring answers.
+func (a *RedisAudit) Recent(ctx context.Context, f Filter) ([]*Entry, error) {
+	lim := f.limit()
 	const page = 1000
+	var out []*Entry
 	end := "+"
 	for read := int64(0); read <= a.maxEntries+page; read += page {
 		msgs, err := a.c.XRevRangeN(ctx, a.stream, end, "-", page).Result()
 		if err != nil {
-			return nil, false, err
+			if read == 0 {
+				return a.local.Recent(ctx, f)
+			}
+			return out, err
 		}
 		for _, m := range msgs {
-			if m.Values["id"] != id {
+			if !fieldsMatch(&f, m.Values) {
 				continue
 			}
 			raw, _ := m.Values["entry"].(string)
-			var e Entry
-			if err := json.Unmarshal([]byte(raw), &e); err != nil {
-				return nil, false, err
+			e := new(Entry)
+			if err := json.Unmarshal([]byte(raw), e); err != nil || !f.Match(e) {
+				continue
 			}
-			return &e, true, nil
+			out = append(out, e)
+			if len(out) == lim {
+				return out, nil
+			}
 		}
 		if len(msgs) < page {
-			return nil, false, nil
+			break
 		}
 		end = "(" + msgs[len(msgs)-1].ID
 	}
-	return nil, false, nil
+	if len(out) == 0 {
+		// not in the stream (yet): this node's entries of the last flush
+		// interval, or a stream lost with a Redis restart
+		return a.local.Recent(ctx, f)
+	}
+	return out, nil
 }
 
-func (a *RedisAudit) run() {
-	defer close(a.done)
-	backoff := 5 * time.Millisecond
-	for {
-		select {
-		case <-a.wake:
-			// linger briefly so a batch carries many entries: under load the
-			// writer costs a round trip per batch, not per request
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-a.stop:
-			}
-		case <-a.stop:
-			return
-		case <-time.After(backoff):
-		}
-		if a.flush(context.Background()) {
-			backoff = 5 * time.Millisecond
-		} else {
-			backoff = min(2*backoff, time.Second)
-		}
-	}
-}
-
-// flush writes up to 512 queued entries in one pipeline; false on failure
-// (the batch stays queued, in order).
-func (a *RedisAudit) flush(ctx context.Context) bool {
-	for {
-		a.mu.Lock()
-		n := min(len(a.queue), 512)
-		batch := a.queue[:n:n]
-		a.mu.Unlock()
-		if n == 0 {
-			return true
-		}
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := a.c.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for _, e := range batch {
-				b, _ := json.Marshal(e)
-				p.XAdd(cctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true, Values: []any{"id", e.RequestID, "entry", b}})
-			}
-			if time.Since(a.expired) > time.Minute {
-				p.Expire(cctx, a.stream, 7*a.ttl)
-			}
-			return nil
-		})
-		cancel()
-		if err != nil {
-			return false
-		}
-		if time.Since(a.expired) > time.Minute {
-			a.expired = time.Now()
-		}
-		a.mu.Lock()
-		a.queue = a.queue[n:]
-		a.mu.Unlock()
-	}
-}
-
-// Close flushes queued entries within ctx.
-func (a *RedisAudit) Close(ctx context.Context) error {
-	close(a.stop)
-	<-a.done
-	for !a.flush(ctx) {
-		select {
-		case <-ctx.Done():
-			a.mu.Lock()
-			n := len(a.queue)
-			a.mu.Unlock()
-			a.dropped(n)
-			return errors.New("audit: entries still queued at shutdown: Redis unreachable")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
+// fieldsMatch checks the record's plain fields before its entry is decoded.
+func fieldsMatch(f *Filter, v map[string]any) bool {
+	s := func(k string) string { x, _ := v[k].(string); return x }
+	return (f.RequestID == "" || s("id") == f.RequestID) &&
+		(f.Team == "" || s("team") == f.Team) &&
+		(f.Model == "" || s("model") == f.Model || s("routed") == f.Model) &&
+		(f.Status == 0 || s("status") == strconv.Itoa(f.Status))
 }
 
 var _ AuditLog = (*RedisAudit)(nil)

@@ -20,7 +20,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
-	"switchyard/gateway"
+	"switchyard/node"
 	"switchyard/providers"
 	"switchyard/routing/tier"
 	"switchyard/wire"
@@ -158,7 +158,7 @@ Try:
 }
 
 func listenAndServe(cfg *config.Config, log *slog.Logger, ready func(addr string)) int {
-	node, err := gateway.Assemble(cfg, gateway.Options{Logger: log})
+	node, err := node.Assemble(cfg, node.Options{Logger: log})
 	if err != nil {
 		log.Error("starting gateway", "error", err)
 		return 1

@@ -1,4 +1,4 @@
-package gateway
+package node
 
 import (
 	"context"
@@ -221,7 +221,7 @@ func TestClusterTierPinSharedAcrossReplicas(t *testing.T) {
 		t.Fatalf("escalation on replica 1: %v %s", resp.Header, body)
 	}
 	waitUntilTrue(t, "tier pin in Redis", func() bool {
-		keys, _ := rs.Client().Keys(context.Background(), "sytest:pin:t:*").Result()
+		keys, _ := rs.Client().Keys(context.Background(), "sytest:{team:open}:pt:*").Result()
 		return len(keys) == 1
 	})
 	thanks := `{"model":"normal","messages":[{"role":"user","content":"thanks!"}]}`
@@ -253,7 +253,7 @@ func TestClusterDeploymentPinSharedAcrossReplicas(t *testing.T) {
 	// next turn comes later than that, so wait until it is in Redis
 	c := rs.Client()
 	waitUntilTrue(t, "deployment pin in Redis", func() bool {
-		keys, _ := c.Keys(context.Background(), "sytest:pin:d:*").Result()
+		keys, _ := c.Keys(context.Background(), "sytest:{team:open}:pd:*").Result()
 		return len(keys) == 1
 	})
 	for i := 0; i < 20; i++ {
@@ -420,7 +420,7 @@ func TestClusterOneRoundTripBeforeUpstream(t *testing.T) {
 	_, nodes, _ := startCluster(t, 1, "2s")
 	n := nodes[0]
 	counter := &tripCounter{}
-	n.redis.AddHook(counter)
+	n.Redis.AddHook(counter)
 	for i, body := range []string{
 		`{"model":"normal","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"normal","reasoning_effort":"high","messages":[{"role":"user","content":"prove it"}]}`,
@@ -596,7 +596,9 @@ func TestClusterSlowRedis(t *testing.T) {
 	}
 	proxy.delay.Store(int64(300 * time.Millisecond))
 	var worst time.Duration
-	for i := 0; i < 20; i++ {
+	// 15: the fallback allows rpm 60 / 3 replicas = 20 a minute, minus what
+	// the shared limiter already admitted (the local state mirrors it)
+	for i := 0; i < 15; i++ {
 		code, d := send()
 		if code != 200 {
 			t.Fatalf("slow redis made request %d fail: %d", i, code)
@@ -613,7 +615,7 @@ func TestClusterSlowRedis(t *testing.T) {
 	}
 	opens := make([]time.Duration, 21)
 	for i := range opens {
-		_, opens[i] = send()
+		_, opens[i] = send() // a 429 from the local limiter is as quick as a 200
 	}
 	slices.Sort(opens)
 	open := opens[len(opens)/2] // the median: scheduling noise on a loaded machine is not Redis

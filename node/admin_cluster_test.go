@@ -1,4 +1,4 @@
-package gateway
+package node
 
 import (
 	"encoding/json"
@@ -104,4 +104,11 @@ func TestClusterTeamLimitChangeEnforcedByAll(t *testing.T) {
 			t.Fatalf("%s fell back to the local limiter: not a test of the shared one", n.Config.Server.NodeID)
 		}
 	}
+}
+
+// issuedKey is the part of the key-issue answer these tests read.
+type issuedKey struct {
+	ID   string `json:"id"`
+	Team string `json:"team"`
+	Key  string `json:"key"`
 }

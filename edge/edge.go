@@ -1,0 +1,137 @@
+// Package edge owns the edge state of SPEC 3 and 9: the per-request
+// conversation with the shared state, behind one interface. Begin decides
+// the admission (team RPM, TPM, max_parallel, budget) and reads only the
+// session pins this request can use, in one Redis round trip; Finish hands
+// the outcome (reconcile, slot release, pin writes, usage, audit entry) to
+// one background writer and never blocks. A Redis and a local
+// implementation sit behind the interface, and the switch to local state
+// when Redis is unreachable lives inside the Redis one, so the gateway has
+// one path whatever Redis does.
+//
+// Every Redis key of a team (limits, slots, pins, usage) carries the team's
+// hash tag, so one script reads and writes them on one Cluster shard.
+// edge imports ratelimit (the local limiter and the GCRA arithmetic),
+// sessions (the local pin store), telemetry (audit storage) and go-redis;
+// never gin, gateway or routing.
+package edge
+
+import (
+	"context"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/ratelimit"
+	"switchyard/telemetry"
+)
+
+// State is the edge state of one node (SPEC 9). Implementations are safe
+// for concurrent use.
+type State interface {
+	// Begin admits r (when its team has limits) and reads the pins r.Pins
+	// asks for, in at most one round trip bounded by redis.timeout. The
+	// error is non-nil only for a broken Request (no team); an unreachable
+	// Redis answers from local state.
+	Begin(ctx context.Context, r *Request) (Begun, error)
+	// Finish records how a begun request ended. It is O(1), takes no lock
+	// the writer holds while it talks to Redis, and never blocks. Call it
+	// exactly once per Begun, on every exit path (a zero Begun is fine).
+	Finish(b *Begun, o *Outcome)
+	// Shared reports whether decisions are currently taken in Redis.
+	Shared() bool
+	// Close flushes what the writer holds, bounded by ctx.
+	Close(ctx context.Context) error
+}
+
+// Request is what Begin needs to know about a request.
+type Request struct {
+	RequestID string        // X-Request-Id (not unique: clients may reuse one)
+	Team      *catalog.Team // the authenticated team
+	Tokens    int64         // prompt estimate + output estimate, reserved against TPM
+	Pins      PinQuery
+}
+
+// PinQuery names the pins a request can use (SPEC 9: only those). An empty
+// Session reads nothing.
+type PinQuery struct {
+	Session   string    // the session key from sessions.Detect, already team-scoped
+	TierAlias string    // read the tier pin of this tier route ("" = no tier route)
+	Models    [2]string // read the deployment pin of these public models ("" = none)
+}
+
+// Pins are the pins Begin found ("" when absent), aligned with the query.
+type Pins struct {
+	Tier string
+	Deps [2]string
+}
+
+// Begun is an admitted (or rejected) request and what Begin read for it.
+type Begun struct {
+	Decision ratelimit.Decision // Allowed is true for a team without limits
+	Pins     Pins
+
+	q      PinQuery
+	team   *catalog.Team
+	tokens int64 // the estimate at admission
+	t      ticket
+}
+
+// Deployment returns the deployment pin Begin read for model.
+func (b *Begun) Deployment(model string) string {
+	for i, m := range b.q.Models {
+		if m != "" && m == model {
+			return b.Pins.Deps[i]
+		}
+	}
+	return ""
+}
+
+// ticket is what Finish needs to undo or correct an admission.
+type ticket struct {
+	admitted bool   // a limited team was admitted: Finish reconciles
+	local    bool   // the local limiter decided (Redis unreachable or absent)
+	slot     string // Redis slot id ("" without max_parallel or when local)
+	reserved int64  // tokens reserved against TPM
+	end      int64  // TPM TAT right after this reservation (Redis µs); bounds refunds
+	lt       ratelimit.Ticket
+	// remote is a slot the admission script may have taken although it
+	// failed in an unknown state (a timeout): Finish removes it in Redis too.
+	remote string
+}
+
+// Outcome is how a request ended (SPEC 3: every exit reconciles).
+type Outcome struct {
+	// Served is true once an answer (or the first stream byte) reached the
+	// client. An admitted request that was not served refunds its whole
+	// token reservation.
+	Served     bool
+	Deployment string // id of the deployment that served
+	// Tokens charged and their price: from Charge.
+	PromptTokens, CompletionTokens int
+	CostUSD                        float64
+
+	// Pin writes: a new tier pin for the queried alias ("" = none), and a
+	// deployment pin for DepModel.
+	TierPin  string
+	TierTTL  time.Duration
+	DepModel string
+	DepPin   string
+	DepTTL   time.Duration
+
+	Audit *telemetry.Entry // stored in the audit log (nil = none)
+}
+
+// Charge is what a served request is charged (SPEC 3): the upstream's usage
+// when it reported any; otherwise the prompt estimate plus the output
+// estimated from the bytes relayed (characters/4, rounded up), never zero.
+func Charge(promptEstimate int, prompt, completion int, bytesRelayed int64) (int, int) {
+	if prompt > 0 || completion > 0 {
+		return prompt, completion
+	}
+	return promptEstimate, int((bytesRelayed + 3) / 4)
+}
+
+// limited reports whether t has any limit (a team without limits costs no
+// admission work at all).
+func limited(t *catalog.Team) bool {
+	return t.RPM > 0 || t.TPM > 0 || t.MaxParallel > 0 || t.Budget.USD > 0
+}

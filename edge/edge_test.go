@@ -1,0 +1,330 @@
+package edge
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/internal/fakeclock"
+	"switchyard/telemetry"
+)
+
+// miniRig is a Redis edge state on miniredis and a fake clock that drives
+// both, with a switchable health (the breaker) and the writer stepped by hand.
+type miniRig struct {
+	m   *miniredis.Miniredis
+	clk *fakeclock.Clock
+	c   *redis.Client
+	r   *Redis
+	obs *countObs
+	up  *health
+}
+
+type health struct{ down atomic.Bool }
+
+func (h *health) Up() bool { return !h.down.Load() }
+
+func newMiniRig(t *testing.T, cfg Config, audit bool) *miniRig {
+	t.Helper()
+	m := miniredis.RunT(t)
+	clk := newFakeClock()
+	m.SetTime(clk.Now())
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = c.Close() })
+	cfg.Prefix, cfg.Clock = "sy:", clk.Now
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Second
+	}
+	rig := &miniRig{m: m, clk: clk, c: c, obs: &countObs{}, up: &health{}}
+	var store *telemetry.RedisAudit
+	ring := telemetry.NewRing(100)
+	if audit {
+		store = telemetry.NewRedisAudit(c, "sy:", 1000, ring)
+	}
+	rig.r = newRedis(c, rig.up, cfg, ring, store, nil, rig.obs)
+	return rig
+}
+
+func (g *miniRig) advance(d time.Duration) { g.clk.Advance(d); g.m.SetTime(g.clk.Now()) }
+
+func (g *miniRig) step(t *testing.T) bool {
+	t.Helper()
+	return g.r.w.step(context.Background(), g.clk.Now())
+}
+
+// TestSequentialMaxParallelOneNeverRefused: at max_parallel 1, a client that
+// sends its next request as soon as the previous one ended is admitted every
+// time, although the writer has not run in between: the release travels in
+// the next admission script (SPEC 3). This failed with the old lingering
+// flusher.
+func TestSequentialMaxParallelOneNeverRefused(t *testing.T) {
+	g := newMiniRig(t, Config{}, false)
+	team := newTeam("seq", limitsOf{par: 1})
+	for i := range 50 {
+		b := begin(t, g.r, team, 0)
+		if !b.Decision.Allowed {
+			t.Fatalf("request %d refused: %+v", i, b.Decision)
+		}
+		g.r.Finish(&b, &Outcome{Served: i%3 != 0})
+	}
+	if n := g.m.Exists("sy:{team:seq}:par"); n && len(mustZ(t, g.m, "sy:{team:seq}:par")) != 1 {
+		t.Fatal("more than one slot held")
+	}
+}
+
+func mustZ(t *testing.T, m *miniredis.Miniredis, k string) []string {
+	t.Helper()
+	v, err := m.ZMembers(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestSlotLease: a slot whose node stops renewing it (the node died) comes
+// back within one lease; a slot whose node is alive is renewed by the writer
+// and stays held however long the request runs.
+func TestSlotLease(t *testing.T) {
+	lease := 30 * time.Second
+	dead := newMiniRig(t, Config{SlotLease: lease}, false)
+	team := newTeam("lease", limitsOf{par: 1})
+	if b := begin(t, dead.r, team, 0); !b.Decision.Allowed {
+		t.Fatal("first admission refused")
+	}
+	// another node on the same Redis
+	other := newRedis(dead.c, nil, Config{Prefix: "sy:", Timeout: time.Second, SlotLease: lease, Clock: dead.clk.Now}, nil, nil, nil, nil)
+	if b := begin(t, other, team, 0); b.Decision.Allowed {
+		t.Fatal("slot of a live request taken")
+	}
+	dead.advance(lease + time.Millisecond) // the first node never renews: it died
+	if b := begin(t, other, team, 0); !b.Decision.Allowed {
+		t.Fatalf("slot of a dead node still held after one lease: %+v", b.Decision)
+	}
+
+	alive := newMiniRig(t, Config{SlotLease: lease}, false)
+	held := begin(t, alive.r, team, 0)
+	if !held.Decision.Allowed {
+		t.Fatal("admission refused")
+	}
+	for range 12 { // four leases, renewing every third of one
+		alive.advance(lease / 3)
+		if !alive.step(t) {
+			t.Fatal("writer step failed")
+		}
+	}
+	if b := begin(t, alive.r, team, 0); b.Decision.Allowed {
+		t.Fatal("a renewed slot expired while its request ran")
+	}
+	alive.r.Finish(&held, &Outcome{})
+	if b := begin(t, alive.r, team, 0); !b.Decision.Allowed {
+		t.Fatal("released slot not free")
+	}
+}
+
+// TestEveryExitReconciles: an admitted request that is not served refunds
+// its whole reservation; a served one is charged what Charge says.
+func TestEveryExitReconciles(t *testing.T) {
+	for _, mk := range []func(*testing.T) env{localEnv, miniEnv} {
+		e := mk(t)
+		team := newTeam("r", limitsOf{tpm: 1000})
+		b := begin(t, e.st, team, 1000)
+		if !b.Decision.Allowed {
+			t.Fatal("refused")
+		}
+		if d := begin(t, e.st, team, 100).Decision; d.Allowed {
+			t.Fatal("bucket should be full")
+		}
+		e.st.Finish(&b, &Outcome{Served: false}) // 404, 403, every attempt failed, client gone
+		e.settle(t)
+		if d := begin(t, e.st, team, 0).Decision; d.RemainingTokens != 1000 {
+			t.Fatalf("not served: %d tokens left, want the whole 1000 back", d.RemainingTokens)
+		}
+		b = begin(t, e.st, team, 1000)
+		p, c := Charge(10, 0, 0, 400) // no usage reported: prompt estimate + bytes/4
+		if p != 10 || c != 100 {
+			t.Fatalf("Charge = %d, %d", p, c)
+		}
+		e.st.Finish(&b, &Outcome{Served: true, PromptTokens: p, CompletionTokens: c})
+		e.settle(t)
+		if d := begin(t, e.st, team, 0).Decision; d.RemainingTokens != 890 {
+			t.Fatalf("served without usage: %d left, want 1000-110", d.RemainingTokens)
+		}
+		e.check(t)
+	}
+}
+
+// TestLateRefundBounded: a refund that arrives after its reservation has
+// decayed returns nothing (the old code moved the TAT back by the whole
+// refund and handed out capacity that had already come back).
+func TestLateRefundBounded(t *testing.T) {
+	for _, mk := range []func(*testing.T) env{localEnv, miniEnv} {
+		e := mk(t)
+		team := newTeam("late", limitsOf{tpm: 1000})
+		first := begin(t, e.st, team, 500)
+		second := begin(t, e.st, team, 500)
+		if !first.Decision.Allowed || !second.Decision.Allowed {
+			t.Fatal("refused")
+		}
+		e.advance(40 * time.Second) // first ended at +30s: decayed; second holds 20s (333 tokens)
+		e.st.Finish(&first, &Outcome{Served: false})
+		e.settle(t)
+		if d := begin(t, e.st, team, 0).Decision; d.RemainingTokens != 666 {
+			t.Fatalf("after a late refund %d tokens left, want 666 (nothing returned)", d.RemainingTokens)
+		}
+		e.st.Finish(&second, &Outcome{Served: false}) // still holds 20s: returned
+		e.settle(t)
+		if d := begin(t, e.st, team, 0).Decision; d.RemainingTokens != 1000 {
+			t.Fatalf("after a timely refund %d tokens left, want 1000", d.RemainingTokens)
+		}
+		e.check(t)
+	}
+}
+
+// TestUsageExactThroughOutage: usage, spend and refunds are aggregated per
+// team (and deployment) while Redis is down, however many requests, and
+// written exactly once when it is back.
+func TestUsageExactThroughOutage(t *testing.T) {
+	g := newMiniRig(t, Config{}, false)
+	team := newTeam("u", limitsOf{rpm: 1_000_000, usd: 1000, period: time.Hour})
+	g.m.Close()
+	const n = 5000
+	for i := range n {
+		b := begin(t, g.r, team, 10) // falls back: Redis is gone
+		g.r.Finish(&b, &Outcome{Served: true, Deployment: "d" + strconv.Itoa(i%2), PromptTokens: 7, CompletionTokens: 3, CostUSD: 0.001})
+		if i%1000 == 0 {
+			g.advance(time.Second)
+			g.step(t) // fails, keeps everything
+		}
+	}
+	if err := g.m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ok := false
+	for i := 0; i < 3 && !ok; i++ { // the first call may meet a pooled connection of the old server
+		g.advance(2 * time.Second)
+		ok = g.step(t)
+	}
+	if !ok {
+		t.Fatal("writer step failed after Redis came back")
+	}
+	for i := 0; i < 3 && !g.r.w.empty(); i++ { // the batch in flight first, then what piled up behind it
+		g.step(t)
+	}
+	for _, d := range []string{"d0", "d1"} {
+		if got := g.m.HGet("sy:{team:u}:usage", d+"|req"); got != strconv.Itoa(n/2) {
+			t.Fatalf("%s requests in Redis = %s, want %d", d, got, n/2)
+		}
+		if got := g.m.HGet("sy:{team:u}:usage", d+"|tok"); got != strconv.Itoa(n/2*10) {
+			t.Fatalf("%s tokens in Redis = %s, want %d", d, got, n/2*10)
+		}
+	}
+	usd, _ := strconv.ParseFloat(g.m.HGet("sy:{team:u}:budget", "usd"), 64)
+	if usd < 4.999 || usd > 5.001 {
+		t.Fatalf("spend in Redis %v, want 5", usd)
+	}
+	// a resend of an applied batch is a no-op: nothing pending, nothing doubled
+	if !g.step(t) || g.m.HGet("sy:{team:u}:usage", "d0|req") != strconv.Itoa(n/2) {
+		t.Fatal("usage doubled")
+	}
+}
+
+// TestNeverBoth: a node that falls back mid-burst does not admit locally
+// what Redis already admitted (SPEC 9).
+func TestNeverBoth(t *testing.T) {
+	g := newMiniRig(t, Config{Divisor: 1}, false)
+	team := newTeam("nb", limitsOf{rpm: 20})
+	for i := range 20 {
+		if !begin(t, g.r, team, 0).Decision.Allowed {
+			t.Fatalf("shared admission %d refused", i)
+		}
+	}
+	g.up.down.Store(true) // the breaker opens
+	if d := begin(t, g.r, team, 0).Decision; d.Allowed {
+		t.Fatal("the local fallback admitted on top of the shared quota")
+	}
+	if g.obs.fallbacks.Load() == 0 {
+		t.Fatal("fallback not counted")
+	}
+}
+
+// TestAuditBoundedAndScoped: entries beyond the writer's bound are dropped
+// from the stream and counted (Finish never blocks); a reused request id
+// lists every entry, of every team.
+func TestAuditBoundedAndScoped(t *testing.T) {
+	g := newMiniRig(t, Config{MaxAudit: 10}, true)
+	team := newTeam("a", limitsOf{})
+	other := newTeam("b", limitsOf{})
+	for i := range 25 {
+		tm := team
+		if i%2 == 1 {
+			tm = other
+		}
+		b := begin(t, g.r, tm, 0)
+		g.r.Finish(&b, &Outcome{Audit: &telemetry.Entry{RequestID: "same", Team: tm.Name, Status: 200 + i}})
+	}
+	if got := g.obs.audit.Load(); got != 15 {
+		t.Fatalf("%d audit entries dropped, want 15 beyond the bound of 10", got)
+	}
+	if !g.step(t) {
+		t.Fatal("writer step failed")
+	}
+	es, err := g.r.w.store.Lookup(context.Background(), "same")
+	if err != nil || len(es) != 10 {
+		t.Fatalf("lookup of a reused id: %d entries, %v; want all 10 written", len(es), err)
+	}
+	teams := map[string]int{}
+	for _, e := range es {
+		teams[e.Team]++
+	}
+	if teams["a"] == 0 || teams["b"] == 0 {
+		t.Fatalf("entries of both teams expected: %v", teams)
+	}
+	if es[0].Status < es[len(es)-1].Status {
+		t.Fatal("not newest first")
+	}
+	mine, _ := g.r.w.store.Recent(context.Background(), telemetry.Filter{Team: "a", RequestID: "same"})
+	for _, e := range mine {
+		if e.Team != "a" {
+			t.Fatal("team filter leaked another team's entry")
+		}
+	}
+}
+
+// TestPinsOneRoundTripAndOwnWrites: a team without limits reads only the
+// pins it needs (no command at all without any); this node's pin writes are
+// read back before they reach Redis.
+func TestPinsOneRoundTripAndOwnWrites(t *testing.T) {
+	g := newMiniRig(t, Config{}, false)
+	team := newTeam("p", limitsOf{})
+	before := g.m.CommandCount()
+	if b := begin(t, g.r, team, 0); !b.Decision.Allowed {
+		t.Fatal("refused")
+	}
+	if g.m.CommandCount() != before {
+		t.Fatal("a team without limits and pins cost a Redis command")
+	}
+	q := &Request{RequestID: "x", Team: team, Pins: PinQuery{Session: "p:id:1", TierAlias: "normal", Models: [2]string{"easy", "hard"}}}
+	b, _ := g.r.Begin(context.Background(), q)
+	g.r.Finish(&b, &Outcome{TierPin: "hard", TierTTL: time.Minute, DepModel: "hard", DepPin: "h1", DepTTL: time.Minute})
+	b2, _ := g.r.Begin(context.Background(), q)
+	if b2.Pins.Tier != "hard" || b2.Deployment("hard") != "h1" {
+		t.Fatalf("own pins not read back before the flush: %+v", b2.Pins)
+	}
+	if !g.step(t) {
+		t.Fatal("writer step failed")
+	}
+	if v, _ := g.m.Get("sy:{team:p}:pt:p:id:1|normal"); v != "hard" {
+		t.Fatalf("tier pin in Redis = %q", v)
+	}
+	// another node reads it from Redis in its one round trip
+	other := newRedis(g.c, nil, Config{Prefix: "sy:", Timeout: time.Second, Clock: g.clk.Now}, nil, nil, nil, nil)
+	b3, _ := other.Begin(context.Background(), q)
+	if b3.Pins.Tier != "hard" || b3.Deployment("hard") != "h1" || b3.Deployment("easy") != "" {
+		t.Fatalf("shared pins: %+v", b3.Pins)
+	}
+}

@@ -1,0 +1,69 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/catalog"
+	"switchyard/config"
+	"switchyard/internal/fakeclock"
+)
+
+// TestMain silences go-redis's dial-failure log lines, which the fault tests
+// provoke by the hundred.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	os.Exit(m.Run())
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func newFakeClock() *fakeclock.Clock { return fakeclock.New(time.Unix(1_700_000_000, 0)) }
+
+// limitsOf builds a team.
+type limitsOf struct {
+	rpm, tpm, par int64
+	usd           float64
+	period        time.Duration
+}
+
+func newTeam(name string, l limitsOf) *catalog.Team {
+	return &catalog.Team{Team: config.Team{
+		Name: name, RPM: l.rpm, TPM: l.tpm, MaxParallel: l.par,
+		Budget: config.Budget{USD: l.usd, Period: l.period},
+	}}
+}
+
+// countObs counts Observer events.
+type countObs struct {
+	fallbacks, dropped, audit atomic.Int64
+}
+
+func (o *countObs) OnFallback(string) { o.fallbacks.Add(1) }
+func (o *countObs) OnDropped(kind string, n int) {
+	if kind == "audit" {
+		o.audit.Add(int64(n))
+		return
+	}
+	o.dropped.Add(int64(n))
+}
+
+func reqID(i int) string { return fmt.Sprintf("req-%d", i) }
+
+// begin admits one request of tokens for team.
+func begin(t testing.TB, st State, team *catalog.Team, tokens int64) Begun {
+	t.Helper()
+	b, err := st.Begin(context.Background(), &Request{RequestID: "r", Team: team, Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,73 @@
+package edge
+
+import (
+	"sync/atomic"
+
+	"switchyard/catalog"
+	"switchyard/cluster"
+	"switchyard/ratelimit"
+)
+
+// Key layout: every key of a team, its pins included, carries the team's hash
+// tag (cluster.TeamKey), so Begin's one script reads the limits and the pins
+// of a request on one Cluster shard, and the writer's one script per team
+// writes them back:
+//
+//	<prefix>{team:<name>}:tat              rpm and tpm TATs
+//	<prefix>{team:<name>}:par              max_parallel slots (leases)
+//	<prefix>{team:<name>}:budget           budget spend of the period
+//	<prefix>{team:<name>}:usage            served requests, tokens and USD by deployment
+//	<prefix>{team:<name>}:applied:<node>   this node's last applied writer batch
+//	<prefix>{team:<name>}:pt:<session>|<alias>   tier pin
+//	<prefix>{team:<name>}:pd:<session>|<model>   deployment pin
+//
+// Session keys from sessions.Detect are themselves scoped by team, so a pin
+// key never names another team's session. The pin keys are built here and
+// nowhere else (tierPinKey, depPinKey); the local pin store uses the same
+// names without the prefix.
+
+// teamKeys are one team's keys, built once (no allocation per call).
+type teamKeys struct {
+	base   string   // <prefix>{team:<name>}:
+	begin  []string // tat, par, budget
+	finish []string // tat, budget, par, applied mark, usage
+
+	limits atomic.Pointer[boxedLimits]
+}
+
+func newTeamKeys(prefix, team, node string) *teamKeys {
+	base := cluster.TeamKey(prefix, team, "")
+	return &teamKeys{
+		base:   base,
+		begin:  []string{base + "tat", base + "par", base + "budget"},
+		finish: []string{base + "tat", base + "budget", base + "par", base + "applied:" + node, base + "usage"},
+	}
+}
+
+// tierPinKey names a session's tier pin for a tier route alias (SPEC 4:
+// pins are per team, alias and session).
+func tierPinKey(session, alias string) string { return "pt:" + session + "|" + alias }
+
+// depPinKey names a session's deployment pin in one public model's pool (a
+// session that moves to another pool must not look up a deployment of the
+// old one, SPEC 8).
+func depPinKey(session, model string) string { return "pd:" + session + "|" + model }
+
+// boxedLimits are ARGV 1-5 of beginLua for one team config, converted to
+// interfaces once instead of on every call.
+type boxedLimits struct {
+	team *catalog.Team // the config they were made from (a reload makes a new one)
+	args [5]any
+}
+
+// limitArgs returns t's boxed limits, rebuilding them when the team's config
+// changed.
+func (k *teamKeys) limitArgs(t *catalog.Team) *boxedLimits {
+	if b := k.limits.Load(); b != nil && b.team == t {
+		return b
+	}
+	period := max(1, int64(ratelimit.BudgetPeriod(t).Seconds()))
+	b := &boxedLimits{team: t, args: [5]any{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), period}}
+	k.limits.Store(b)
+	return b
+}

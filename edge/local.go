@@ -1,0 +1,95 @@
+package edge
+
+import (
+	"context"
+	"time"
+
+	"switchyard/ratelimit"
+	"switchyard/sessions"
+	"switchyard/telemetry"
+)
+
+// Local is the edge state of a node without Redis (the embedded default):
+// the node-local limiter with the whole team limits, the node-local pin
+// store and the in-memory audit ring. Nothing is written in the background.
+type Local struct {
+	// Immutable after construction.
+	lim  *ratelimit.Local
+	pins *sessions.Local
+	ring *telemetry.Ring
+}
+
+// NewLocal returns a local edge state on clock (nil: time.Now) storing audit
+// entries in ring (nil: a ring of one).
+func NewLocal(clock func() time.Time, ring *telemetry.Ring) *Local {
+	if ring == nil {
+		ring = telemetry.NewRing(1)
+	}
+	return &Local{lim: ratelimit.NewLocal(clock, 1), pins: sessions.NewLocal(clock, sessions.DefaultMaxEntries*10), ring: ring}
+}
+
+// Begin implements State.
+func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
+	if q.Team == nil {
+		return Begun{}, errNoTeam
+	}
+	b := Begun{q: q.Pins, team: q.Team, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}}
+	if s := q.Pins.Session; s != "" {
+		if a := q.Pins.TierAlias; a != "" {
+			b.Pins.Tier, _, _ = l.pins.GetTier(ctx, tierPinKey(s, a))
+		}
+		for i, m := range q.Pins.Models {
+			if m != "" {
+				b.Pins.Deps[i], _, _ = l.pins.GetTier(ctx, depPinKey(s, m))
+			}
+		}
+	}
+	if !limited(q.Team) {
+		return b, nil
+	}
+	d, err := l.lim.Admit(ctx, ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens})
+	if err != nil {
+		return b, err
+	}
+	if d.Allowed {
+		b.t = ticket{admitted: true, local: true, lt: d.Ticket}
+	}
+	d.Ticket = ratelimit.Ticket{}
+	b.Decision = d
+	return b, nil
+}
+
+// Finish implements State.
+func (l *Local) Finish(b *Begun, o *Outcome) {
+	if b.t.admitted {
+		actual := int64(0)
+		if o.Served {
+			actual = int64(o.PromptTokens + o.CompletionTokens)
+		}
+		cost := 0.0
+		if o.Served {
+			cost = o.CostUSD
+		}
+		l.lim.Release(b.t.lt)
+		l.lim.Reconcile(b.t.lt, actual, cost)
+	}
+	if s := b.q.Session; s != "" && b.team != nil {
+		if o.TierPin != "" && b.q.TierAlias != "" {
+			_ = l.pins.SetTier(context.Background(), tierPinKey(s, b.q.TierAlias), o.TierPin, o.TierTTL)
+		}
+		if o.DepPin != "" && o.DepModel != "" {
+			_ = l.pins.SetTier(context.Background(), depPinKey(s, o.DepModel), o.DepPin, o.DepTTL)
+		}
+	}
+	if o.Audit != nil {
+		l.ring.Record(o.Audit)
+	}
+}
+
+// Shared implements State: a local node never shares.
+func (l *Local) Shared() bool { return false }
+
+// Close implements State; nothing is pending.
+func (l *Local) Close(context.Context) error { return nil }
+
+var _ State = (*Local)(nil)

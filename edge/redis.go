@@ -1,0 +1,377 @@
+package edge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/catalog"
+	"switchyard/cluster"
+	"switchyard/ratelimit"
+	"switchyard/sessions"
+	"switchyard/telemetry"
+)
+
+// Health is what the edge asks of the breaker that guards the Redis client:
+// is Redis believed reachable. The cluster package's Breaker satisfies it; a
+// per-shard breaker can answer for the team's shard instead.
+type Health interface{ Up() bool }
+
+// Observer is told about the events the node turns into metrics. Calls are
+// synchronous and must be cheap.
+type Observer interface {
+	// OnFallback: a Redis call failed and local state answered (component
+	// "ratelimit" or "sessions").
+	OnFallback(component string)
+	// OnDropped: n writes of a kind ("audit", "pins", "releases") were not
+	// kept for Redis because the writer's bound was reached.
+	OnDropped(kind string, n int)
+}
+
+// NopObserver ignores every event.
+type NopObserver struct{}
+
+// OnFallback implements Observer.
+func (NopObserver) OnFallback(string) {}
+
+// OnDropped implements Observer.
+func (NopObserver) OnDropped(string, int) {}
+
+// Config tunes the Redis edge state; zero values take the defaults.
+type Config struct {
+	Prefix    string        // redis.key_prefix
+	Timeout   time.Duration // redis.timeout: bound on Begin's round trip (default 50ms)
+	SlotLease time.Duration // redis.slot_lease (default 30s)
+	Divisor   int           // local fallback limits = limit / Divisor (redis.expected_replicas)
+	Clock     func() time.Time
+	// Writer bounds (defaults in writer.go).
+	FlushEvery time.Duration // how often the writer sends what is pending (default 10ms)
+	MaxPins    int           // pending pin writes kept while Redis is away (default 100,000)
+	MaxAudit   int           // audit entries queued for the stream (default 10,000)
+}
+
+// DefaultSlotLease is redis.slot_lease when the config leaves it zero.
+const DefaultSlotLease = 30 * time.Second
+
+// Client is the part of go-redis the Redis edge state uses.
+// redis.UniversalClient satisfies it.
+type Client interface {
+	redis.Scripter
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
+}
+
+// Redis is the cluster-wide edge state (SPEC 3, 9). Begin is one EVALSHA of
+// beginLua (or one MGET of pins for a team without limits, or nothing),
+// bounded by redis.timeout; when it fails, or the breaker is open, the local
+// limiter (limits / expected_replicas) and the local pin store answer. Finish
+// folds the outcome into the team's pending writes and the one background
+// writer sends them, once per team per flush.
+//
+// Begin is never retried: the client built by cluster.NewClient has command
+// retries off, and a failed Begin falls back to the local decision instead
+// of trying Redis again. If the failed call had in fact been applied, the
+// team is over-charged by one request in Redis (the safe side), and a slot
+// it may have taken is released by Finish like any other.
+type Redis struct {
+	// Immutable after construction.
+	c       Client
+	health  Health // nil: always up
+	cfg     Config
+	local   *ratelimit.Local
+	pins    *sessions.Local
+	ring    *telemetry.Ring
+	obs     Observer
+	node    string // random per process: slot ids and the applied-batch mark
+	timeout time.Duration
+	lease   any // cfg.SlotLease in ms, boxed once (ARGV 8)
+	w       *writer
+
+	seq   atomic.Uint64
+	teams sync.Map // team name -> *teamState
+}
+
+// NewRedis returns the Redis edge state over c and starts its writer.
+// health may be nil; audit stores entries for the stream (nil: none); usage,
+// when not nil, is stepped by the writer (one background writer per node);
+// obs may be nil.
+func NewRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *telemetry.RedisAudit, usage *ratelimit.RedisUsage, obs Observer) *Redis {
+	r := newRedis(c, health, cfg, ring, audit, usage, obs)
+	go r.w.run()
+	return r
+}
+
+// newRedis builds the state without starting the writer (tests step it).
+func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *telemetry.RedisAudit, usage *ratelimit.RedisUsage, obs Observer) *Redis {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cluster.DefaultTimeout
+	}
+	if cfg.SlotLease <= 0 {
+		cfg.SlotLease = DefaultSlotLease
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	if ring == nil {
+		ring = telemetry.NewRing(1)
+	}
+	r := &Redis{
+		c: c, health: health, cfg: cfg, obs: obs, node: nodeID(), timeout: cfg.Timeout,
+		local: ratelimit.NewLocal(cfg.Clock, cfg.Divisor),
+		pins:  sessions.NewLocal(cfg.Clock, sessions.DefaultMaxEntries),
+		ring:  ring, lease: cfg.SlotLease.Milliseconds(),
+	}
+	r.w = newWriter(r, audit, usage)
+	return r
+}
+
+func nodeID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Shared implements State.
+func (r *Redis) Shared() bool { return r.health == nil || r.health.Up() }
+
+func (r *Redis) team(t *catalog.Team) *teamState {
+	if v, ok := r.teams.Load(t.Name); ok {
+		return v.(*teamState)
+	}
+	v, _ := r.teams.LoadOrStore(t.Name, newTeamState(newTeamKeys(r.cfg.Prefix, t.Name, r.node)))
+	return v.(*teamState)
+}
+
+// Begin implements State.
+func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
+	if q.Team == nil {
+		return Begun{}, errNoTeam
+	}
+	t := q.Team
+	b := Begun{q: q.Pins, team: t, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}}
+	ts := r.team(t)
+	// pins to read: names, and this node's own writes not yet in Redis
+	var names [3]string
+	var slots [3]int // index into Pins: 0 tier, 1+i dep i
+	n := 0
+	if s := q.Pins.Session; s != "" {
+		if a := q.Pins.TierAlias; a != "" {
+			names[n], slots[n] = tierPinKey(s, a), 0
+			n++
+		}
+		for i, m := range q.Pins.Models {
+			if m != "" && (i == 0 || m != q.Pins.Models[0]) {
+				names[n], slots[n] = depPinKey(s, m), 1+i
+				n++
+			}
+		}
+	}
+	n = ts.ownPins(&names, &slots, n, &b.Pins)
+	lim := limited(t)
+	if !lim && n == 0 {
+		return b, nil
+	}
+	if !r.Shared() {
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen)
+	}
+	keys := make([]string, 0, 3+n)
+	if !lim {
+		for _, nm := range names[:n] {
+			keys = append(keys, ts.keys.base+nm)
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.timeout)
+		vals, err := r.c.MGet(cctx, keys...).Result()
+		cancel()
+		if err == nil && len(vals) != n {
+			err = errors.New("edge: MGET returned " + strconv.Itoa(len(vals)) + " values")
+		}
+		if err != nil {
+			return r.beginLocal(ctx, q, b, names[:n], slots[:n], err)
+		}
+		for i, v := range vals {
+			s, _ := v.(string)
+			b.Pins.set(slots[i], s)
+		}
+		return b, nil
+	}
+
+	keys = append(keys, ts.keys.begin...)
+	for _, nm := range names[:n] {
+		keys = append(keys, ts.keys.base+nm)
+	}
+	cost := ratelimit.Reservation(q.Tokens, t.TPM)
+	var slot string
+	if t.MaxParallel > 0 {
+		slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
+	}
+	rel := ts.takeReleases()
+	la := ts.keys.limitArgs(t)
+	args := make([]any, 0, 9+len(rel))
+	args = append(args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], cost, slot, r.lease, len(rel))
+	for _, id := range rel {
+		args = append(args, id)
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	res, err := beginScript.Run(cctx, r.c, keys, args...).Slice()
+	cancel()
+	if err == nil && len(res) != 8+n {
+		err = errors.New("edge: begin script returned " + strconv.Itoa(len(res)) + " values")
+	}
+	if err != nil {
+		ts.putBackReleases(rel)
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, slot)
+	}
+	num := func(i int) int64 { v, _ := res[i].(int64); return v }
+	d := ratelimit.Decision{
+		Allowed:       num(0) == 1,
+		LimitRequests: max(0, t.RPM), RemainingRequests: num(3), ResetRequests: micros(num(4)),
+		LimitTokens: max(0, t.TPM), RemainingTokens: num(5), ResetTokens: micros(num(6)),
+	}
+	for i := range n {
+		s, _ := res[8+i].(string)
+		b.Pins.set(slots[i], s)
+	}
+	// the local fallback learns what Redis decided (never both, SPEC 9)
+	r.local.Mirror(t, d.ResetRequests, d.ResetTokens)
+	if !d.Allowed {
+		k := int(num(1))
+		if k <= 0 || k >= len(ratelimit.Kinds) {
+			k = 1
+		}
+		d.Kind, d.RetryAfter = ratelimit.Kinds[k], micros(num(2))
+		if d.Kind == ratelimit.KindBudget {
+			r.local.BlockBudget(t.Name, r.cfg.Clock().Add(d.RetryAfter).UnixNano())
+		}
+		b.Decision = d
+		return b, nil
+	}
+	b.Decision = d
+	b.t = ticket{admitted: true, slot: slot, end: num(7)}
+	if t.TPM > 0 {
+		b.t.reserved = cost
+	}
+	if slot != "" {
+		ts.hold(t, slot)
+	}
+	return b, nil
+}
+
+// beginLocal answers Begin from local state after the shared call failed
+// (err) or was not tried (the breaker is open). remote is the slot the
+// failed script may have taken.
+func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, remote ...string) (Begun, error) {
+	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+		r.obs.OnFallback("ratelimit") // not when the caller itself gave up: Redis was not at fault
+	}
+	for i, nm := range names {
+		if v, ok, _ := r.pins.GetTier(ctx, nm); ok {
+			b.Pins.set(slots[i], v)
+		}
+	}
+	if !limited(q.Team) {
+		return b, nil
+	}
+	d, lerr := r.local.Admit(ctx, ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens})
+	if lerr != nil {
+		return b, lerr
+	}
+	b.Decision = d
+	if d.Allowed {
+		b.t = ticket{admitted: true, local: true, lt: d.Ticket}
+		// Unless the breaker refused the call before it was sent, the script
+		// may have run and taken a slot in Redis: Finish releases it too.
+		if len(remote) > 0 && remote[0] != "" && !errors.Is(err, cluster.ErrBreakerOpen) {
+			b.t.remote = remote[0]
+		}
+	}
+	b.Decision.Ticket = ratelimit.Ticket{}
+	return b, nil
+}
+
+// Finish implements State: every exit reconciles (SPEC 3).
+func (r *Redis) Finish(b *Begun, o *Outcome) {
+	t := b.team
+	if t == nil {
+		if o.Audit != nil {
+			r.ring.Record(o.Audit)
+			r.w.audit(o.Audit)
+		}
+		return
+	}
+	ts := r.team(t)
+	tk := b.t
+	actual := int64(0)
+	if o.Served {
+		actual = int64(o.PromptTokens + o.CompletionTokens)
+	}
+	usd := 0.0
+	if o.Served && t.Budget.USD > 0 && o.CostUSD > 0 {
+		usd = o.CostUSD
+	}
+	if tk.admitted && tk.local {
+		r.local.Release(tk.lt)
+		r.local.Reconcile(tk.lt, actual, usd)
+	} else if tk.admitted && usd > 0 {
+		r.local.Spend(t, usd) // the fallback knows this node's share of the spend
+	}
+	var tierKey, depKey string
+	if s := b.q.Session; s != "" {
+		if o.TierPin != "" && b.q.TierAlias != "" {
+			tierKey = tierPinKey(s, b.q.TierAlias)
+			_ = r.pins.SetTier(context.Background(), tierKey, o.TierPin, o.TierTTL)
+		}
+		if o.DepPin != "" && o.DepModel != "" {
+			depKey = depPinKey(s, o.DepModel)
+			_ = r.pins.SetTier(context.Background(), depKey, o.DepPin, o.DepTTL)
+		}
+	}
+	w := finishWrite{
+		slot: tk.slot, usd: usd,
+		tierKey: tierKey, tier: o.TierPin, tierTTL: o.TierTTL,
+		depKey: depKey, dep: o.DepPin, depTTL: o.DepTTL,
+	}
+	if tk.local {
+		w.slot = tk.remote
+	} else if tk.admitted && t.TPM > 0 {
+		w.delta = actual - tk.reserved
+		w.end = tk.end
+	}
+	if o.Served && o.Deployment != "" {
+		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
+	}
+	urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
+	if o.Audit != nil {
+		r.ring.Record(o.Audit)
+		r.w.audit(o.Audit)
+	}
+	r.w.markDirty(ts, urgent)
+}
+
+// Close implements State: it stops the writer and sends what is pending,
+// bounded by ctx.
+func (r *Redis) Close(ctx context.Context) error { return r.w.close(ctx) }
+
+func micros(us int64) time.Duration { return time.Duration(max(0, us)) * time.Microsecond }
+
+// set stores a pin read into its place: 0 tier, 1+i deployment i.
+func (p *Pins) set(slot int, v string) {
+	if slot == 0 {
+		p.Tier = v
+	} else {
+		p.Deps[slot-1] = v
+	}
+}
+
+var errNoTeam = errors.New("edge: request without a team")
+
+var _ State = (*Redis)(nil)

@@ -1,0 +1,250 @@
+package edge
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts run on Redis's clock (TIME, in microseconds) so replicas
+// with skewed clocks agree, touch only keys of one team (one hash tag, one
+// Cluster slot) and give every key a TTL. They are the shared twin of
+// ratelimit.Local: the scenario table in limits_test.go runs against both.
+//
+// The rpm and tpm GCRA TATs of a team share one string key, "rtat:ttat", so
+// an admission costs one GET and one SET. TATs are microsecond timestamps
+// written with string.format('%.17g'), which round-trips a double exactly
+// (never Lua's tostring or '..' on a number, which keep 14 digits), and read
+// back with tonumber. A part that is 0 (or anything not after now) is a full
+// bucket.
+//
+// Kind codes: 1 rpm, 2 tpm, 3 parallel, 4 budget (ratelimit.Kinds).
+
+// tatLua is shared by both scripts: reading and writing the TAT key.
+const tatLua = `
+local function gettat(k)
+  local v = redis.call('GET', k)
+  if not v then return 0, 0 end
+  local a, b = string.match(v, '^([^:]*):(.*)$')
+  return tonumber(a) or 0, tonumber(b) or 0
+end
+-- settat stores both TATs, with a TTL reaching the moment both buckets are
+-- full again; when both already are, the key is deleted.
+local function settat(k, r, t, now)
+  local m = math.max(r, t)
+  if m <= now then
+    redis.call('DEL', k)
+    return
+  end
+  if r <= now then r = 0 end
+  if t <= now then t = 0 end
+  redis.call('SET', k, string.format('%.17g:%.17g', r, t), 'PX', math.ceil((m - now) / 1000) + 1)
+end
+`
+
+// beginLua is Begin's one round trip: this node's pending slot releases of
+// the team, the admission of every dimension at once, and the pin reads.
+//
+//	KEYS: 1 rpm+tpm TATs, 2 parallel slots (zset id -> lease expiry), 3 budget
+//	      (hash p, usd), 4... pins to read
+//	ARGV: 1 rpm, 2 tpm, 3 max_parallel, 4 budget usd, 5 budget period (s),
+//	      6 tokens to reserve (already capped at tpm), 7 slot id, 8 slot lease
+//	      (ms), 9 number of releases, 10... slot ids to release
+//	returns {allowed, kind, wait us, rpm remaining, rpm reset us,
+//	         tpm remaining, tpm reset us, tpm TAT after the charge us,
+//	         pin values ('' when absent)...}
+//
+// Releases run first, so a release of this node is visible to the very next
+// admission (SPEC 3: a sequential client at max_parallel 1 is never
+// refused). A dimension whose limit is 0 is skipped and its key never
+// touched. When several dimensions reject, kind is the one with the longest
+// wait (the one that binds) and nothing is charged. A slot's score is its
+// lease expiry: a slot whose node stopped renewing it is past its score
+// within one lease and is dropped when the set is full.
+const beginLua = tatLua + `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local TOL = 1
+local rpm, tpm, par = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local budget, period = tonumber(ARGV[4]), tonumber(ARGV[5]) * 1000000
+local cost = tonumber(ARGV[6])
+local nrel = tonumber(ARGV[9])
+if nrel > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 10, 9 + nrel)) end
+local wait, kind = 0, 0
+
+local rraw, traw = 0, 0
+if rpm > 0 or tpm > 0 then rraw, traw = gettat(KEYS[1]) end
+local rtat, rnext, ttat, tnext = now, now, now, now
+if rpm > 0 then
+  rtat = rraw
+  if rtat < now then rtat = now end
+  rnext = rtat + W / rpm
+  local w = rnext - W - now
+  if w > TOL and w > wait then wait, kind = w, 1 end
+end
+if tpm > 0 then
+  ttat = traw
+  if ttat < now then ttat = now end
+  tnext = ttat + cost * W / tpm
+  local w = tnext - W - now
+  if w > TOL and w > wait then wait, kind = w, 2 end
+end
+if par > 0 and redis.call('ZCARD', KEYS[2]) >= par then
+  -- full: drop slots whose lease ran out (their node died), count again
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  if redis.call('ZCARD', KEYS[2]) >= par then
+    if 1000000 > wait then wait, kind = 1000000, 3 end
+  end
+end
+if budget > 0 and period > 0 then
+  local p = math.floor(now / period)
+  local h = redis.call('HMGET', KEYS[3], 'p', 'usd')
+  if tonumber(h[1]) == p and (tonumber(h[2]) or 0) >= budget then
+    local w = (p + 1) * period - now
+    if w > wait then wait, kind = w, 4 end
+  end
+end
+
+local allowed = 0
+if kind == 0 and (rpm > 0 or tpm > 0 or par > 0 or budget > 0) then
+  allowed = 1
+  local write = false
+  if rpm > 0 then
+    rtat, rraw, write = rnext, rnext, true
+  end
+  if tpm > 0 and cost > 0 then
+    ttat, traw, write = tnext, tnext, true
+  end
+  if write then settat(KEYS[1], rraw, traw, now) end
+  if par > 0 then
+    local lease = tonumber(ARGV[8])
+    redis.call('ZADD', KEYS[2], now + lease * 1000, ARGV[7])
+    redis.call('PEXPIRE', KEYS[2], 2 * lease)
+  end
+end
+
+-- header values: units left at now, and microseconds until the bucket is full
+local rrem, rres, trem, tres = rpm, 0, tpm, 0
+if rtat > now then
+  rres = math.ceil(rtat - now)
+  rrem = math.max(0, math.min(rpm, math.floor((W - (rtat - now) + TOL) * rpm / W)))
+end
+if ttat > now then
+  tres = math.ceil(ttat - now)
+  trem = math.max(0, math.min(tpm, math.floor((W - (ttat - now) + TOL) * tpm / W)))
+end
+local out = {allowed, kind, math.ceil(wait), rrem, rres, trem, tres, math.ceil(ttat)}
+for i = 4, #KEYS do
+  out[#out + 1] = redis.call('GET', KEYS[i]) or ''
+end
+return out
+`
+
+// finishLua applies one coalesced batch of a team's post-response writes,
+// sent by the writer once per team per flush, whatever the number of
+// requests it carries.
+//
+//	KEYS: 1 rpm+tpm TATs, 2 budget hash, 3 parallel slots, 4 this node's
+//	      applied-batch mark, 5 usage hash, 6... pins to write
+//	ARGV: 1 tpm, 2 tokens to charge (>= 0), 3 usd, 4 budget period (s),
+//	      5 batch seq, 6 mark ttl (ms), 7 slot lease (ms), 8 usage ttl (s),
+//	      then: n refunds and n pairs (tokens, reservation end us),
+//	            n releases and their slot ids,
+//	            n renewals and their slot ids,
+//	            n usage rows and (deployment, requests, tokens, usd) each,
+//	            for each pin key: (value, ttl ms, mode: 0 set, 1 keep a
+//	            higher tier, 2 delete)
+//	returns 1 when applied, 0 when this batch was already applied
+//
+// The mark makes the batch idempotent: the writer resends a batch whose
+// first send failed in an unknown state (a timeout) with the same seq, and
+// seqs of one node only grow, so a resend of an applied batch is a no-op.
+//
+// A refund returns at most what its reservation still holds: the part of it
+// still ahead of now (end - now), so a refund that arrives after its
+// reservation has decayed returns nothing, and the TAT never moves below
+// now (SPEC 3). The rpm part is kept as it is.
+const finishLua = tatLua + `
+local seq = tonumber(ARGV[5])
+local last = tonumber(redis.call('GET', KEYS[4]) or -1)
+if seq <= last then return 0 end
+redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local tpm, charge, usd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local period = tonumber(ARGV[4]) * 1000000
+local lease = tonumber(ARGV[7])
+local i = 9
+
+local nref = tonumber(ARGV[i]); i = i + 1
+if tpm > 0 and (charge > 0 or nref > 0) then
+  local rtat, tat = gettat(KEYS[1])
+  if tat < now then tat = now end
+  tat = tat + charge * W / tpm
+  for j = 1, nref do
+    local back = tonumber(ARGV[i]) * W / tpm
+    local hold = tonumber(ARGV[i + 1]) - now
+    if hold > 0 then tat = tat - math.min(back, hold) end
+    i = i + 2
+  end
+  if tat < now then tat = now end
+  settat(KEYS[1], rtat, tat, now)
+else
+  i = i + 2 * nref
+end
+if usd > 0 and period > 0 then
+  local p = math.floor(now / period)
+  if tonumber(redis.call('HGET', KEYS[2], 'p')) == p then
+    redis.call('HINCRBYFLOAT', KEYS[2], 'usd', ARGV[3])
+  else
+    redis.call('HSET', KEYS[2], 'p', p, 'usd', ARGV[3])
+  end
+  redis.call('PEXPIRE', KEYS[2], math.ceil(((p + 1) * period - now) / 1000) + 60000)
+end
+local nrel = tonumber(ARGV[i]); i = i + 1
+if nrel > 0 then
+  redis.call('ZREM', KEYS[3], unpack(ARGV, i, i + nrel - 1))
+  i = i + nrel
+end
+local nren = tonumber(ARGV[i]); i = i + 1
+if nren > 0 then
+  for j = i, i + nren - 1 do
+    redis.call('ZADD', KEYS[3], 'XX', now + lease * 1000, ARGV[j])
+  end
+  redis.call('PEXPIRE', KEYS[3], 2 * lease)
+  i = i + nren
+end
+local nuse = tonumber(ARGV[i]); i = i + 1
+if nuse > 0 then
+  for j = 1, nuse do
+    local d = ARGV[i]
+    redis.call('HINCRBY', KEYS[5], d .. '|req', ARGV[i + 1])
+    redis.call('HINCRBY', KEYS[5], d .. '|tok', ARGV[i + 2])
+    if tonumber(ARGV[i + 3]) > 0 then
+      redis.call('HINCRBYFLOAT', KEYS[5], d .. '|usd', ARGV[i + 3])
+    end
+    i = i + 4
+  end
+  redis.call('EXPIRE', KEYS[5], ARGV[8])
+end
+for k = 6, #KEYS do
+  local v, ttl, mode = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  i = i + 3
+  if mode == '2' then
+    redis.call('DEL', KEYS[k])
+  elseif mode == '1' then
+    if not redis.call('SET', KEYS[k], v, 'NX', 'PX', ttl) then
+      redis.call('PEXPIRE', KEYS[k], ttl)
+    end
+  else
+    redis.call('SET', KEYS[k], v, 'PX', ttl)
+  end
+end
+return 1
+`
+
+// The scripts, loaded once per process: EVALSHA, falling back to EVAL on
+// NOSCRIPT (after a Redis restart or failover).
+var (
+	beginScript  = redis.NewScript(beginLua)
+	finishScript = redis.NewScript(finishLua)
+)

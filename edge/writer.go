@@ -1,0 +1,626 @@
+package edge
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/catalog"
+	"switchyard/ratelimit"
+	"switchyard/telemetry"
+)
+
+// Writer bounds and rhythm.
+const (
+	defaultFlushEvery  = 10 * time.Millisecond // what is pending goes out at least this often
+	defaultMaxPins     = 100_000               // pending pin writes, all teams together
+	defaultMaxAudit    = 10_000                // audit entries queued for the stream
+	maxRefunds         = 256                   // refund pairs per team per batch; more are merged
+	maxReleases        = 10_000                // pending slot releases per team; beyond, the lease frees them
+	maxBatchItems      = 1_000                 // releases, renewals or pins per script call (Lua unpack limit)
+	maxAuditPerFlush   = 1_024                 // XADDs per pipeline
+	markTTL            = 24 * time.Hour        // life of a node's applied-batch mark
+	usageTTL           = 40 * 24 * time.Hour   // life of a team's usage hash after its last write
+	retryMin, retryMax = 50 * time.Millisecond, time.Second
+)
+
+// teamState is one team's pending post-response writes on this node. The
+// request path (Begin, Finish) and the writer take mu only to fold in or
+// swap out a few fields, never while talking to Redis (SPEC 9).
+type teamState struct {
+	keys *teamKeys // immutable
+
+	mu sync.Mutex
+	// Guarded by mu.
+	team     *catalog.Team // latest limits seen (TPM converts tokens to time)
+	charge   int64         // tokens to add to the TPM TAT
+	refunds  []refund      // bounded refunds not yet sent
+	usd      float64       // budget spend not yet sent
+	releases []string      // slot ids to remove
+	live     map[string]struct{}
+	usage    map[string]*usageRow
+	pins     map[string]pinWrite // coalesced per key: the last write wins
+	flight   *batch              // sent and not acknowledged; resent as is
+	dirty    bool                // queued in writer.dirty
+}
+
+// refund is one reservation's unused tokens and the end of that
+// reservation on the TPM timeline (Redis µs): the script returns at most
+// end - now of it.
+type refund struct {
+	tokens int64
+	end    int64
+}
+
+// usageRow is what one (team, deployment) served and has not yet been
+// written: sums, so it stays exact however long Redis is gone.
+type usageRow struct {
+	req, tok int64
+	usd      float64
+}
+
+// pinWrite is a pending pin: value, TTL and mode (0 set, 1 keep a higher
+// tier, 2 delete).
+type pinWrite struct {
+	value string
+	ttl   time.Duration
+	mode  int
+}
+
+func newTeamState(k *teamKeys) *teamState {
+	return &teamState{keys: k, live: map[string]struct{}{}}
+}
+
+// finishWrite is what one Finish adds to its team's pending writes.
+type finishWrite struct {
+	slot  string // release
+	delta int64  // actual - reserved tokens
+	end   int64  // the reservation's end (bounds a refund)
+	usd   float64
+	dep0  string // the deployment that served ("" = none)
+	// usage of dep0
+	tokens int64
+	cost   float64
+	// pins ("" key = none)
+	tierKey, tier, depKey, dep string
+	tierTTL, depTTL            time.Duration
+}
+
+// add folds w in; it reports whether a slot release was queued (the writer
+// sends those at once, so other nodes see the slot free soon too).
+func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins int) (urgent bool) {
+	dropped := 0
+	ts.mu.Lock()
+	ts.team = t
+	if w.slot != "" {
+		delete(ts.live, w.slot)
+		if len(ts.releases) >= maxReleases {
+			ts.releases = ts.releases[1:] // the oldest: its lease runs out first
+			dropped++
+		}
+		ts.releases = append(ts.releases, w.slot)
+		urgent = true
+	}
+	if w.delta > 0 {
+		ts.charge += w.delta
+	} else if w.delta < 0 {
+		if len(ts.refunds) >= maxRefunds {
+			// merged into the newest: the sum, bounded by the later end (a
+			// looser bound, only under a backlog of this many refunds)
+			last := &ts.refunds[len(ts.refunds)-1]
+			last.tokens += -w.delta
+			last.end = max(last.end, w.end)
+		} else {
+			ts.refunds = append(ts.refunds, refund{tokens: -w.delta, end: w.end})
+		}
+	}
+	ts.usd += w.usd
+	if w.dep0 != "" {
+		if ts.usage == nil {
+			ts.usage = map[string]*usageRow{}
+		}
+		u := ts.usage[w.dep0]
+		if u == nil {
+			u = &usageRow{}
+			ts.usage[w.dep0] = u
+		}
+		u.req++
+		u.tok += w.tokens
+		u.usd += w.cost
+	}
+	if w.tierKey != "" {
+		mode := 0
+		if w.tier == "easy" {
+			mode = 1 // escalate-only: an easy pin never overwrites a hard one another replica wrote (SPEC 4)
+		}
+		dropped += ts.pinLocked(w.tierKey, pinWrite{value: w.tier, ttl: w.tierTTL, mode: mode}, wr, maxPins)
+	}
+	if w.depKey != "" {
+		dropped += ts.pinLocked(w.depKey, pinWrite{value: w.dep, ttl: w.depTTL}, wr, maxPins)
+	}
+	ts.mu.Unlock()
+	if dropped > 0 {
+		wr.r.obs.OnDropped("pins", dropped)
+	}
+	return urgent
+}
+
+func (ts *teamState) pinLocked(key string, p pinWrite, wr *writer, maxPins int) int {
+	if p.ttl <= 0 {
+		p.mode = 2
+	}
+	if ts.pins == nil {
+		ts.pins = map[string]pinWrite{}
+	}
+	if _, ok := ts.pins[key]; !ok {
+		if wr.pinCount.Load() >= int64(maxPins) {
+			return 1 // bounded: the local store still has it
+		}
+		wr.pinCount.Add(1)
+	}
+	ts.pins[key] = p
+	return 0
+}
+
+// ownPins fills pins this node wrote and Redis may not have yet (read your
+// own writes) and returns the names still to read, compacted in place.
+func (ts *teamState) ownPins(names *[3]string, slots *[3]int, n int, out *Pins) int {
+	if n == 0 {
+		return 0
+	}
+	ts.mu.Lock()
+	if len(ts.pins) == 0 && ts.flight == nil {
+		ts.mu.Unlock()
+		return n
+	}
+	k := 0
+	for i := range n {
+		p, ok := ts.pins[names[i]]
+		if !ok && ts.flight != nil {
+			p, ok = ts.flight.pins[names[i]]
+		}
+		if ok {
+			if p.mode != 2 {
+				out.set(slots[i], p.value)
+			}
+			continue
+		}
+		names[k], slots[k] = names[i], slots[i]
+		k++
+	}
+	ts.mu.Unlock()
+	return k
+}
+
+// takeReleases hands this node's pending releases of the team to Begin, so
+// they travel inside the next admission script.
+func (ts *teamState) takeReleases() []string {
+	ts.mu.Lock()
+	rel := ts.releases
+	if len(rel) > maxBatchItems {
+		rel = rel[:maxBatchItems:maxBatchItems]
+		ts.releases = ts.releases[maxBatchItems:]
+	} else {
+		ts.releases = nil
+	}
+	ts.mu.Unlock()
+	return rel
+}
+
+// putBackReleases returns releases whose admission script failed.
+func (ts *teamState) putBackReleases(rel []string) {
+	if len(rel) == 0 {
+		return
+	}
+	ts.mu.Lock()
+	ts.releases = append(rel, ts.releases...)
+	ts.mu.Unlock()
+}
+
+// hold registers a slot this node holds in Redis: the writer renews its
+// lease while the request runs.
+func (ts *teamState) hold(t *catalog.Team, slot string) {
+	ts.mu.Lock()
+	ts.team = t
+	ts.live[slot] = struct{}{}
+	ts.mu.Unlock()
+}
+
+// batch is one script call: an immutable snapshot of a team's writes.
+type batch struct {
+	ts       *teamState
+	team     *catalog.Team
+	seq      int64
+	charge   int64
+	refunds  []refund
+	usd      float64
+	releases []string
+	renew    []string
+	usage    map[string]*usageRow
+	pins     map[string]pinWrite
+}
+
+// take snapshots the team's pending writes into a batch (nil when there is
+// nothing to send). A team with a batch in flight resends that batch.
+// renew adds the slots this node holds, to extend their leases.
+func (ts *teamState) take(seq *int64, renew bool, wr *writer) *batch {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.dirty = false
+	if ts.flight != nil {
+		return ts.flight
+	}
+	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, usage: ts.usage}
+	ts.charge, ts.refunds, ts.usd, ts.usage = 0, nil, 0, nil
+	if n := len(ts.releases); n > maxBatchItems {
+		b.releases = ts.releases[:maxBatchItems:maxBatchItems]
+		ts.releases = ts.releases[maxBatchItems:]
+	} else {
+		b.releases, ts.releases = ts.releases, nil
+	}
+	if len(ts.pins) <= maxBatchItems {
+		b.pins, ts.pins = ts.pins, nil
+	} else {
+		b.pins = make(map[string]pinWrite, maxBatchItems)
+		for k, p := range ts.pins {
+			if len(b.pins) == maxBatchItems {
+				break
+			}
+			b.pins[k] = p
+			delete(ts.pins, k)
+		}
+	}
+	wr.pinCount.Add(-int64(len(b.pins)))
+	if renew {
+		for id := range ts.live {
+			if len(b.renew) == maxBatchItems {
+				break
+			}
+			b.renew = append(b.renew, id)
+		}
+	}
+	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 &&
+		len(b.renew) == 0 && len(b.usage) == 0 && len(b.pins) == 0) {
+		return nil
+	}
+	*seq++
+	b.seq = *seq
+	ts.flight = b
+	return b
+}
+
+// settle records the outcome of a batch: acknowledged, or kept to be resent.
+func (ts *teamState) settle(b *batch, err error) (again bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.flight != b {
+		return false
+	}
+	if err == nil {
+		ts.flight = nil
+		return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || len(ts.usage) > 0 || len(ts.pins) > 0
+	}
+	return true
+}
+
+// args builds the finishLua call of b.
+func (b *batch) call(lease any) (keys []string, args []any) {
+	tk := b.ts.keys
+	keys = make([]string, 0, 5+len(b.pins))
+	keys = append(keys, tk.finish...)
+	t := b.team
+	args = make([]any, 0, 12+2*len(b.refunds)+len(b.releases)+len(b.renew)+4*len(b.usage)+3*len(b.pins))
+	args = append(args, max(0, t.TPM), b.charge, b.usd, max(1, int64(ratelimit.BudgetPeriod(t).Seconds())),
+		b.seq, markTTL.Milliseconds(), lease, int64(usageTTL.Seconds()))
+	args = append(args, len(b.refunds))
+	for _, r := range b.refunds {
+		args = append(args, r.tokens, r.end)
+	}
+	args = append(args, len(b.releases))
+	for _, id := range b.releases {
+		args = append(args, id)
+	}
+	args = append(args, len(b.renew))
+	for _, id := range b.renew {
+		args = append(args, id)
+	}
+	args = append(args, len(b.usage))
+	for dep, u := range b.usage {
+		args = append(args, dep, u.req, u.tok, u.usd)
+	}
+	for k, p := range b.pins {
+		keys = append(keys, tk.base+k)
+		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
+	}
+	return keys, args
+}
+
+// writer is the node's one background writer (SPEC 9): it sends the teams'
+// pending writes (one finishLua call per team per flush), the audit entries
+// (XADD to the bounded stream), the slot lease renewals and the deployment
+// usage counts. Its memory is bounded: sums per team and (team, deployment),
+// pins coalesced per key up to MaxPins, audit entries up to MaxAudit (more
+// are dropped from the stream and counted; the structured log has them all).
+type writer struct {
+	// Immutable after construction.
+	r        *Redis
+	store    *telemetry.RedisAudit // nil: no stream
+	usage    *ratelimit.RedisUsage // nil: none
+	every    time.Duration
+	flushTTL time.Duration
+	auditQ   chan *telemetry.Entry
+	wake     chan struct{} // capacity 1
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	started  atomic.Bool
+
+	pinCount atomic.Int64
+
+	dmu   sync.Mutex
+	dirty []*teamState // guarded by dmu; teams with pending writes
+
+	// The writer goroutine's own (no lock).
+	seq        int64
+	nextRenew  time.Time
+	nextUsage  time.Time
+	retryAt    time.Time
+	backoff    time.Duration
+	auditRetry []*telemetry.Entry
+}
+
+func newWriter(r *Redis, store *telemetry.RedisAudit, usage *ratelimit.RedisUsage) *writer {
+	every := r.cfg.FlushEvery
+	if every <= 0 {
+		every = defaultFlushEvery
+	}
+	if r.cfg.MaxPins <= 0 {
+		r.cfg.MaxPins = defaultMaxPins
+	}
+	if r.cfg.MaxAudit <= 0 {
+		r.cfg.MaxAudit = defaultMaxAudit
+	}
+	return &writer{
+		r: r, store: store, usage: usage, every: every,
+		flushTTL: max(4*r.cfg.Timeout, 250*time.Millisecond),
+		auditQ:   make(chan *telemetry.Entry, r.cfg.MaxAudit),
+		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// audit queues e for the stream, or drops and counts it when the queue is
+// full (never blocks).
+func (w *writer) audit(e *telemetry.Entry) {
+	if w.store == nil {
+		return
+	}
+	select {
+	case w.auditQ <- e:
+	default:
+		w.r.obs.OnDropped("audit", 1)
+	}
+}
+
+// markDirty queues ts for the next flush; urgent wakes the writer now.
+func (w *writer) markDirty(ts *teamState, urgent bool) {
+	ts.mu.Lock()
+	queued := ts.dirty
+	ts.dirty = true
+	ts.mu.Unlock()
+	if !queued {
+		w.dmu.Lock()
+		w.dirty = append(w.dirty, ts)
+		w.dmu.Unlock()
+	}
+	if urgent {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *writer) run() {
+	w.started.Store(true)
+	defer close(w.done)
+	_ = beginScript.Load(context.Background(), w.r.c).Err() // preload: the first admissions run one EVALSHA
+	tick := time.NewTicker(w.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.wake:
+		case <-tick.C:
+		case <-w.stop:
+			return
+		}
+		w.step(context.Background(), w.r.cfg.Clock())
+	}
+}
+
+// step is one round of the writer at now: everything pending goes out in
+// one pipeline, unless an earlier failure asks to wait until retryAt. It
+// reports whether the round succeeded.
+func (w *writer) step(ctx context.Context, now time.Time) bool {
+	if now.Before(w.retryAt) {
+		return false
+	}
+	renew := !now.Before(w.nextRenew)
+	if renew {
+		w.nextRenew = now.Add(w.r.cfg.SlotLease / 3)
+	}
+	w.dmu.Lock()
+	dirty := w.dirty
+	w.dirty = nil
+	w.dmu.Unlock()
+	if renew {
+		w.r.teams.Range(func(_, v any) bool {
+			ts := v.(*teamState)
+			ts.mu.Lock()
+			add := len(ts.live) > 0 && !ts.dirty
+			ts.dirty = ts.dirty || add
+			ts.mu.Unlock()
+			if add {
+				dirty = append(dirty, ts)
+			}
+			return true
+		})
+	}
+	var batches []*batch
+	for _, ts := range dirty {
+		if b := ts.take(&w.seq, renew, w); b != nil {
+			batches = append(batches, b)
+		}
+	}
+	entries := w.auditRetry
+	w.auditRetry = nil
+	for len(entries) < maxAuditPerFlush {
+		select {
+		case e := <-w.auditQ:
+			entries = append(entries, e)
+			continue
+		default:
+		}
+		break
+	}
+	ok := true
+	if len(batches) > 0 || len(entries) > 0 {
+		ok = w.send(ctx, batches, entries)
+	}
+	if w.usage != nil && !now.Before(w.nextUsage) {
+		w.nextUsage = now.Add(ratelimit.DefaultUsageInterval)
+		cctx, cancel := context.WithTimeout(ctx, w.flushTTL)
+		w.usage.Step(cctx)
+		cancel()
+	}
+	if ok {
+		w.backoff = 0
+	} else {
+		w.backoff = min(max(2*w.backoff, retryMin), retryMax)
+		w.retryAt = now.Add(w.backoff)
+	}
+	if len(w.auditQ) > 0 {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return ok
+}
+
+// send writes one round in one pipeline and settles each part.
+func (w *writer) send(ctx context.Context, batches []*batch, entries []*telemetry.Entry) bool {
+	ctx, cancel := context.WithTimeout(ctx, w.flushTTL)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(batches))
+	calls := make([][2]any, len(batches))
+	var auditCmds []redis.Cmder
+	_, _ = w.r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, b := range batches {
+			keys, args := b.call(w.r.lease)
+			calls[i] = [2]any{keys, args}
+			cmds[i] = finishScript.EvalSha(ctx, p, keys, args...)
+		}
+		if len(entries) > 0 && w.store != nil {
+			auditCmds = w.store.Queue(ctx, p, entries)
+		}
+		return nil
+	})
+	// NOSCRIPT: the script cache was flushed (a restart, a failover); those
+	// calls did not run: load the script and send them once more
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		_, _ = w.r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range again {
+				cmds[i] = finishScript.Eval(ctx, p, calls[i][0].([]string), calls[i][1].([]any)...) // EVAL caches it again
+			}
+			return nil
+		})
+	}
+	ok := true
+	for i, b := range batches {
+		err := cmds[i].Err()
+		if err != nil {
+			ok = false
+		}
+		if b.ts.settle(b, err) {
+			w.markDirty(b.ts, false)
+		}
+	}
+	for _, c := range auditCmds {
+		if c.Err() != nil {
+			ok = false
+			// kept for the next round, within the bound; the rest is dropped
+			room := w.r.cfg.MaxAudit - len(w.auditQ)
+			keep := entries
+			if len(keep) > room {
+				w.r.obs.OnDropped("audit", len(keep)-max(0, room))
+				keep = keep[:max(0, room)]
+			}
+			w.auditRetry = keep
+			break
+		}
+	}
+	return ok
+}
+
+// close stops the goroutine and sends what is pending until ctx ends; what
+// is still unsent then is counted as dropped.
+func (w *writer) close(ctx context.Context) error {
+	w.once.Do(func() { close(w.stop) })
+	if w.started.Load() {
+		<-w.done
+	}
+	for {
+		w.retryAt = time.Time{}
+		w.nextRenew = w.r.cfg.Clock().Add(time.Hour) // no renewals at shutdown: the node is going away
+		ok := w.step(ctx, w.r.cfg.Clock())
+		if ok && w.empty() {
+			if w.usage != nil {
+				return w.usage.Close(ctx)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			w.r.obs.OnDropped("audit", len(w.auditQ)+len(w.auditRetry))
+			return ctx.Err()
+		}
+		t := time.NewTimer(retryMin)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+// empty reports whether nothing is pending.
+func (w *writer) empty() bool {
+	if len(w.auditQ) > 0 || len(w.auditRetry) > 0 {
+		return false
+	}
+	w.dmu.Lock()
+	n := len(w.dirty)
+	w.dmu.Unlock()
+	if n > 0 {
+		return false
+	}
+	empty := true
+	w.r.teams.Range(func(_, v any) bool {
+		ts := v.(*teamState)
+		ts.mu.Lock()
+		if ts.flight != nil || ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || len(ts.usage) > 0 || len(ts.pins) > 0 {
+			empty = false
+		}
+		ts.mu.Unlock()
+		return empty
+	})
+	return empty
+}

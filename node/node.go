@@ -1,0 +1,152 @@
+// Package node assembles one Switchyard process (SPEC 17): with redis.url
+// (or redis.addrs) it connects the shared Redis, builds the Redis edge state
+// (package edge), the shared audit log, the shared deployment usage and the
+// Redis catalog store, and starts the catalog watcher and the heartbeat;
+// without Redis it is gateway.Assemble's local-only node. It is a package of
+// its own, not part of cmd/switchyard, so the cluster tests and the benches
+// can assemble real nodes; it is the one place that imports both gateway
+// and go-redis (gateway itself does not).
+package node
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/catalog"
+	"switchyard/cluster"
+	"switchyard/config"
+	"switchyard/edge"
+	"switchyard/gateway"
+	"switchyard/ratelimit"
+	"switchyard/telemetry"
+)
+
+// Options tunes assembly; the zero value is production.
+type Options = gateway.Options
+
+// Node is an assembled process: the gateway node and, with Redis, its
+// client (tests hook it to count round trips).
+type Node struct {
+	*gateway.Node
+	Redis redis.UniversalClient // nil in local mode
+}
+
+// Assemble builds a node from a validated configuration.
+func Assemble(cfg *config.Config, opt Options) (*Node, error) {
+	if !cfg.Redis.Enabled() {
+		n, err := gateway.Assemble(cfg, opt)
+		if err != nil {
+			return nil, err
+		}
+		return &Node{Node: n}, nil
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	m := telemetry.NewMetrics(reg)
+	c, br, err := cluster.NewClient(cfg.Redis)
+	if err != nil {
+		return nil, err
+	}
+	m.RedisUp.Set(1)
+	br.OnChange(func(up bool) {
+		if up {
+			m.RedisUp.Set(1)
+			log.Info("redis is back: shared limits, pins and catalog resume")
+		} else {
+			m.RedisUp.Set(0)
+			log.Warn("redis unreachable: local fallback (limits / expected_replicas, node-local pins, last catalog)")
+		}
+	})
+	prefix := cfg.Redis.KeyPrefix
+	obs := &observer{m: m}
+	var clock func() time.Time
+	if opt.Clock != nil {
+		clock = opt.Clock.Now
+	}
+	ring := telemetry.NewRing(cfg.Audit.MaxEntries)
+	audit := telemetry.NewRedisAudit(c, prefix, cfg.Audit.MaxEntries, ring)
+	usage := ratelimit.NewRedisUsage(c, prefix, cfg.Redis.Timeout, cfg.Redis.ExpectedReplicas, clock, usageObserver{obs})
+	es := edge.NewRedis(c, br, edge.Config{
+		Prefix: prefix, Timeout: cfg.Redis.Timeout, SlotLease: cfg.Redis.SlotLease,
+		Divisor: cfg.Redis.ExpectedReplicas, Clock: clock, MaxAudit: cfg.Audit.MaxEntries,
+	}, ring, audit, usage, obs)
+	store := opt.Store
+	if store == nil {
+		store = catalog.NewRedisStore(c, prefix, time.Second)
+	}
+	state := func() string {
+		if br.Up() {
+			return "up"
+		}
+		return "down"
+	}
+	o := opt
+	o.Store, o.Registry, o.Metrics, o.Edge, o.Audit, o.Usage, o.RedisState = store, reg, m, es, audit, usage, state
+	gn, err := gateway.Assemble(cfg, o)
+	if err != nil {
+		_ = es.Close(context.Background())
+		_ = c.Close()
+		return nil, err
+	}
+	n := &Node{Node: gn, Redis: c}
+	ctx, cancel := context.WithCancel(context.Background())
+	// closers run last added first: stop the loops, then (gateway's) the
+	// edge writer flushes, then the client closes
+	gn.OnClose(func(context.Context) error { return c.Close() })
+	gn.OnClose(func(ctx context.Context) error { return es.Close(ctx) })
+	gn.OnClose(func(context.Context) error { cancel(); return nil })
+	if rstore, ok := store.(*catalog.RedisStore); ok {
+		subscribed := make(chan struct{})
+		go rstore.Watch(ctx, func() int64 { return gn.Catalog.Load().Version }, func(st *catalog.State) {
+			if gn.Publish(st) {
+				log.Info("catalog reloaded after a change notice", "version", st.Version)
+			}
+		}, 5*time.Second, func() { close(subscribed) })
+		select { // start serving once change notices reach us (bounded)
+		case <-subscribed:
+		case <-time.After(2 * time.Second):
+			log.Warn("catalog change notices not subscribed yet; polling every 5s until they are")
+		}
+	}
+	hb := cluster.NewHeartbeat(c, prefix, 2*time.Second, func() cluster.NodeInfo {
+		return cluster.NodeInfo{Node: cfg.Server.NodeID, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started()}
+	})
+	go hb.Run(ctx)
+	gn.SetCluster(func(ctx context.Context) (any, error) { return hb.Nodes(ctx) })
+	return n, nil
+}
+
+// observer turns the edge state's and the usage counter's events into
+// metrics.
+type observer struct{ m *telemetry.Metrics }
+
+// OnFallback implements edge.Observer.
+func (o *observer) OnFallback(component string) { o.m.RedisFallback.WithLabelValues(component).Inc() }
+
+// OnDropped implements edge.Observer.
+func (o *observer) OnDropped(kind string, n int) {
+	if kind == "audit" {
+		o.m.AuditDropped.Add(float64(n))
+		return
+	}
+	o.m.UsageDropped.Add(float64(n))
+}
+
+// usageObserver is the observer as ratelimit.Observer.
+type usageObserver struct{ o *observer }
+
+func (u usageObserver) OnFallback(component string) { u.o.OnFallback(component) }
+func (u usageObserver) OnDropped(n int)             { u.o.OnDropped("usage", n) }
+func (u usageObserver) OnReject(string, string)     {}
+
+var (
+	_ edge.Observer      = (*observer)(nil)
+	_ ratelimit.Observer = usageObserver{}
+)
