@@ -126,9 +126,12 @@ function teamCard(name, n, refresh) {
     const models = team.models || [];
     setText(allow, 'Models allowed: ' + (models.length ? models.join(', ') : 'none'));
     if (usage.error) {
-      replace(limits, h('p', { class: usage.error.notAvailable ? 'na' : 'error' },
-        usage.error.notAvailable ? 'Live usage is not available on this gateway.' : 'Usage: ' + usage.error.message));
-      setText(budget, '');
+      const b = team.budget || {};
+      replace(limits,
+        h('p', {}, `Limits: ${limitText(team.rpm)} requests/min · ${limitText(team.tpm)} tokens/min · ${limitText(team.max_parallel)} in flight`),
+        h('p', { class: usage.error.notAvailable ? 'na' : 'error' },
+          usage.error.notAvailable ? 'Live usage is not available on this gateway.' : 'Usage: ' + usage.error.message));
+      setText(budget, b.usd ? `Budget: ${fmtUSD(b.usd)} per ${b.period || '–'}.` : 'Budget: none.');
     } else {
       replace(limits,
         bar(`${hid}-rpm`, 'Requests per minute', usage.rpm?.used, usage.rpm?.limit ?? team.rpm),
