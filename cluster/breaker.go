@@ -3,6 +3,9 @@ package cluster
 import (
 	"context"
 	"errors"
+	"math"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,9 +48,10 @@ const (
 //     probe does not work with the Limiter hook: go-redis asks Allow again
 //     for the handshake of a new connection, which the probe would refuse.)
 //
-// Only failures that say Redis is unreachable or unhealthy count: a reply
-// error (redis.Nil, a script error, WRONGTYPE...) proves Redis answered; a
-// caller's own cancellation and ErrBreakerOpen prove nothing either way.
+// Only failures that say Redis is unreachable or unhealthy count (IsFailure):
+// a reply error (redis.Nil, a script error, WRONGTYPE...) proves Redis
+// answered; a wait for a pooled connection, a caller's own cancellation or
+// deadline and ErrBreakerOpen prove nothing either way.
 // Allow in the closed state is one atomic load, so the breaker costs nothing
 // while Redis is up.
 type Breaker struct {
@@ -55,11 +59,13 @@ type Breaker struct {
 	threshold int32
 	cool      time.Duration
 	clock     func() time.Time
+	onFailure func() // nil, or called (outside mu) on each counted failure and failed probe; set before first use
 
 	// Atomics, read on every call.
 	state    atomic.Int32
 	failures atomic.Int32 // consecutive failures while closed
 	until    atomic.Int64 // open: UnixNano when the breaker half-opens
+	trips    atomic.Int64 // times it went from closed to open
 
 	// mu serialises state transitions and the OnChange callback, so the
 	// callback sees up/down in the order they happened.
@@ -105,6 +111,24 @@ func (b *Breaker) SetProbe(fn func() error) {
 // A half-open breaker is not up: its probe has not succeeded yet.
 func (b *Breaker) Up() bool { return b.state.Load() == stateClosed }
 
+// Trips counts the breaker's openings from the closed state: a breaker that
+// flaps trips often, one that stays open while Redis is down trips once.
+func (b *Breaker) Trips() int64 { return b.trips.Load() }
+
+// Available reports whether a call sent now would go to Redis: the question a
+// caller asks to choose shared or local state before it builds the call. It
+// never waits. Unlike Up it moves the breaker on: once the cool period is
+// over it starts the probe (and answers false until the probe succeeds), so a
+// caller that stops calling Redis while it is down still learns when it is
+// back. Without a probe a half-open breaker answers true: the next call is
+// the trial, and it reports its own outcome.
+func (b *Breaker) Available() bool {
+	if b.state.Load() == stateClosed {
+		return true
+	}
+	return b.Allow() == nil
+}
+
 // Allow implements redis.Limiter. It returns nil when the call may go to
 // Redis and ErrBreakerOpen otherwise. When it returns nil the caller must
 // report the outcome with ReportResult.
@@ -148,6 +172,9 @@ func (b *Breaker) halfOpenAllowLocked() error {
 
 func (b *Breaker) runProbe(probe func() error) {
 	err := probe()
+	if err != nil && b.onFailure != nil {
+		b.onFailure()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state.Load() != stateHalfOpen {
@@ -180,6 +207,9 @@ func (b *Breaker) ReportResult(err error) {
 		}
 		return
 	}
+	if b.onFailure != nil {
+		b.onFailure()
+	}
 	switch b.state.Load() {
 	case stateClosed:
 		if b.failures.Add(1) < b.threshold {
@@ -189,6 +219,7 @@ func (b *Breaker) ReportResult(err error) {
 		defer b.mu.Unlock()
 		if b.state.Load() == stateClosed {
 			b.openLocked()
+			b.trips.Add(1)
 			b.notifyLocked(false)
 		}
 	case stateHalfOpen:
@@ -199,6 +230,22 @@ func (b *Breaker) ReportResult(err error) {
 		}
 	}
 	// Open: late failures of calls allowed before it opened change nothing.
+}
+
+// set forces the state of a breaker that guards no calls of its own: the
+// summary of a Cluster's shards (Conn.Breaker), up when every shard is.
+func (b *Breaker) set(up bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch closed := b.state.Load() == stateClosed; {
+	case up && !closed:
+		b.closeLocked()
+	case !up && closed:
+		b.until.Store(math.MaxInt64) // never half-opens by itself
+		b.state.Store(stateOpen)
+		b.trips.Add(1)
+		b.notifyLocked(false)
+	}
 }
 
 func (b *Breaker) openLocked() {
@@ -218,19 +265,44 @@ func (b *Breaker) notifyLocked(up bool) {
 	}
 }
 
-// neutral errors say nothing about Redis: the breaker's own refusal (of a
-// nested call, such as a new connection's handshake) and the caller's
-// cancellation.
+// neutral errors say nothing about Redis's health, so they neither count
+// nor reset the failure streak (SPEC 9: "never a wait for a pooled
+// connection"):
+//
+//   - the breaker's own refusal (of a nested call, such as a new
+//     connection's handshake);
+//   - the caller's cancellation or deadline: a bare context error. A Redis
+//     that hangs shows as a network timeout instead (*net.OpError "i/o
+//     timeout"), because go-redis turns the deadline into a socket deadline;
+//     a bare context.DeadlineExceeded comes from a wait for a pooled
+//     connection that ran out of time, or from a caller already out of time;
+//   - a wait for a pooled connection that ran out (ErrPoolTimeout,
+//     ErrPoolExhausted): a burst larger than the pool, not a sick Redis. At
+//     3,000 concurrent admissions these opened the breaker and the local
+//     fallback over-admitted;
+//   - a closed client (shutdown).
 func neutral(err error) bool {
-	return errors.Is(err, ErrBreakerOpen) || errors.Is(err, context.Canceled)
+	if errors.Is(err, ErrBreakerOpen) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed) {
+		return true
+	}
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	// A socket error may wrap a context error (a dial bounded by the
+	// context): that one is Redis's. (context.DeadlineExceeded is itself a
+	// net.Error, so the test names the socket's types.)
+	var operr *net.OpError
+	return !errors.As(err, &operr) && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // IsFailure reports whether err says Redis is unreachable or unhealthy, the
-// errors a breaker counts. Reply errors (redis.Nil, script errors, WRONGTYPE,
-// NOSCRIPT) mean Redis answered and are not failures, except the replies of a
-// server that cannot serve (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN,
-// READONLY, TRYAGAIN, OOM, max clients). A caller's own cancellation is not a failure either;
-// a deadline is (a hung Redis shows as one).
+// errors a breaker counts: network errors (refused, reset, EOF, a socket
+// timeout of a hung Redis) and the replies of a server that cannot serve
+// (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, READONLY, TRYAGAIN, OOM, max
+// clients). Other reply errors (redis.Nil, script errors, WRONGTYPE,
+// NOSCRIPT) prove Redis answered; the neutral errors (a pool wait, the
+// caller's own cancellation or deadline, ErrBreakerOpen) prove nothing.
 func IsFailure(err error) bool {
 	if err == nil || neutral(err) {
 		return false

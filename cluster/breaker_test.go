@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"switchyard/internal/fakeclock"
 	"sync"
@@ -180,32 +181,76 @@ func TestBreakerTrials(t *testing.T) {
 	}
 }
 
+// TestIsFailure is the breaker's classification (SPEC 9): only failures of
+// Redis itself count. The pool rows are the defect of issue 16: a burst larger
+// than the pool reported its waits (ErrPoolTimeout, or the caller's deadline
+// reached while waiting for a turn) and opened the breaker.
 func TestIsFailure(t *testing.T) {
+	readTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	dialTimeout := &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
 	for _, tc := range []struct {
 		name string
 		err  error
 		want bool
 	}{
 		{"nil", nil, false},
+		// Redis answered.
 		{"redis.Nil", redis.Nil, false},
 		{"script error", redisErr("ERR user_script:1: Script attempted to access nonexistent global variable"), false},
 		{"NOSCRIPT", redisErr("NOSCRIPT No matching script. Please use EVAL."), false},
 		{"WRONGTYPE", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{"MOVED", redisErr("MOVED 3999 127.0.0.1:6381"), false},
+		// Nothing is known about Redis.
 		{"breaker open", ErrBreakerOpen, false},
 		{"caller canceled", context.Canceled, false},
 		{"wrapped cancel", fmt.Errorf("x: %w", context.Canceled), false},
-		{"deadline", context.DeadlineExceeded, true},
+		{"deadline reached waiting for a pooled connection", context.DeadlineExceeded, false},
+		{"wrapped deadline", fmt.Errorf("admit: %w", context.DeadlineExceeded), false},
+		{"pool timeout", redis.ErrPoolTimeout, false},
+		{"wrapped pool timeout", fmt.Errorf("admit: %w", redis.ErrPoolTimeout), false},
+		{"pool exhausted", redis.ErrPoolExhausted, false},
+		{"client closed", redis.ErrClosed, false},
+		// Redis is unreachable or cannot serve.
+		{"hung redis: socket timeout", readTimeout, true},
+		{"socket deadline", os.ErrDeadlineExceeded, true},
+		{"dial timeout wrapping the context's deadline", dialTimeout, true},
 		{"dial refused", errDown, true},
 		{"EOF", io.EOF, true},
+		{"unexpected EOF", io.ErrUnexpectedEOF, true},
 		{"LOADING", redisErr("LOADING Redis is loading the dataset in memory"), true},
 		{"BUSY", redisErr("BUSY Redis is busy running a script."), true},
 		{"READONLY", redisErr("READONLY You can't write against a read only replica."), true},
 		{"CLUSTERDOWN", redisErr("CLUSTERDOWN The cluster is down"), true},
+		{"MASTERDOWN", redisErr("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), true},
+		{"TRYAGAIN", redisErr("TRYAGAIN Multiple keys request during rehashing of slot"), true},
 		{"OOM", redisErr("OOM command not allowed when used memory > 'maxmemory'."), true},
+		{"max clients", redisErr("ERR max number of clients reached"), true},
 	} {
 		if got := IsFailure(tc.err); got != tc.want {
 			t.Errorf("%s: IsFailure(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestPoolWaitsDoNotOpen: pool waits neither count nor reset a streak.
+func TestPoolWaitsDoNotOpen(t *testing.T) {
+	b := NewBreaker(3, time.Second, newFakeClock().Now)
+	for range 100 {
+		if err := b.Allow(); err != nil {
+			t.Fatal(err)
+		}
+		b.ReportResult(redis.ErrPoolTimeout)
+		b.ReportResult(context.DeadlineExceeded)
+	}
+	if !b.Up() {
+		t.Fatal("pool waits opened the breaker")
+	}
+	b.ReportResult(errDown)
+	b.ReportResult(errDown)
+	b.ReportResult(redis.ErrPoolTimeout) // does not reset the streak
+	b.ReportResult(errDown)
+	if b.Up() {
+		t.Fatal("a pool wait reset the failure streak")
 	}
 }
 

@@ -1,7 +1,10 @@
 // Package cluster owns the connection to the shared Redis (SPEC 9): it builds
 // the go-redis UniversalClient for the configured topology (standalone,
-// Sentinel, Cluster) with every call bounded by redis.timeout, guards it with
-// a circuit Breaker so a down Redis costs nothing once detected, and names the
+// Sentinel, Cluster) with every call bounded by redis.timeout and a pool
+// sized and warmed for the node's concurrency, guards it with circuit
+// Breakers (one per node on Cluster, with the slot map reloaded as soon as
+// a node stops answering) so a down Redis, or a lost shard, costs nothing
+// once detected, counts the live nodes through heartbeats, and names the
 // keys so that everything of one team (or one deployment) shares a hash tag
 // and therefore one Cluster slot. It imports config and go-redis, never gin,
 // routing or catalog; what is stored in Redis is decided by its users.
@@ -14,10 +17,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"switchyard/config"
 )
@@ -29,8 +34,21 @@ const DefaultTimeout = 50 * time.Millisecond
 // redis.addrs is set: the gateway then runs local-only.
 var ErrNotConfigured = errors.New("cluster: redis not configured")
 
-// NewClient builds the shared Redis client for cfg and the Breaker that
-// guards it (threshold DefaultThreshold, cool DefaultCool, wall clock):
+// Options tune Connect. The zero value is production: DefaultThreshold,
+// DefaultCool, the wall clock and a breaker built here.
+type Options struct {
+	Threshold int              // consecutive failures that open a breaker; <= 0 means DefaultThreshold
+	Cool      time.Duration    // open period before a probe; <= 0 means DefaultCool
+	Clock     func() time.Time // nil means time.Now
+	// Breaker, when set, is the breaker of a standalone or Sentinel client
+	// (tests that drive it by hand), or the summary breaker of a Cluster.
+	Breaker *Breaker
+}
+
+func (o Options) newBreaker() *Breaker { return NewBreaker(o.Threshold, o.Cool, o.Clock) }
+
+// Conn is the node's connection to the shared Redis: the go-redis client for
+// the configured topology and the breakers that guard it.
 //
 //   - redis.url alone: a standalone client (redis:// or rediss://, with the
 //     URL's credentials, database and TLS);
@@ -38,20 +56,56 @@ var ErrNotConfigured = errors.New("cluster: redis not configured")
 //   - redis.addrs alone: a Cluster client (a single address is a
 //     standalone server).
 //
-// With addrs, credentials and TLS still come from redis.url when both are set.
-// NewClient does not dial: a Redis that is down at start is a fallback
-// condition, not a configuration error.
+// With addrs, credentials and TLS still come from redis.url when both are
+// set. Standalone and Sentinel have one breaker; Cluster has one per node,
+// and a key is guarded by the breaker of the node that serves its slot (its
+// shard's master), so a lost shard sends only its own keys to local state
+// (SPEC 9). What the edge layer asks is Available(key); the assembler calls
+// Warm before reporting ready and Close at shutdown.
+type Conn struct {
+	// Client is the shared client. Immutable after Connect.
+	Client redis.UniversalClient
+
+	// Immutable after Connect.
+	breaker  *Breaker  // standalone/Sentinel: the breaker; Cluster: the summary of the shards
+	shards   *shardSet // Cluster only
+	poolSize int       // connections per node, opened by Warm
+	timeout  time.Duration
+}
+
+// NewClient builds the shared Redis client for cfg and the breaker that
+// reports its state (Connect with the production Options). On Cluster the
+// breaker is the summary of the per-shard breakers (up when every shard is),
+// which guard the calls themselves. Prefer Connect, which also offers
+// per-key availability and Warm.
 func NewClient(cfg config.Redis) (redis.UniversalClient, *Breaker, error) {
-	br := NewBreaker(DefaultThreshold, DefaultCool, nil)
-	c, err := NewClientWithBreaker(cfg, br)
+	c, err := Connect(cfg, Options{})
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, br, nil
+	return c.Client, c.breaker, nil
 }
 
 // NewClientWithBreaker is NewClient with a caller-built breaker (tests inject
 // a clock and a threshold through it).
+func NewClientWithBreaker(cfg config.Redis, br *Breaker) (redis.UniversalClient, error) {
+	c, err := Connect(cfg, Options{Breaker: br})
+	if err != nil {
+		return nil, err
+	}
+	return c.Client, nil
+}
+
+// DefaultPoolSize is the connections per Redis node when redis.pool_size is
+// 0: 16 per CPU, at least 64. A request-path call holds a connection for one
+// round trip (~0.1-0.2 ms on loopback), so 64 connections serve a burst of
+// several thousand admissions well inside the 50 ms redis.timeout; go-redis's
+// own default (10 per CPU) made a 3,000-admission burst wait for the pool.
+func DefaultPoolSize() int { return max(64, 16*runtime.GOMAXPROCS(0)) }
+
+// Connect builds the shared Redis client for cfg (see Conn). It does not
+// dial: a Redis that is down at start is a fallback condition, not a
+// configuration error; Warm opens the connections.
 //
 // Every topology gets the same bounds, measured on this machine to matter:
 //   - DialTimeout, ReadTimeout, WriteTimeout and PoolTimeout are redis.timeout
@@ -63,12 +117,14 @@ func NewClient(cfg config.Redis) (redis.UniversalClient, *Breaker, error) {
 //     also retries on network errors): an admission script is not
 //     idempotent, and a retry after a timeout could charge it twice. A
 //     MOVED reply during resharding therefore fails one call (the caller
-//     falls back locally) and triggers a slot-map reload for the next.
+//     falls back locally) and triggers a slot-map reload for the next;
+//   - redis.pool_size connections per node (DefaultPoolSize when 0), kept
+//     open (MinIdleConns) once Warm has opened them.
 //
 // The breaker is installed as go-redis's Options.Limiter (per node on
 // Cluster) with a PING probe of its own; the Sentinel client has no such
 // option and gets it as a hook, probing with trial calls.
-func NewClientWithBreaker(cfg config.Redis, br *Breaker) (redis.UniversalClient, error) {
+func Connect(cfg config.Redis, o Options) (*Conn, error) {
 	if !cfg.Enabled() {
 		return nil, ErrNotConfigured
 	}
@@ -76,15 +132,24 @@ func NewClientWithBreaker(cfg config.Redis, br *Breaker) (redis.UniversalClient,
 	if t <= 0 {
 		t = DefaultTimeout
 	}
+	pool := cfg.PoolSize
+	if pool <= 0 {
+		pool = DefaultPoolSize()
+	}
 	base := &redis.Options{}
 	if cfg.URL != "" {
-		o, err := redis.ParseURL(cfg.URL)
+		u, err := redis.ParseURL(cfg.URL)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: parsing redis.url: %w", err)
 		}
-		base = o
+		base = u
 	}
-	bound(base, t)
+	bound(base, t, pool)
+	br := o.Breaker
+	if br == nil {
+		br = o.newBreaker()
+	}
+	conn := &Conn{breaker: br, poolSize: pool, timeout: t}
 
 	switch {
 	case len(cfg.Addrs) > 0 && cfg.MasterName != "":
@@ -101,18 +166,17 @@ func NewClientWithBreaker(cfg config.Redis, br *Breaker) (redis.UniversalClient,
 			ReadTimeout:           t,
 			WriteTimeout:          t,
 			PoolTimeout:           t,
+			PoolSize:              pool,
+			MinIdleConns:          pool,
 			ContextTimeoutEnabled: true,
 		})
-		if br != nil {
-			fc.AddHook(hook{br}) // no probe: the hook's trials are per command, not per connection
-		}
-		return fc, nil
+		fc.AddHook(hook{br}) // no probe: the hook's trials are per command, not per connection
+		conn.Client = fc
 	case len(cfg.Addrs) > 1:
-		if br != nil {
-			br.SetProbe(pingProbe(redis.NewDialer(&redis.Options{DialTimeout: t, TLSConfig: base.TLSConfig}), "tcp", cfg.Addrs, t))
-		}
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		s := newShardSet(cfg.Addrs, base, t, o, br)
+		cc := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 cfg.Addrs,
+			ClusterSlots:          s.loadSlots,
 			Username:              base.Username,
 			Password:              base.Password,
 			TLSConfig:             base.TLSConfig,
@@ -123,14 +187,21 @@ func NewClientWithBreaker(cfg config.Redis, br *Breaker) (redis.UniversalClient,
 			ReadTimeout:           t,
 			WriteTimeout:          t,
 			PoolTimeout:           t,
+			PoolSize:              pool,
+			MinIdleConns:          pool,
 			ContextTimeoutEnabled: true,
-			NewClient: func(o *redis.Options) *redis.Client {
-				if br != nil {
-					o.Limiter = br
-				}
-				return redis.NewClient(o)
+			// No CLIENT MAINT_NOTIFICATIONS handshake: a round trip per new
+			// connection for a feature of managed Redis only, and its "auto"
+			// fallback rewrites options shared by concurrent handshakes
+			// (a data race under Warm).
+			MaintNotificationsConfig: noMaint(),
+			NewClient: func(no *redis.Options) *redis.Client {
+				no.Limiter = s.node(no.Addr).br
+				return redis.NewClient(no)
 			},
-		}), nil
+		})
+		s.reload = func() { cc.ReloadState(context.Background()) }
+		conn.Client, conn.shards = cc, s
 	default:
 		if len(cfg.Addrs) == 1 {
 			base.Addr = cfg.Addrs[0]
@@ -142,17 +213,62 @@ func NewClientWithBreaker(cfg config.Redis, br *Breaker) (redis.UniversalClient,
 		if network == "" {
 			network = "tcp"
 		}
-		if br != nil {
-			base.Limiter = br
-			br.SetProbe(pingProbe(redis.NewDialer(base), network, []string{base.Addr}, t))
-		}
-		return redis.NewClient(base), nil
+		base.Limiter = br
+		br.SetProbe(pingProbe(redis.NewDialer(base), network, []string{base.Addr}, t))
+		conn.Client = redis.NewClient(base)
 	}
+	return conn, nil
 }
 
-// bound applies the timeouts and retry policy described on
-// NewClientWithBreaker to a standalone client's options.
-func bound(o *redis.Options, t time.Duration) {
+// Breaker is the breaker that reports Redis's state (switchyard_redis_up):
+// the one breaker of a standalone or Sentinel client; on Cluster a summary,
+// up when the master of every slot range is, which guards no call itself.
+func (c *Conn) Breaker() *Breaker { return c.breaker }
+
+// Up reports whether shared state is fully available: the breaker is closed,
+// or on Cluster every shard's is.
+func (c *Conn) Up() bool { return c.breaker.Up() }
+
+// Available reports whether a call on key would go to Redis now, without
+// waiting (see Breaker.Available): on Cluster it asks the breaker of the
+// node serving key's hash slot, so the keys of a lost shard go local while
+// every other key stays shared. Asking also moves recovery on: a breaker
+// past its cool period starts its probe, and on Cluster a key whose shard is
+// down asks for a slot-map reload (rate-limited), so a promoted replica takes
+// over as soon as the cluster knows about it.
+func (c *Conn) Available(key string) bool {
+	if c.shards == nil {
+		return c.breaker.Available()
+	}
+	return c.shards.available(key)
+}
+
+// BreakerFor is the breaker guarding key: the one breaker, or on Cluster the
+// breaker of the node now serving key's slot (nil until the slot map is
+// loaded, when Available answers from the seeds).
+func (c *Conn) BreakerFor(key string) *Breaker {
+	if c.shards == nil {
+		return c.breaker
+	}
+	return c.shards.breakerFor(key)
+}
+
+// Close closes the client (and, on Cluster, the slot-map loader's
+// connections).
+func (c *Conn) Close() error {
+	err := c.Client.Close()
+	if c.shards != nil {
+		c.shards.close()
+	}
+	return err
+}
+
+// bound applies the timeouts, retry policy and pool size described on
+// Connect to a standalone client's options.
+func bound(o *redis.Options, t time.Duration, pool int) {
+	o.PoolSize = pool
+	o.MinIdleConns = pool
+	o.MaintNotificationsConfig = noMaint()
 	o.DialTimeout = t
 	o.ReadTimeout = t
 	o.WriteTimeout = t
@@ -160,6 +276,10 @@ func bound(o *redis.Options, t time.Duration) {
 	o.ContextTimeoutEnabled = true
 	o.MaxRetries = -1
 	o.DialerRetries = 1
+}
+
+func noMaint() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // pingProbe returns a breaker probe: PING on a fresh connection to each

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,12 +22,20 @@ type NodeInfo struct {
 // Heartbeat announces this node every interval: a key with a TTL of three
 // intervals (so a dead node disappears by itself) and a member of a sorted
 // set scored by time. Both share the {nodes} hash tag.
+//
+// Each beat also counts the live nodes (those seen within three intervals,
+// this one included) and keeps the count in memory: Live answers without
+// Redis, so the local fallback limiter of redis.expected_replicas: 0 can
+// divide by the node count it last saw before Redis went away (SPEC 9).
 type Heartbeat struct {
+	// Immutable after NewHeartbeat.
 	c        redis.UniversalClient
 	setKey   string
 	prefix   string
 	interval time.Duration
 	info     func() NodeInfo
+
+	live atomic.Int64 // live nodes at the last successful beat; 0 before the first
 }
 
 // NewHeartbeat returns a heartbeat under prefix; info is read at each beat.
@@ -55,13 +64,37 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	ttl := 3 * h.interval
 	cctx, cancel := context.WithTimeout(ctx, max(h.interval/2, 100*time.Millisecond))
 	defer cancel()
-	_, _ = h.c.TxPipelined(cctx, func(p redis.Pipeliner) error {
+	var live *redis.IntCmd
+	_, err := h.c.TxPipelined(cctx, func(p redis.Pipeliner) error {
 		p.Set(cctx, h.prefix+info.Node, b, ttl)
 		p.ZAdd(cctx, h.setKey, redis.Z{Score: float64(info.Seen.Unix()), Member: info.Node})
-		p.ZRemRangeByScore(cctx, h.setKey, "-inf", strconv.FormatInt(info.Seen.Add(-ttl).Unix(), 10))
+		p.ZRemRangeByScore(cctx, h.setKey, "-inf", "("+strconv.FormatInt(info.Seen.Add(-ttl).Unix(), 10))
 		p.Expire(cctx, h.setKey, 10*ttl)
+		live = p.ZCard(cctx, h.setKey) // what is left: the nodes seen within ttl, this one included
 		return nil
 	})
+	if err == nil && live.Val() > 0 {
+		h.live.Store(live.Val())
+	}
+}
+
+// Live is the number of live nodes (seen within three intervals, this one
+// included) at the last beat that reached Redis, or 0 before the first. It
+// never touches Redis: while Redis is down it keeps the last count.
+func (h *Heartbeat) Live() int { return int(h.live.Load()) }
+
+// Divisor is the local fallback's share for expectedReplicas
+// (redis.expected_replicas): the configured number when it is >= 1; for 0
+// the live node count from the heartbeats, or 1 before the first beat (a
+// node alone must not under-admit; SPEC 9).
+func (h *Heartbeat) Divisor(expectedReplicas int) int {
+	if expectedReplicas >= 1 {
+		return expectedReplicas
+	}
+	if h == nil {
+		return 1
+	}
+	return max(1, h.Live())
 }
 
 // Nodes lists the nodes seen within the last three intervals.

@@ -116,6 +116,7 @@ func TestValidationRules(t *testing.T) {
 		{"fallback self", minimal + "routing: {fallbacks: [{primary: m, models: [m]}]}\n", "is the primary itself"},
 		{"fallback empty", minimal + "routing: {fallbacks: [{primary: m, models: []}]}\n", "1 to 5"},
 		{"redis url", minimal + "redis: {url: 'http://x'}\n", "redis.url"},
+		{"pool size", minimal + "redis: {pool_size: -5}\n", "redis.pool_size"},
 		{"bad duration", minimal + "server: {upstream_timeout: soon}\n", "upstream_timeout"},
 		{"env section", minimal, "SWITCHYARD_NOPE_X"},
 	}
@@ -133,6 +134,17 @@ func TestValidationRules(t *testing.T) {
 				t.Fatalf("want a problem mentioning %q, got:\n%v", tc.want, err)
 			}
 		})
+	}
+}
+
+// TestRedisPoolSizeZero: pool_size 0 (sized from the CPUs) is valid.
+func TestRedisPoolSizeZero(t *testing.T) {
+	c, err := Load([]byte("redis: {url: 'redis://127.0.0.1:6379/0', pool_size: 0}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.PoolSize != 0 {
+		t.Fatalf("pool_size %d, want 0", c.Redis.PoolSize)
 	}
 }
 

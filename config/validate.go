@@ -58,6 +58,9 @@ func Validate(c *Config) Problems {
 	if c.Redis.ExpectedReplicas < 1 {
 		add("redis.expected_replicas: must be >= 1, got %d", c.Redis.ExpectedReplicas)
 	}
+	if c.Redis.PoolSize < 0 {
+		add("redis.pool_size: must be >= 0 (0 = sized from the CPU count), got %d", c.Redis.PoolSize)
+	}
 
 	providers := map[string]string{}
 	for i, pr := range c.Providers {

@@ -6,6 +6,7 @@ package redistest
 import (
 	"context"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -21,6 +22,7 @@ type Server struct {
 	port  int
 	extra []string
 	cmd   *exec.Cmd
+	adm   *redis.Client // harness queries (cluster.go); used from the test goroutine only
 }
 
 // Start runs redis-server with any extra arguments (skipping t when it is
@@ -30,13 +32,7 @@ func Start(t testing.TB, extra ...string) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed: skipping the real-Redis test (apt-get install redis-server; .ci/run installs it)")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	s := &Server{t: t, port: port, extra: extra}
+	s := &Server{t: t, port: freePort(t, false), extra: extra}
 	s.Restart()
 	t.Cleanup(s.Kill)
 	return s
@@ -68,6 +64,13 @@ func (s *Server) Restart() {
 	}
 }
 
+// Signal sends sig to the server (SIGSTOP and SIGCONT make a hung Redis).
+func (s *Server) Signal(sig os.Signal) {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
 // Kill stops the server at once (SIGKILL).
 func (s *Server) Kill() {
 	if s.cmd == nil || s.cmd.Process == nil {
@@ -83,4 +86,32 @@ func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// freePort returns a loopback port nobody listens on; withBus also wants
+// port+10000 free (a Cluster node's bus port).
+func freePort(t testing.TB, withBus bool) int {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if !withBus {
+			return port
+		}
+		if port+10000 > 65535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			continue
+		}
+		_ = bus.Close()
+		return port
+	}
+	t.Fatal("no free port pair for a Redis Cluster node")
+	return 0
 }
