@@ -119,7 +119,9 @@ func DefaultPoolSize() int { return max(64, 16*runtime.GOMAXPROCS(0)) }
 //     MOVED reply during resharding therefore fails one call (the caller
 //     falls back locally) and triggers a slot-map reload for the next;
 //   - redis.pool_size connections per node (DefaultPoolSize when 0), kept
-//     open (MinIdleConns) once Warm has opened them.
+//     open once Warm has opened them (ConnMaxIdleTime -1: a quiet hour must
+//     not close them; no MinIdleConns: it re-dials a dead Redis in the
+//     background for every lost connection, a dial storm during an outage).
 //
 // The breaker is installed as go-redis's Options.Limiter (per node on
 // Cluster) with a PING probe of its own; the Sentinel client has no such
@@ -167,7 +169,7 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 			WriteTimeout:          t,
 			PoolTimeout:           t,
 			PoolSize:              pool,
-			MinIdleConns:          pool,
+			ConnMaxIdleTime:       -1,
 			ContextTimeoutEnabled: true,
 		})
 		fc.AddHook(hook{br}) // no probe: the hook's trials are per command, not per connection
@@ -188,7 +190,7 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 			WriteTimeout:          t,
 			PoolTimeout:           t,
 			PoolSize:              pool,
-			MinIdleConns:          pool,
+			ConnMaxIdleTime:       -1,
 			ContextTimeoutEnabled: true,
 			// No CLIENT MAINT_NOTIFICATIONS handshake: a round trip per new
 			// connection for a feature of managed Redis only, and its "auto"
@@ -267,7 +269,7 @@ func (c *Conn) Close() error {
 // Connect to a standalone client's options.
 func bound(o *redis.Options, t time.Duration, pool int) {
 	o.PoolSize = pool
-	o.MinIdleConns = pool
+	o.ConnMaxIdleTime = -1
 	o.MaintNotificationsConfig = noMaint()
 	o.DialTimeout = t
 	o.ReadTimeout = t

@@ -21,8 +21,8 @@ import (
 // of the shared ones (21-26 admitted at rpm 20). Warm waits at most until
 // ctx ends. Its error names the first node that failed; the node may serve
 // anyway (SPEC 9: a Redis down at start means local fallback, not a failed
-// start), and the connections kept open from then on (MinIdleConns) are
-// re-opened in the background when one is lost.
+// start), and the connections stay open from then on; a lost one is
+// re-opened by the next call that needs it.
 func (c *Conn) Warm(ctx context.Context) error {
 	switch cl := c.Client.(type) {
 	case *redis.ClusterClient:
