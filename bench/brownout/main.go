@@ -1,33 +1,38 @@
-// Command brownout is the brownout experiment of the routing issues: three
-// simulated deployments behind one public model; after a third of the run
-// one of them turns slow (10x time to first byte), after two thirds it also
-// fails half of its requests. For every strategy it prints the success
-// rate, p50/p99 latency seen by clients, and the share of traffic the sick
-// deployment received after it turned sick. The sick deployment is the
-// cheapest (half price), so cost-aware strategies are tempted by it. Everything runs in process on
-// simulated providers, so it needs no network and stops by itself.
+// Command brownout is the brownout experiment of the routing issues, in
+// process on simulated providers (no network; it stops by itself), over N
+// gateway replicas that share one Redis (-replicas; a redis-server is
+// started for the run unless -redis names one, and -replicas 1 without
+// Redis runs local-only).
+//
+// Scenario "table" (the default): three deployments behind one public
+// model; after a third of the run one of them turns slow (10x time to first
+// byte), after two thirds it also fails half of its requests. For every
+// strategy it prints the success rate, p50/p99 latency seen by clients, and
+// the share of traffic the sick deployment received after it turned sick.
+// The sick deployment is the cheapest (half price), so cost-aware
+// strategies are tempted by it.
+//
+// Scenarios "brownout" and "outage" (issue 14) measure rediscovery, with
+// every routing knob at its default: brownout is healthy, 10x slow, slow
+// and failing 50%, recovered; outage is healthy, failing every request for
+// -outage (a minute: the cooldown escalates), recovered. Each prints the
+// success rate, the clients' p99 while healthy and during the bad phases
+// (and their ratio: the cost of probing), the seconds from recovery until
+// the sick deployment serves 15% of the requests of a trailing second, its
+// share of the recovered phase, and the recovery probes by outcome.
 //
 //	go run ./bench/brownout [-duration 6s] [-clients 16]
+//	go run ./bench/brownout -scenarios brownout,outage -strategies adaptive,latency -replicas 1,3
 package main
 
 import (
-	"bytes"
-	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"switchyard/config"
-	"switchyard/gateway"
-	"switchyard/providers"
 )
 
 const yamlTmpl = `
@@ -45,131 +50,128 @@ teams: [{name: t, keys: ["sk-bench"], models: ["*"]}]
 routing: {cooldown_base: 2s, failures_before_cooldown: 3}
 `
 
-type result struct {
-	strategy              string
-	ok, total             int64
-	p50, p99              time.Duration
-	sickShare             float64
-	sickAfter, totalAfter int64
-}
-
 func main() {
-	dur := flag.Duration("duration", 6*time.Second, "run length per strategy")
+	dur := flag.Duration("duration", 6*time.Second, "table: run length per strategy")
 	clients := flag.Int("clients", 16, "concurrent clients")
-	only := flag.String("strategies", "simple_shuffle,round_robin,least_busy,latency,cost,usage,adaptive,adaptive:latency", "strategies to run (adaptive:OBJECTIVE picks the objective)")
+	only := flag.String("strategies", "", "strategies to run (adaptive:OBJECTIVE picks the objective); default every strategy for table, adaptive,latency otherwise")
+	which := flag.String("scenarios", "table", "table, brownout, outage (comma-separated)")
+	reps := flag.String("replicas", "1", "replica counts to run (comma-separated), sharing one Redis")
+	redisURL := flag.String("redis", "", "Redis for the replicas; empty: start a redis-server when a run has more than one replica")
+	healthy := flag.Duration("healthy", 10*time.Second, "brownout/outage: healthy phase")
+	bad := flag.Duration("bad", 10*time.Second, "brownout: length of the slow and of the slow+failing phase")
+	outage := flag.Duration("outage", time.Minute, "outage: how long every request fails")
+	after := flag.Duration("after", 30*time.Second, "brownout/outage: recovered phase")
 	flag.Parse()
-	fmt.Printf("brownout: 3 deployments (ttfb 20ms); 'sick' turns 10x slow at %s and fails 50%% from %s; %d clients, %s per strategy\n\n",
-		*dur/3, 2**dur/3, *clients, *dur)
-	fmt.Printf("%-17s %9s %9s %9s %14s\n", "strategy", "success", "p50", "p99", "sick share")
-	for _, s := range strings.Split(*only, ",") {
-		r, err := run(s, *dur, *clients)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, s+":", err)
-			os.Exit(1)
-		}
-		fmt.Printf("%-17s %8.2f%% %9s %9s %13.1f%%\n", r.strategy, 100*float64(r.ok)/float64(r.total),
-			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), 100*r.sickShare)
+	if err := run(*dur, *clients, *only, *which, *reps, *redisURL, scenarios(*healthy, *bad, *outage, *after)); err != nil {
+		fmt.Fprintln(os.Stderr, "brownout:", err)
+		os.Exit(1)
 	}
 }
 
-func run(strategy string, dur time.Duration, clients int) (*result, error) {
+func run(dur time.Duration, clients int, only, which, reps, redisURL string, sc map[string]scenario) error {
+	replicas := strings.Split(reps, ",")
+	if redisURL == "" && (len(replicas) > 1 || replicas[0] != "1") {
+		srv, err := startRedis()
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		redisURL = srv.url()
+	}
+	where := "local-only"
+	if redisURL != "" {
+		where = "sharing one Redis"
+	}
+	fmt.Printf("replicas %s, %s, %d closed-loop clients, round-robin over the replicas; loaded shared machine: figures are noisy\n\n", reps, where, clients)
+	var names []string
+	for _, n := range strings.Split(which, ",") {
+		if n != "table" {
+			names = append(names, n)
+			continue
+		}
+		strategies := only
+		if strategies == "" {
+			strategies = "simple_shuffle,round_robin,least_busy,latency,cost,usage,adaptive,adaptive:latency"
+		}
+		if err := printTable(strings.Split(strategies, ","), replicas, dur, clients, redisURL); err != nil {
+			return err
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if only == "" {
+		only = "adaptive,latency"
+	}
+	return printRecovery(names, strings.Split(only, ","), replicas, clients, redisURL, sc)
+}
+
+func printTable(strategies, replicas []string, dur time.Duration, clients int, redisURL string) error {
+	fmt.Printf("table: 3 deployments (ttfb 20ms); 'sick' turns 10x slow at %s and fails 50%% from %s; %s per strategy\n",
+		dur/3, 2*dur/3, dur)
+	fmt.Printf("%-17s %3s %9s %9s %9s %14s\n", "strategy", "rep", "success", "p50", "p99", "sick share")
+	for _, s := range strategies {
+		for _, rep := range replicas {
+			var n int
+			if _, err := fmt.Sscan(rep, &n); err != nil || n < 1 {
+				return fmt.Errorf("-replicas: %q is not a positive number", rep)
+			}
+			r, err := runTable(s, n, dur, clients, redisURL)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+			fmt.Printf("%-17s %3d %8.2f%% %9s %9s %13.1f%%\n", r.strategy, n, 100*float64(r.ok)/float64(r.total),
+				r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), 100*r.sickShare)
+		}
+	}
+	fmt.Println()
+	return nil
+}
+
+type result struct {
+	strategy  string
+	ok, total int64
+	p50, p99  time.Duration
+	sickShare float64
+}
+
+func runTable(strategy string, replicas int, dur time.Duration, clients int, redisURL string) (*result, error) {
 	name, objective, _ := strings.Cut(strategy, ":")
 	if objective == "" {
 		objective = "balanced"
 	}
-	cfg, err := config.Load([]byte(strings.NewReplacer("STRATEGY", name, "OBJECTIVE", objective).Replace(yamlTmpl)), nil)
+	c, err := newCluster(strings.NewReplacer("STRATEGY", name, "OBJECTIVE", objective).Replace(yamlTmpl), replicas, redisURL)
 	if err != nil {
 		return nil, err
 	}
-	node, err := gateway.Assemble(cfg, gateway.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 7})
-	if err != nil {
-		return nil, err
+	defer c.close()
+	var before map[string]float64
+	schedule := []step{
+		{dur / 3, func() {
+			before = c.counter("switchyard_upstream_attempts_total", "deployment")
+			_ = c.tune("p3", func(p *config.Simulate) { p.TTFB *= 10 })
+		}},
+		{2 * dur / 3, func() { _ = c.tune("p3", func(p *config.Simulate) { p.ErrorRate, p.ErrorStatus = 0.5, 503 }) }},
 	}
-	defer node.Close(context.Background())
-	sick, ok := node.Adapters["p3"].(providers.Tunable)
-	if !ok {
-		return nil, fmt.Errorf("simulated adapter is not tunable")
+	all := load(c, clients, dur, schedule)
+	end := c.counter("switchyard_upstream_attempts_total", "deployment")
+	r := &result{strategy: strategy, total: int64(len(all))}
+	var lat []time.Duration
+	for _, s := range all {
+		if s.ok {
+			r.ok++
+		}
+		lat = append(lat, s.latency)
 	}
-	h := node.Handler()
-	// every request is its own conversation: identical bodies would share
-	// one session fingerprint and session keeping would pin them all
-	var seq atomic.Int64
-
-	var (
-		mu         sync.Mutex
-		lat        []time.Duration
-		okN, total atomic.Int64
-		phase      atomic.Int32 // 0 healthy, 1 slow, 2 slow and failing
-	)
-	start := time.Now()
-	deadline := start.Add(dur)
-	var sickBefore, allBefore float64
-	go func() {
-		time.Sleep(dur / 3)
-		sickBefore, allBefore = attempts(node)
-		p := sick.Profile()
-		p.TTFB *= 10
-		sick.SetProfile(p)
-		phase.Store(1)
-		time.Sleep(dur / 3)
-		p.ErrorRate, p.ErrorStatus = 0.5, 503
-		sick.SetProfile(p)
-		phase.Store(2)
-	}()
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				body := fmt.Appendf(nil, `{"model":"m","messages":[{"role":"user","content":"hello %d"}]}`, seq.Add(1))
-				req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer sk-bench")
-				w := httptest.NewRecorder()
-				t0 := time.Now()
-				h.ServeHTTP(w, req)
-				d := time.Since(t0)
-				total.Add(1)
-				if w.Code == 200 {
-					okN.Add(1)
-				}
-				mu.Lock()
-				lat = append(lat, d)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	sickEnd, allEnd := attempts(node)
-	slices.Sort(lat)
-	r := &result{strategy: strategy, ok: okN.Load(), total: total.Load(),
-		sickAfter: int64(sickEnd - sickBefore), totalAfter: int64(allEnd - allBefore)}
 	if len(lat) > 0 {
-		r.p50, r.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+		r.p50, r.p99 = percentile(lat, 50), percentile(lat, 99)
 	}
-	if r.totalAfter > 0 {
-		r.sickShare = float64(r.sickAfter) / float64(r.totalAfter)
+	sick, total := end["sick"]-before["sick"], 0.0
+	for k, v := range end {
+		total += v - before[k]
+	}
+	if total > 0 {
+		r.sickShare = sick / total
 	}
 	return r, nil
-}
-
-// attempts reads the upstream attempts counter: attempts on the sick
-// deployment and on all of them, failovers included.
-func attempts(node *gateway.Node) (sick, all float64) {
-	mfs, _ := node.Registry.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() != "switchyard_upstream_attempts_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			v := m.GetCounter().GetValue()
-			all += v
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "deployment" && l.GetValue() == "sick" {
-					sick += v
-				}
-			}
-		}
-	}
-	return sick, all
 }
