@@ -14,10 +14,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"switchyard/config"
 	"switchyard/gateway"
 	"switchyard/providers"
 )
+
+// quietRedis drops go-redis's own log lines (a refused dial on a loaded
+// machine prints one per connection); the gateway reports Redis trouble
+// through switchyard_redis_up and its fallbacks.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietRedis{}) }
 
 // redisServer is a redis-server child process on a free loopback port,
 // started for the run and killed (by its own PID) at the end.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,10 +13,11 @@ import (
 
 // sample is one client request as the client saw it.
 type sample struct {
-	at      time.Duration // start, since the run began
-	latency time.Duration
-	ok      bool
-	served  string // X-Switchyard-Deployment, "" when nothing served
+	at       time.Duration // start, since the run began
+	latency  time.Duration
+	ok       bool
+	served   string // X-Switchyard-Deployment, "" when nothing served
+	attempts int    // X-Switchyard-Attempts
 }
 
 // load runs closed-loop clients against the cluster for dur, calling
@@ -54,8 +56,9 @@ func load(c *cluster, clients int, dur time.Duration, schedule []step) []sample 
 				w := httptest.NewRecorder()
 				t0 := time.Now()
 				c.handler().ServeHTTP(w, req)
+				n, _ := strconv.Atoi(w.Header().Get("X-Switchyard-Attempts"))
 				mine = append(mine, sample{at: t0.Sub(start), latency: time.Since(t0), ok: w.Code == 200,
-					served: w.Header().Get("X-Switchyard-Deployment")})
+					served: w.Header().Get("X-Switchyard-Deployment"), attempts: n})
 			}
 			mu.Lock()
 			all = append(all, mine...)

@@ -58,6 +58,8 @@ type recoveryResult struct {
 	healthyP99      time.Duration
 	badP99          time.Duration
 	recoverySeconds float64 // -1: never reached the threshold
+	badSick         float64 // share of the bad phases' requests the sick deployment served
+	badExtra        int     // attempts beyond the first in the bad phases: failovers, failed probes included
 	afterShare      float64 // sick's share of the whole recovered phase
 	probes          map[string]float64
 }
@@ -121,6 +123,17 @@ func runRecovery(sc scenario, strategy string, replicas, clients int, redisURL s
 	r.success = float64(okN) / float64(max(len(all), 1))
 	r.healthyP99 = p99(all, time.Second, badFrom) // the first second warms up
 	r.badP99 = p99(all, badFrom, recovery)
+	nBad, sickBad := 0, 0
+	for _, s := range all {
+		if s.at >= badFrom && s.at < recovery {
+			nBad++
+			r.badExtra += max(s.attempts-1, 0)
+			if s.served == "sick" {
+				sickBad++
+			}
+		}
+	}
+	r.badSick = float64(sickBad) / float64(max(nBad, 1))
 	for k, v := range c.counter("switchyard_routing_probes_total", "outcome") {
 		r.probes[k] = v - probesAt[k]
 	}
@@ -169,7 +182,10 @@ func profileOf(c *cluster, provider string) (config.Simulate, error) {
 // printRecovery runs every (scenario, strategy, replicas) and prints one
 // line per run.
 func printRecovery(names, strategies, replicas []string, clients int, redisURL string, sc map[string]scenario) error {
-	fmt.Printf("%-9s %-17s %3s %8s %9s %9s %6s %10s %11s %s\n", "scenario", "strategy", "rep", "success", "p99 ok", "p99 bad", "ratio", "back (s)", "sick after", "probes from the bad phase on")
+	fmt.Println("p99 ok/bad: clients' p99 while healthy / during the bad phases; sick bad: its share of the bad phases' requests;")
+	fmt.Println("extra: attempts beyond the first in the bad phases (failovers and failed probes); back: seconds from recovery")
+	fmt.Println("until sick serves 15% of a trailing second's requests (1.0 = at once); after: its share of the recovered phase")
+	fmt.Printf("%-9s %-17s %3s %8s %9s %9s %6s %8s %6s %8s %6s %s\n", "scenario", "strategy", "rep", "success", "p99 ok", "p99 bad", "ratio", "sick bad", "extra", "back (s)", "after", "probes from the bad phase on")
 	for _, n := range names {
 		s, ok := sc[n]
 		if !ok {
@@ -193,9 +209,9 @@ func printRecovery(names, strategies, replicas []string, clients int, redisURL s
 				if r.healthyP99 > 0 {
 					ratio = float64(r.badP99) / float64(r.healthyP99)
 				}
-				fmt.Printf("%-9s %-17s %3d %7.2f%% %9s %9s %5.2fx %10s %10.1f%% success=%.0f failure=%.0f inconclusive=%.0f\n",
+				fmt.Printf("%-9s %-17s %3d %7.2f%% %9s %9s %5.2fx %7.2f%% %6d %8s %5.1f%% success=%.0f failure=%.0f inconclusive=%.0f\n",
 					n, st, nrep, 100*r.success, r.healthyP99.Round(100*time.Microsecond), r.badP99.Round(100*time.Microsecond), ratio,
-					back, 100*r.afterShare, r.probes["success"], r.probes["failure"], r.probes["inconclusive"])
+					100*r.badSick, r.badExtra, back, 100*r.afterShare, r.probes["success"], r.probes["failure"], r.probes["inconclusive"])
 			}
 		}
 	}
