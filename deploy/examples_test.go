@@ -188,3 +188,80 @@ func TestComposeWiring(t *testing.T) {
 		t.Errorf("deploy/nginx.conf upstream servers %v, want the compose gateways %v", names, gateways)
 	}
 }
+
+// TestComposeTracingProfile checks the tracing example of docker-compose.yml:
+// the OpenTelemetry Collector runs only under the `tracing` profile with
+// deploy/compose/otel-collector.yaml, whose OTLP/HTTP receiver listens on
+// 4318 and feeds a traces pipeline, and every gateway takes its endpoint
+// from SWITCHYARD_TRACING_OTLP_ENDPOINT, empty (tracing off) by default.
+func TestComposeTracingProfile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := yaml.Parser().Unmarshal(raw)
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	services, _ := doc["services"].(map[string]any)
+	col, _ := services["otel-collector"].(map[string]any)
+	if col == nil {
+		t.Fatal("docker-compose.yml: no otel-collector service")
+	}
+	for _, name := range []string{"otel-collector", "jaeger"} {
+		svc, _ := services[name].(map[string]any)
+		profiles, _ := svc["profiles"].([]any)
+		if len(profiles) != 1 || profiles[0] != "tracing" {
+			t.Errorf("docker-compose.yml: %s must run only under the tracing profile, has profiles %v", name, profiles)
+		}
+	}
+	vols, _ := col["volumes"].([]any)
+	if len(vols) != 1 || !strings.HasPrefix(vols[0].(string), "./deploy/compose/otel-collector.yaml:") {
+		t.Errorf("otel-collector volumes %v, want deploy/compose/otel-collector.yaml", vols)
+	}
+	gateways := 0
+	for name, v := range services {
+		svc, _ := v.(map[string]any)
+		if cmd, _ := svc["command"].([]any); len(cmd) == 0 || cmd[0] != "serve" {
+			continue
+		}
+		gateways++
+		env, _ := svc["environment"].(map[string]any)
+		if got := env["SWITCHYARD_TRACING_OTLP_ENDPOINT"]; got != "${SWITCHYARD_TRACING_OTLP_ENDPOINT:-}" {
+			t.Errorf("docker-compose.yml: %s SWITCHYARD_TRACING_OTLP_ENDPOINT = %v, want it from the environment, empty by default", name, got)
+		}
+	}
+	if gateways == 0 {
+		t.Fatal("no gateway services")
+	}
+
+	craw, err := os.ReadFile(filepath.Join("compose", "otel-collector.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := yaml.Parser().Unmarshal(craw)
+	if err != nil {
+		t.Fatalf("otel-collector.yaml: %v", err)
+	}
+	get := func(m any, path ...string) any {
+		for _, k := range path {
+			mm, _ := m.(map[string]any)
+			m = mm[k]
+		}
+		return m
+	}
+	if ep := get(cfg, "receivers", "otlp", "protocols", "http", "endpoint"); ep != "0.0.0.0:4318" {
+		t.Errorf("otel-collector.yaml: OTLP/HTTP receiver endpoint %v, want 0.0.0.0:4318", ep)
+	}
+	pipe, _ := get(cfg, "service", "pipelines", "traces").(map[string]any)
+	recv, _ := pipe["receivers"].([]any)
+	exps, _ := pipe["exporters"].([]any)
+	if len(recv) != 1 || recv[0] != "otlp" || len(exps) == 0 {
+		t.Fatalf("otel-collector.yaml: traces pipeline %v", pipe)
+	}
+	for _, e := range exps {
+		if get(cfg, "exporters", e.(string)) == nil && e != "debug" {
+			t.Errorf("otel-collector.yaml: pipeline exporter %v is not defined", e)
+		}
+	}
+}

@@ -58,6 +58,23 @@ type PinQuery struct {
 	Models    [2]string // read the deployment pin of these public models ("" = none)
 }
 
+// Count is how many pins q asks Begin to read.
+func (q *PinQuery) Count() int {
+	if q.Session == "" {
+		return 0
+	}
+	n := 0
+	if q.TierAlias != "" {
+		n++
+	}
+	for _, m := range q.Models {
+		if m != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // Pins are the pins Begin found ("" when absent), aligned with the query.
 type Pins struct {
 	Tier string
@@ -68,6 +85,9 @@ type Pins struct {
 type Begun struct {
 	Decision ratelimit.Decision // Allowed is true for a team without limits
 	Pins     Pins
+	// Local is set when node-local state answered Begin: a node without
+	// Redis, or Redis unreachable (the request's trace shows it).
+	Local bool
 
 	q      PinQuery
 	team   *catalog.Team
@@ -84,6 +104,9 @@ func (b *Begun) Deployment(model string) string {
 	}
 	return ""
 }
+
+// Limited reports whether Begin decided an admission: the team has limits.
+func (b *Begun) Limited() bool { return b.team != nil && limited(b.team) }
 
 // ticket is what Finish needs to undo or correct an admission.
 type ticket struct {

@@ -33,7 +33,7 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if q.Team == nil {
 		return Begun{}, errNoTeam
 	}
-	b := Begun{q: q.Pins, team: q.Team, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}}
+	b := Begun{q: q.Pins, team: q.Team, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, Local: true}
 	if s := q.Pins.Session; s != "" {
 		if a := q.Pins.TierAlias; a != "" {
 			b.Pins.Tier, _, _ = l.pins.GetTier(ctx, tierPinKey(s, a))

@@ -270,6 +270,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 // (err) or was not tried (the breaker is open). remote is the slot the
 // failed script may have taken.
 func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, remote ...string) (Begun, error) {
+	b.Local = true
 	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		r.obs.OnFallback("ratelimit") // not when the caller itself gave up: Redis was not at fault
 	}

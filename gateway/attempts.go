@@ -12,6 +12,7 @@ import (
 	"switchyard/providers"
 	"switchyard/routing"
 	"switchyard/telemetry"
+	"switchyard/tracing"
 )
 
 // errUpstreamTimeout is the cancel cause when an attempt saw no first byte
@@ -154,6 +155,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 	}
 	ctx, cancel := context.WithCancelCause(cl.ctx)
 	defer cancel(nil)
+	ctx, cl.att = cl.span.StartAttempt(ctx, cl.op, att)
 	timer := time.AfterFunc(s.Config.Server.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
 	t0 := time.Now()
 	resp, err := adapter.Do(ctx, d, &providers.Request{
@@ -166,6 +168,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		o := outcomeOf(err, context.Cause(ctx), time.Since(t0))
 		s.Metrics.Attempts.WithLabelValues(d.ID, o.Class.String()).Inc()
 		att.Done(o)
+		cl.att.End(o, tracing.Usage{})
 		return false, err
 	}
 	if resp.Stream == nil {
@@ -175,7 +178,9 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		s.Metrics.Attempts.WithLabelValues(d.ID, "ok").Inc()
 		s.Metrics.UpstreamLatency.WithLabelValues(d.ID).Observe(lat.Seconds())
 		s.Metrics.UpstreamTTFB.WithLabelValues(d.ID).Observe(resp.TTFB.Seconds())
-		att.Done(routing.Outcome{Status: resp.Status, Class: routing.ClassOK, Latency: lat, TTFB: resp.TTFB})
+		o := routing.Outcome{Status: resp.Status, Class: routing.ClassOK, Latency: lat, TTFB: resp.TTFB}
+		att.Done(o)
+		cl.att.End(o, tracing.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens, Body: resp.Body})
 		res := cl.plan.Result()
 		cl.setDecisionHeaders(res, d)
 		cl.settle(d, resp.Usage, int64(len(resp.Body)))
@@ -210,6 +215,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 		o := outcomeOf(err, nil, ttfb)
 		s.Metrics.Attempts.WithLabelValues(d.ID, o.Class.String()).Inc()
 		att.Done(o)
+		cl.att.End(o, tracing.Usage{Stream: true})
 		return false, err
 	}
 	cl.upstream += ttfb
@@ -260,7 +266,9 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	s.Metrics.UpstreamTTFB.WithLabelValues(d.ID).Observe(ttfb.Seconds())
 	s.Metrics.UpstreamLatency.WithLabelValues(d.ID).Observe(o.Latency.Seconds())
 	att.Done(o)
-	cl.settle(d, st.Usage(), relayed)
+	u := st.Usage()
+	cl.att.End(o, tracing.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Body: first, Stream: true})
+	cl.settle(d, u, relayed)
 	return true, nil
 }
 

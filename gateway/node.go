@@ -18,6 +18,7 @@ import (
 	"switchyard/routing"
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
+	"switchyard/tracing"
 )
 
 // Options tunes how a Node is assembled; the zero value is a local-only
@@ -73,7 +74,16 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		metrics = telemetry.NewMetrics(reg)
 		metrics.RedisUp.Set(0)
 	}
-	n := &Node{started: time.Now()}
+	tracer, err := tracing.New(cfg.Tracing, tracing.Options{Node: cfg.Server.NodeID, Registry: reg, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if tracer != nil {
+		log.Info("tracing on: exporting spans over OTLP/HTTP", "sample_ratio", cfg.Tracing.SampleRatio, "service_name", cfg.Tracing.ServiceName)
+	}
+	// the first closer runs last: the spans of the final requests are
+	// flushed (bounded) after everything else has stopped
+	n := &Node{started: time.Now(), closers: []func(context.Context) error{tracer.Shutdown}}
 
 	store := opt.Store
 	if store == nil {
@@ -133,7 +143,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	deps := Deps{
 		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
 		Tier: tier.New(cfg.SmartRouting), Audit: audit,
-		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState,
+		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState, Tracer: tracer,
 	}
 	n.Server = New(deps)
 	if cfg.Admin.Key != "" {

@@ -18,6 +18,7 @@ import (
 	"switchyard/routing/tier"
 	"switchyard/sessions"
 	"switchyard/telemetry"
+	"switchyard/tracing"
 	"switchyard/wire"
 )
 
@@ -52,7 +53,9 @@ type call struct {
 
 	out   edge.Outcome // how the request ended, handed to the edge state once
 	entry telemetry.Entry
-	hdr   headerBatch // response headers decided so far, written with the first byte
+	hdr   headerBatch      // response headers decided so far, written with the first byte
+	span  *tracing.Request // the server span; nil with tracing off
+	att   *tracing.Attempt // the open attempt's client span; nil with tracing off
 }
 
 func (s *Server) handleChat(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatOpenAI) }
@@ -73,7 +76,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl.hdr.str("X-Request-Id", cl.reqID)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.Config.Server.RequestTimeout)
 	defer cancel()
-	cl.ctx = ctx
+	cl.ctx, cl.span = s.Tracer.StartRequest(ctx, c.Request, c.FullPath())
 	defer cl.finish()
 
 	_ = cl.parse() && cl.authenticate() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
@@ -160,7 +163,14 @@ func (cl *call) begin() bool {
 		p.Session = cl.sessionKey()
 	}
 	q.Pins = p
+	var t0 time.Time
+	if cl.span != nil {
+		t0 = time.Now()
+	}
 	b, err := cl.s.Edge.Begin(cl.ctx, &q)
+	if cl.span != nil && (b.Limited() || p.Count() > 0) {
+		cl.span.EdgeState(cl.ctx, t0, b.Limited(), p.Count(), b.Local)
+	}
 	if err != nil {
 		cl.s.Logger.Warn("edge state failed; admitting", "team", cl.team.Name, "error", err)
 	}
@@ -312,6 +322,9 @@ func (cl *call) finish() {
 	s.Metrics.Requests.WithLabelValues(model, team, strconv.Itoa(e.Status)).Inc()
 	s.Metrics.RequestDuration.WithLabelValues(model).Observe(dur.Seconds())
 	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
+	if cl.span != nil {
+		cl.span.End(spanOutcome(e))
+	}
 	cl.out.Audit = e
 	s.Edge.Finish(&cl.begun, &cl.out)
 	if s.Logger.Enabled(cl.ctx, slog.LevelInfo) {
@@ -330,6 +343,19 @@ func (cl *call) finish() {
 			slog.Float64("cost_usd", e.CostUSD), slog.Float64("duration_ms", e.DurationMs),
 			slog.Float64("overhead_ms", e.OverheadMs), slog.String("error", e.Error))
 	}
+}
+
+// spanOutcome is the server span's SPEC 12.5 attributes, from the audit entry.
+func spanOutcome(e *telemetry.Entry) tracing.Outcome {
+	o := tracing.Outcome{Status: e.Status, RequestID: e.RequestID, Team: e.Team, RequestedModel: e.RequestedModel,
+		Attempts: len(e.Attempts), Degraded: e.Degraded}
+	if e.Deployment != "" {
+		o.ServedModel = e.RoutedModel
+	}
+	if e.Tier != nil {
+		o.Tier = e.Tier.Tier
+	}
+	return o
 }
 
 // writeErrorFormat writes e in the client's format with the headers it needs.

@@ -31,6 +31,7 @@ import (
 	"switchyard/routing"
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
+	"switchyard/tracing"
 )
 
 // Deps is everything a Server is built from. Nil optional fields get
@@ -46,7 +47,8 @@ type Deps struct {
 	Metrics  *telemetry.Metrics
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
-	Admin    *Admin // nil: no admin write API (read endpoints still serve when a key is set)
+	Tracer   *tracing.Tracer // nil: tracing off (SPEC 12.5)
+	Admin    *Admin          // nil: no admin write API (read endpoints still serve when a key is set)
 	// RedisState reports "up", "down" or "disabled" for /readyz and /admin/cluster.
 	RedisState func() string
 	// Cluster lists the nodes seen recently (GET /admin/cluster); nil = this node only.

@@ -219,11 +219,12 @@ func genAIOperation(op catalog.Operation) string {
 	return "chat"
 }
 
-// Usage is the token usage and model an upstream reported for an attempt.
+// Usage is what an upstream reported for an attempt.
 type Usage struct {
 	InputTokens, OutputTokens int
-	// Model is gen_ai.response.model (see ResponseModel); "" when unknown.
-	Model string
+	// Body is the sync response body or a stream's first event; End reads
+	// gen_ai.response.model from it (ResponseModel), only when tracing is on.
+	Body []byte
 	// Stream marks a streamed attempt: its span ended with the stream.
 	Stream bool
 }
@@ -250,8 +251,8 @@ func (a *Attempt) End(o routing.Outcome, u Usage) {
 	if u.InputTokens > 0 || u.OutputTokens > 0 {
 		attrs = append(attrs, attrGenAIInputTokens.Int(u.InputTokens), attrGenAIOutputTokens.Int(u.OutputTokens))
 	}
-	if u.Model != "" {
-		attrs = append(attrs, attrGenAIRespModel.String(u.Model))
+	if m := ResponseModel(u.Body); m != "" {
+		attrs = append(attrs, attrGenAIRespModel.String(m))
 	}
 	if o.Class != routing.ClassOK {
 		class := o.Class.String()

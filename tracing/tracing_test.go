@@ -95,7 +95,7 @@ func TestSpansReachCollector(t *testing.T) {
 	r.EdgeState(ctx, time.Now().Add(-time.Millisecond), true, 1, true)
 	actx, a := r.StartAttempt(ctx, catalog.OpChat, &routing.Attempt{Deployment: dep, Model: "gpt", N: 1})
 	out := Inject(actx, http.Header{"Authorization": {"Bearer sk-upstream-secret"}})
-	a.End(routing.Outcome{Status: 200, Class: routing.ClassOK, TTFB: 3 * time.Millisecond}, Usage{InputTokens: 11, OutputTokens: 7, Model: "gpt-4o-mini-2024", Stream: true})
+	a.End(routing.Outcome{Status: 200, Class: routing.ClassOK, TTFB: 3 * time.Millisecond}, Usage{InputTokens: 11, OutputTokens: 7, Body: []byte("data: {\"model\":\"gpt-4o-mini-2024\"}\n\n"), Stream: true})
 	r.End(Outcome{Status: 200, RequestID: "rid-1", Team: "t", RequestedModel: "normal", ServedModel: "gpt", Tier: "easy", Attempts: 1})
 	if err := tr.Flush(context.Background()); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,7 @@ type Receiver struct {
 	spans   []Span
 	exports int
 	fail    bool
+	discard bool          // accept without decoding (benchmarks: the harness costs nothing)
 	hold    chan struct{} // non-nil: exports wait on it (a slow collector)
 }
 
@@ -65,6 +66,14 @@ func (r *Receiver) Close() {
 func (r *Receiver) Fail(on bool) {
 	r.mu.Lock()
 	r.fail = on
+	r.mu.Unlock()
+}
+
+// Discard makes later exports be read and accepted without being decoded
+// or kept, so a benchmark measures the exporting side only.
+func (r *Receiver) Discard() {
+	r.mu.Lock()
+	r.discard = true
 	r.mu.Unlock()
 }
 
@@ -108,7 +117,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.mu.Lock()
-	hold, fail := r.hold, r.fail
+	hold, fail, discard := r.hold, r.fail, r.discard
 	r.mu.Unlock()
 	if hold != nil {
 		select {
@@ -133,6 +142,13 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	raw, err := io.ReadAll(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if discard {
+		r.mu.Lock()
+		r.exports++
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
 		return
 	}
 	var ex coltrace.ExportTraceServiceRequest
