@@ -206,6 +206,19 @@ test('cluster: every node, Redis state, catalog version', async () => {
   await shot('cluster');
 });
 
+test('keyboard: Tab and Enter move between views, focus lands on the view', async () => {
+  await page.getByRole('link', { name: 'Cluster', exact: true }).focus();
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Models');
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { level: 1, name: 'Models' }).waitFor();
+  await page.waitForFunction(() => document.activeElement && document.activeElement.tagName === 'H1');
+  await page.getByRole('combobox', { name: 'Strategy' }).first().waitFor();
+  await page.keyboard.press('Tab'); // from the heading to the first control of the view
+  const first = await page.evaluate(() => document.activeElement.tagName + ' ' + (document.activeElement.labels?.[0]?.textContent || document.activeElement.textContent));
+  assert.match(first, /^(SELECT Strategy|BUTTON Disable)/, 'the first control after the heading: ' + first);
+});
+
 test('models: every model and deployment with its per-node state', async () => {
   await view('Models');
   for (const m of MODELS) await page.getByRole('region', { name: m, exact: true }).waitFor();

@@ -73,11 +73,12 @@ function modelCard(first, n, refresh) {
       const objective = h('select', { id: oid, name: 'objective' }, OBJECTIVES.map((s) => h('option', { value: s }, s)));
       const apply = h('button', { type: 'submit' }, 'Apply');
       const fieldErr = h('span', { class: 'field-error', id: `strategy-err-${n}` });
+      const source = h('span', { class: 'hint' });
       strategy.setAttribute('aria-describedby', fieldErr.id);
       const f = h('form', { class: 'inline-form' },
         h('label', { for: sid }, 'Strategy'), strategy,
         h('label', { for: oid }, 'Objective'), objective,
-        apply, fieldErr);
+        apply, source, fieldErr);
       const syncObjective = () => { objective.disabled = strategy.value !== 'adaptive'; };
       strategy.addEventListener('change', () => { f._dirty = true; syncObjective(); });
       objective.addEventListener('change', () => { f._dirty = true; });
@@ -98,6 +99,7 @@ function modelCard(first, n, refresh) {
         });
       });
       f._set = (info) => {
+        setText(source, info.source === 'default' ? 'the default strategy (routing.default_strategy)' : '');
         if (f._dirty || f.contains(document.activeElement)) return;
         strategy.value = info.strategy || STRATEGIES[0];
         objective.value = info.objective || 'balanced';
