@@ -35,8 +35,15 @@ type Heartbeat struct {
 	interval time.Duration
 	info     func() NodeInfo
 
+	onLive func(n int) // nil, or told the live count after each beat that reached Redis; set before Run
+
 	live atomic.Int64 // live nodes at the last successful beat; 0 before the first
 }
+
+// OnLive sets fn, told the live node count after every beat that reached
+// Redis (the node moves its fallback divisor with it). Call it before Run;
+// fn must be quick.
+func (h *Heartbeat) OnLive(fn func(n int)) { h.onLive = fn }
 
 // NewHeartbeat returns a heartbeat under prefix; info is read at each beat.
 func NewHeartbeat(c redis.UniversalClient, prefix string, interval time.Duration, info func() NodeInfo) *Heartbeat {
@@ -75,6 +82,9 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	})
 	if err == nil && live.Val() > 0 {
 		h.live.Store(live.Val())
+		if h.onLive != nil {
+			h.onLive(int(live.Val()))
+		}
 	}
 }
 

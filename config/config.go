@@ -44,7 +44,7 @@ type Redis struct {
 	Timeout          time.Duration `koanf:"timeout"`           // bound on any request-path call; default 50ms
 	SlotLease        time.Duration `koanf:"slot_lease"`        // a max_parallel slot's lease, renewed by its node while the request runs; a dead node's slots come back within it; default 30s
 	KeyPrefix        string        `koanf:"key_prefix"`        // default "switchyard:"
-	ExpectedReplicas int           `koanf:"expected_replicas"` // local fallback divides limits by it; default 1
+	ExpectedReplicas int           `koanf:"expected_replicas"` // local fallback divides limits by it; default 1; 0 = the live node count of the last heartbeats
 	PoolSize         int           `koanf:"pool_size"`         // connections per Redis node, opened before the node is ready; default 0 = max(64, 16 per CPU)
 }
 

@@ -117,6 +117,7 @@ func TestValidationRules(t *testing.T) {
 		{"fallback empty", minimal + "routing: {fallbacks: [{primary: m, models: []}]}\n", "1 to 5"},
 		{"redis url", minimal + "redis: {url: 'http://x'}\n", "redis.url"},
 		{"pool size", minimal + "redis: {pool_size: -5}\n", "redis.pool_size"},
+		{"expected replicas", minimal + "redis: {expected_replicas: -1}\n", "redis.expected_replicas: must be >= 0"},
 		{"bad duration", minimal + "server: {upstream_timeout: soon}\n", "upstream_timeout"},
 		{"env section", minimal, "SWITCHYARD_NOPE_X"},
 	}
@@ -137,14 +138,15 @@ func TestValidationRules(t *testing.T) {
 	}
 }
 
-// TestRedisPoolSizeZero: pool_size 0 (sized from the CPUs) is valid.
-func TestRedisPoolSizeZero(t *testing.T) {
-	c, err := Load([]byte("redis: {url: 'redis://127.0.0.1:6379/0', pool_size: 0}\n"), nil)
+// TestRedisZeroValues: expected_replicas 0 (the live node count of the
+// heartbeats, SPEC 9) and pool_size 0 (sized from the CPUs) are valid.
+func TestRedisZeroValues(t *testing.T) {
+	c, err := Load([]byte("redis: {url: 'redis://127.0.0.1:6379/0', expected_replicas: 0, pool_size: 0}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Redis.PoolSize != 0 {
-		t.Fatalf("pool_size %d, want 0", c.Redis.PoolSize)
+	if c.Redis.ExpectedReplicas != 0 || c.Redis.PoolSize != 0 {
+		t.Fatalf("expected_replicas %d, pool_size %d; want 0, 0", c.Redis.ExpectedReplicas, c.Redis.PoolSize)
 	}
 }
 

@@ -55,8 +55,8 @@ func Validate(c *Config) Problems {
 	if c.Redis.SlotLease < 0 || (c.Redis.SlotLease > 0 && c.Redis.SlotLease < time.Second) {
 		add("redis.slot_lease: must be at least 1s (default 30s; its node renews a slot every third of it), got %s", c.Redis.SlotLease)
 	}
-	if c.Redis.ExpectedReplicas < 1 {
-		add("redis.expected_replicas: must be >= 1, got %d", c.Redis.ExpectedReplicas)
+	if c.Redis.ExpectedReplicas < 0 {
+		add("redis.expected_replicas: must be >= 0 (0 = the live node count from the heartbeats), got %d", c.Redis.ExpectedReplicas)
 	}
 	if c.Redis.PoolSize < 0 {
 		add("redis.pool_size: must be >= 0 (0 = sized from the CPU count), got %d", c.Redis.PoolSize)

@@ -20,9 +20,16 @@ import (
 )
 
 // Health is what the edge asks of the breaker that guards the Redis client:
-// is Redis believed reachable. The cluster package's Breaker satisfies it; a
-// per-shard breaker can answer for the team's shard instead.
+// is Redis believed reachable. The cluster package's Breaker and Conn
+// satisfy it.
 type Health interface{ Up() bool }
+
+// KeyHealth is the optional per-key answer of a Health (cluster.Conn): on
+// Redis Cluster, would a call on key go to Redis now, asked of the breaker of
+// the shard serving key's slot. With it a lost shard sends only its own
+// teams to local state, and teams of healthy shards stay shared (SPEC 9: one
+// breaker per shard). It never waits.
+type KeyHealth interface{ Available(key string) bool }
 
 // Observer is told about the events the node turns into metrics. Calls are
 // synchronous and must be cheap.
@@ -83,7 +90,8 @@ type Client interface {
 type Redis struct {
 	// Immutable after construction.
 	c       Client
-	health  Health // nil: always up
+	health  Health    // nil: always up
+	keys    KeyHealth // health's per-key answer, or nil
 	cfg     Config
 	local   *ratelimit.Local
 	pins    *sessions.Local
@@ -131,6 +139,9 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		pins:  sessions.NewLocal(cfg.Clock, sessions.DefaultMaxEntries),
 		ring:  ring, lease: cfg.SlotLease.Milliseconds(),
 	}
+	if kh, ok := health.(KeyHealth); ok {
+		r.keys = kh
+	}
 	r.w = newWriter(r, audit, usage)
 	return r
 }
@@ -143,6 +154,19 @@ func nodeID() string {
 
 // Shared implements State.
 func (r *Redis) Shared() bool { return r.health == nil || r.health.Up() }
+
+// sharedFor reports whether the call on the keys of one hash tag (a team's
+// base key) goes to Redis: per shard when health answers per key.
+func (r *Redis) sharedFor(key string) bool {
+	if r.keys != nil {
+		return r.keys.Available(key)
+	}
+	return r.Shared()
+}
+
+// SetDivisor sets the local fallback's divisor (redis.expected_replicas 0:
+// the node calls it with the live node count of each heartbeat).
+func (r *Redis) SetDivisor(n int) { r.local.SetDivisor(n) }
 
 func (r *Redis) team(t *catalog.Team) *teamState {
 	if v, ok := r.teams.Load(t.Name); ok {
@@ -181,7 +205,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if !lim && n == 0 {
 		return b, nil
 	}
-	if !r.Shared() {
+	if !r.sharedFor(ts.keys.base) {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen)
 	}
 	keys := make([]string, 0, 3+n)

@@ -51,14 +51,15 @@ smart_routing:
 // timeout is redis.timeout: the exactness tests use a generous one because
 // 200 client goroutines, three gateways and Redis share two cores, and a
 // call that times out falls back to the local limiter (by design) and is no
-// longer a test of the shared one.
-func startCluster(t *testing.T, n int, timeout string) (*redistest.Server, []*Node, []*httptest.Server) {
+// longer a test of the shared one. yamlEdits are old, new pairs applied to
+// clusterYAML.
+func startCluster(t *testing.T, n int, timeout string, yamlEdits ...string) (*redistest.Server, []*Node, []*httptest.Server) {
 	t.Helper()
 	rs := redistest.Start(t)
 	var nodes []*Node
 	var srvs []*httptest.Server
 	for i := 0; i < n; i++ {
-		yml := strings.NewReplacer("${REDIS}", rs.URL(), "${NODE}", fmt.Sprintf("node-%d", i+1), "${TIMEOUT}", timeout).Replace(clusterYAML)
+		yml := strings.NewReplacer(append([]string{"${REDIS}", rs.URL(), "${NODE}", fmt.Sprintf("node-%d", i+1), "${TIMEOUT}", timeout}, yamlEdits...)...).Replace(clusterYAML)
 		cfg, err := config.Load([]byte(yml), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -747,4 +748,33 @@ func TestClusterStartsWithRedisDown(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestClusterExpectedReplicasZero: with redis.expected_replicas 0 each node
+// divides its local fallback by the live node count of its last heartbeats
+// (SPEC 9): three live nodes, Redis killed, a node alone admits rpm/3.
+func TestClusterExpectedReplicasZero(t *testing.T) {
+	rs, nodes, srvs := startCluster(t, 3, "50ms", "expected_replicas: 3", "expected_replicas: 0")
+	waitUntilTrue(t, "every node to count 3 live nodes", func() bool {
+		for _, n := range nodes {
+			if n.hb.Live() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	rs.Kill()
+	admitted := 0
+	for range 60 {
+		resp, _ := post(t, srvs[0].URL+"/v1/chat/completions", "sk-rpm", chatBody)
+		if resp != nil && resp.StatusCode == 200 {
+			admitted++
+		}
+	}
+	// rpm 60 / 3 live nodes = 20; the local bucket refills one request every
+	// 3 s, so a slow run may see one more
+	if admitted < 20 || admitted > 21 {
+		t.Fatalf("Redis down, 3 live nodes, rpm 60: node admitted %d locally, want 20", admitted)
+	}
+	rs.Restart() // the nodes' Close then flushes at once instead of waiting out its bound
 }

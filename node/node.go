@@ -25,6 +25,9 @@ import (
 	"switchyard/telemetry"
 )
 
+// warmTimeout bounds opening the Redis connections before serving.
+const warmTimeout = 3 * time.Second
+
 // Options tunes assembly; the zero value is production.
 type Options = gateway.Options
 
@@ -33,6 +36,8 @@ type Options = gateway.Options
 type Node struct {
 	*gateway.Node
 	Redis redis.UniversalClient // nil in local mode
+
+	hb *cluster.Heartbeat // nil in local mode
 }
 
 // Assemble builds a node from a validated configuration.
@@ -50,10 +55,11 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	}
 	reg := prometheus.NewRegistry()
 	m := telemetry.NewMetrics(reg)
-	c, br, err := cluster.NewClient(cfg.Redis)
+	conn, err := cluster.Connect(cfg.Redis, cluster.Options{})
 	if err != nil {
 		return nil, err
 	}
+	c, br := conn.Client, conn.Breaker()
 	m.RedisUp.Set(1)
 	br.OnChange(func(up bool) {
 		if up {
@@ -73,7 +79,9 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	ring := telemetry.NewRing(cfg.Audit.MaxEntries)
 	audit := telemetry.NewRedisAudit(c, prefix, cfg.Audit.MaxEntries, ring)
 	usage := ratelimit.NewRedisUsage(c, prefix, cfg.Redis.Timeout, cfg.Redis.ExpectedReplicas, clock, usageObserver{obs})
-	es := edge.NewRedis(c, br, edge.Config{
+	// conn answers per key: on Redis Cluster a team goes local only when its
+	// own shard is down
+	es := edge.NewRedis(c, conn, edge.Config{
 		Prefix: prefix, Timeout: cfg.Redis.Timeout, SlotLease: cfg.Redis.SlotLease,
 		Divisor: cfg.Redis.ExpectedReplicas, Clock: clock, MaxAudit: cfg.Audit.MaxEntries,
 	}, ring, audit, usage, obs)
@@ -92,14 +100,22 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	gn, err := gateway.Assemble(cfg, o)
 	if err != nil {
 		_ = es.Close(context.Background())
-		_ = c.Close()
+		_ = conn.Close()
 		return nil, err
 	}
+	// Open every pooled connection before serving: a fresh node dialing
+	// inside its first burst missed redis.timeout and over-admitted locally.
+	// Bounded; a Redis down at start is a fallback, not a failed start.
+	wctx, wcancel := context.WithTimeout(context.Background(), warmTimeout)
+	if err := conn.Warm(wctx); err != nil {
+		log.Warn("redis connections not all opened before serving; they open on first use", "error", err)
+	}
+	wcancel()
 	n := &Node{Node: gn, Redis: c}
 	ctx, cancel := context.WithCancel(context.Background())
 	// closers run last added first: stop the loops, then (gateway's) the
 	// edge writer flushes, then the client closes
-	gn.OnClose(func(context.Context) error { return c.Close() })
+	gn.OnClose(func(context.Context) error { return conn.Close() })
 	gn.OnClose(func(ctx context.Context) error { return es.Close(ctx) })
 	gn.OnClose(func(context.Context) error { cancel(); return nil })
 	if rstore, ok := store.(*catalog.RedisStore); ok {
@@ -118,6 +134,11 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	hb := cluster.NewHeartbeat(c, prefix, 2*time.Second, func() cluster.NodeInfo {
 		return cluster.NodeInfo{Node: cfg.Server.NodeID, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started()}
 	})
+	if cfg.Redis.ExpectedReplicas == 0 {
+		// the fallback divides by the live node count it last saw (SPEC 9)
+		hb.OnLive(func(n int) { es.SetDivisor(n); usage.SetDivisor(n) })
+	}
+	n.hb = hb
 	go hb.Run(ctx)
 	gn.SetCluster(func(ctx context.Context) (any, error) { return hb.Nodes(ctx) })
 	return n, nil

@@ -24,8 +24,8 @@ var errNoTeam = errors.New("ratelimit: admission without a team")
 type Local struct {
 	// Immutable after construction.
 	clock func() time.Time
-	div   int64
 
+	div     atomic.Int64 // the divisor (>= 1); SetDivisor moves it with the live node count
 	slotTTL atomic.Int64 // ns; set before use
 	seq     atomic.Uint64
 	teams   sync.Map // team name -> *localTeam
@@ -51,10 +51,17 @@ func NewLocal(clock func() time.Time, divisor int) *Local {
 	if divisor < 1 {
 		divisor = 1
 	}
-	l := &Local{clock: clock, div: int64(divisor)}
+	l := &Local{clock: clock}
+	l.div.Store(int64(divisor))
 	l.slotTTL.Store(int64(DefaultSlotTTL))
 	return l
 }
+
+// SetDivisor changes the divisor (values below 1 mean 1): with
+// redis.expected_replicas 0 the node sets it to the live node count of each
+// heartbeat, so the count it last saw before Redis went away is the one
+// its fallback divides by (SPEC 9).
+func (l *Local) SetDivisor(n int) { l.div.Store(int64(max(1, n))) }
 
 // SetSlotTTL sets the backstop expiry of a max_parallel slot (the request
 // timeout plus a margin; DefaultSlotTTL when unset).
@@ -72,15 +79,16 @@ type limits struct {
 }
 
 func (l *Local) scaled(t *catalog.Team) limits {
+	d := l.div.Load()
 	div := func(v int64) int64 {
 		if v <= 0 {
 			return 0
 		}
-		return max(1, v/l.div)
+		return max(1, v/d)
 	}
 	return limits{
 		rpm: div(t.RPM), tpm: div(t.TPM), parallel: div(t.MaxParallel),
-		budget: max(0, t.Budget.USD) / float64(l.div), period: BudgetPeriod(t),
+		budget: max(0, t.Budget.USD) / float64(d), period: BudgetPeriod(t),
 	}
 }
 

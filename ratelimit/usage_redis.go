@@ -127,11 +127,11 @@ type RedisUsage struct {
 	timeout  time.Duration
 	obs      Observer
 	local    *LocalUsage
-	div      int64
 	clock    func() time.Time
 	interval time.Duration
 
-	deps  sync.Map // deployment id -> *depUsage
+	div   atomic.Int64 // node count the local estimate is scaled by (>= 1); SetDivisor
+	deps  sync.Map     // deployment id -> *depUsage
 	cache atomic.Pointer[usageCache]
 }
 
@@ -162,12 +162,18 @@ func NewRedisUsage(client Store, prefix string, timeout time.Duration, replicas 
 	if timeout <= 0 {
 		timeout = cluster.DefaultTimeout
 	}
-	return &RedisUsage{
+	u := &RedisUsage{
 		client: client, prefix: prefix, timeout: flushTimeout(timeout), obs: obs,
-		local: NewLocalUsage(clock), div: int64(max(1, replicas)), clock: clock,
+		local: NewLocalUsage(clock), clock: clock,
 		interval: DefaultUsageInterval,
 	}
+	u.SetDivisor(replicas)
+	return u
 }
+
+// SetDivisor sets the node count the local usage estimate is scaled by
+// while Redis is unreachable (values below 1 mean 1); see Local.SetDivisor.
+func (u *RedisUsage) SetDivisor(n int) { u.div.Store(int64(max(1, n))) }
 
 // Step writes the unwritten counts and refreshes the cache; the background
 // writer calls it every DefaultUsageInterval.
@@ -201,7 +207,8 @@ func (u *RedisUsage) Usage(depID string) (rpm, tpm int64) {
 		return v[0] + d.req.Load(), v[1] + d.tok.Load()
 	}
 	rpm, tpm = u.local.Usage(depID)
-	return rpm * u.div, tpm * u.div
+	n := u.div.Load()
+	return rpm * n, tpm * n
 }
 
 // flush writes every deployment's unwritten counts in one pipeline. Counts
