@@ -9,7 +9,7 @@ import (
 
 // handleAdminHealth shows each deployment's live state on this node (SPEC 6).
 func (s *Server) handleAdminHealth(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"node": s.Config.Server.NodeID, "deployments": s.Router.Health(time.Now())})
+	c.JSON(http.StatusOK, gin.H{"node": s.Config.Server.NodeID, "deployments": s.router().Health(time.Now())})
 }
 
 // handleAdminRequest returns the audit entry of a request id (SPEC 12.2);

@@ -55,8 +55,8 @@ func (s *Server) handleAdminSmartRouting(c *gin.Context) {
 	}
 	slices.SortFunc(routes, func(a, b smartRoute) int { return cmp.Compare(a.Alias, b.Alias) })
 	threshold := 0
-	if s.Tier != nil {
-		threshold = s.Tier.Threshold()
+	if t := s.classifier(); t != nil {
+		threshold = t.Threshold()
 	}
 	c.JSON(http.StatusOK, gin.H{"node": s.Config.Server.NodeID, "threshold": threshold, "routes": routes})
 }

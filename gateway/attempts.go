@@ -33,7 +33,7 @@ func (cl *call) route() bool {
 		Model:    cl.model,
 		Profile: routing.Profile{Op: cl.op, Stream: stream, PromptTokens: cl.promptTokens, OutputTokens: cl.outputTokens,
 			Tools: cl.req.Tools > 0, ImageSize: cl.req.ImageSize},
-		MaxAttempts: s.Config.Routing.MaxAttempts[cl.op.String()][mode],
+		MaxAttempts: s.cfg().Routing.MaxAttempts[cl.op.String()][mode],
 	}
 	if cl.keepsPin(cl.model) {
 		in.Session = cl.session
@@ -41,7 +41,7 @@ func (cl *call) route() bool {
 			in.SessionDeployment, cl.pinnedDep = id, id
 		}
 	}
-	plan, err := s.Router.Plan(in)
+	plan, err := s.router().Plan(in)
 	if err != nil {
 		return cl.fail(errModelNotFound(cl.model))
 	}
@@ -52,7 +52,7 @@ func (cl *call) route() bool {
 		if !ok {
 			break
 		}
-		if att.N > 1 && s.Config.Routing.RetryAfter > 0 && !cl.wait(s.Config.Routing.RetryAfter) {
+		if att.N > 1 && s.cfg().Routing.RetryAfter > 0 && !cl.wait(s.cfg().Routing.RetryAfter) {
 			att.Done(routing.Outcome{Class: routing.ClassCanceled})
 			break
 		}
@@ -92,7 +92,7 @@ func (cl *call) route() bool {
 // (SPEC 9: no deployment pin read for a pool of one deployment).
 func (cl *call) keepsPin(model string) bool {
 	m := cl.snap.Models[model]
-	if m == nil || !(cl.s.Config.Routing.SessionKeeping || m.Strategy == "adaptive") {
+	if m == nil || !(cl.s.cfg().Routing.SessionKeeping || m.Strategy == "adaptive") {
 		return false
 	}
 	on := 0
@@ -148,7 +148,7 @@ func (cl *call) record(plan *routing.Plan) routing.PlanResult {
 func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 	s := cl.s
 	d := att.Deployment
-	adapter := s.Adapters[d.Provider.Name]
+	adapter := s.adapters()[d.Provider.Name]
 	if adapter == nil {
 		att.Done(routing.Outcome{Class: routing.ClassNetwork, Message: "no adapter for provider " + d.Provider.Name})
 		return false, &providers.Error{Class: routing.ClassNetwork, Message: "provider " + d.Provider.Name + " has no adapter"}
@@ -156,7 +156,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 	ctx, cancel := context.WithCancelCause(cl.ctx)
 	defer cancel(nil)
 	ctx, cl.att = cl.span.StartAttempt(ctx, cl.op, att)
-	timer := time.AfterFunc(s.Config.Server.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
+	timer := time.AfterFunc(s.cfg().Server.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
 	t0 := time.Now()
 	resp, err := adapter.Do(ctx, d, &providers.Request{
 		Op: cl.op, Stream: cl.req.Stream, Client: cl.req, WantUsage: cl.req.IncludeUsage, PromptTokens: cl.promptTokens,
@@ -329,9 +329,9 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage, relayed int64) 
 		// a session pin lives session_ttl of inactivity; without session
 		// keeping it only carries the adaptive warm-cache bonus, which lasts
 		// warm_cache_ttl (SPEC 5.1)
-		ttl := s.Config.SmartRouting.SessionTTL
-		if !s.Config.Routing.SessionKeeping {
-			ttl = s.Config.Routing.WarmCacheTTL
+		ttl := s.cfg().SmartRouting.SessionTTL
+		if !s.cfg().Routing.SessionKeeping {
+			ttl = s.cfg().Routing.WarmCacheTTL
 		}
 		o.DepModel, o.DepPin, o.DepTTL = cl.model, d.ID, ttl
 	}

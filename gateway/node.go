@@ -40,6 +40,9 @@ type Options struct {
 	Usage    routing.UsageSource
 	// RedisState reports "up", "down" or "disabled" (nil: "disabled").
 	RedisState func() string
+	// ConfigPath is the file a reload re-reads (SIGHUP, POST /admin/reload);
+	// "" when the node serves the built-in demo.
+	ConfigPath string
 }
 
 // Node is one assembled gateway process: the server and everything it owns.
@@ -128,26 +131,27 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	n.closers = append(n.closers, es.Close)
 	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
 	router.Sync(holder.Load())
-	n.publish = func(st *catalog.State) bool {
-		snap := catalog.Build(cfg, st)
-		if !holder.Store(snap) {
-			return false // older than what this node serves: versions only move forward
-		}
-		router.Sync(snap)
-		return true
-	}
+	live := NewLive(&LiveConfig{Config: cfg, Router: router, Adapters: adapters, Tier: tier.New(cfg.SmartRouting)})
+	reloader := NewReloader(live, holder, opt.ConfigPath, log)
+	n.publish = reloader.Publish
 
 	if len(cfg.SmartRouting.Routes) == 0 {
 		log.Info("smart tier routing is off: no smart_routing.routes configured")
 	}
 	deps := Deps{
 		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
-		Tier: tier.New(cfg.SmartRouting), Audit: audit,
+		Tier: live.Load().Tier, Audit: audit,
 		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState, Tracer: tracer,
+		Live: live, Reloader: reloader,
 	}
 	n.Server = New(deps)
+	admin := NewAdmin(func() *config.Config { return live.Load().Config }, holder, store, func(st *catalog.State) { n.publish(st) })
+	reloader.setAdmin(admin) // a reload syncs the file's config keys into the store
+	if w, err := admin.syncConfigKeys(context.Background(), cfg); err != nil || len(w) > 0 {
+		log.Warn("config keys of the file not fully applied to the catalog", "problems", w, "error", err)
+	}
 	if cfg.Admin.Key != "" {
-		n.Server.Admin = NewAdmin(func() *config.Config { return cfg }, holder, store, func(st *catalog.State) { n.publish(st) })
+		n.Server.Admin = admin
 		n.Server.Admin.register(n.Server.adminGroup)
 	}
 	return n, nil

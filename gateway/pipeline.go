@@ -74,7 +74,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl := &call{s: s, c: c, start: time.Now(), op: op, format: format, snap: s.Catalog.Load()}
 	cl.reqID = s.newRequestID(c.Request)
 	cl.hdr.str("X-Request-Id", cl.reqID)
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.Config.Server.RequestTimeout)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg().Server.RequestTimeout)
 	defer cancel()
 	cl.ctx, cl.span = s.Tracer.StartRequest(ctx, c.Request, c.FullPath())
 	defer cl.finish()
@@ -93,7 +93,7 @@ func (cl *call) fail(e *apiError) bool {
 
 // parse reads the bounded body once and parses it (SPEC 2.1, 14).
 func (cl *call) parse() bool {
-	limit := cl.s.Config.Server.MaxBodyBytes
+	limit := cl.s.cfg().Server.MaxBodyBytes
 	r := cl.c.Request
 	if r.ContentLength > limit {
 		return cl.fail(errTooLarge(limit))
@@ -113,7 +113,7 @@ func (cl *call) parse() bool {
 	cl.req = req
 	cl.model = req.Model
 	cl.promptTokens = req.PromptTokens()
-	cl.outputTokens = req.OutputTokens(cl.s.Config.Routing.DefaultMaxTokens)
+	cl.outputTokens = req.OutputTokens(cl.s.cfg().Routing.DefaultMaxTokens)
 	return true
 }
 
@@ -235,7 +235,7 @@ func (cl *call) tierRoute() bool {
 		return cl.fail(errBadRequest("X-Switchyard-Tier", "X-Switchyard-Tier must be \"easy\" or \"hard\", got \""+forced+"\""))
 	}
 	pin, havePin := tier.ParseTier(cl.begun.Pins.Tier)
-	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, func() tier.Verdict { return s.Tier.Classify(cl.req) }, pin, havePin)
+	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, func() tier.Verdict { return s.classifier().Classify(cl.req) }, pin, havePin)
 	if v.Tier == tier.Hard {
 		v.Target = route.Hard
 	} else {
@@ -244,7 +244,7 @@ func (cl *call) tierRoute() bool {
 	cl.verdict = &v
 	cl.model = v.Target
 	if store && cl.session != "" {
-		cl.out.TierPin, cl.out.TierTTL = newPin.String(), s.Config.SmartRouting.SessionTTL
+		cl.out.TierPin, cl.out.TierTTL = newPin.String(), s.cfg().SmartRouting.SessionTTL
 	}
 	tierName := v.Tier.String()
 	s.Metrics.SmartRequests.WithLabelValues(route.Alias, tierName).Inc()

@@ -53,6 +53,12 @@ type Deps struct {
 	RedisState func() string
 	// Cluster lists the nodes seen recently (GET /admin/cluster); nil = this node only.
 	Cluster func(ctx context.Context) (any, error)
+	// Live is what a reload replaces (config, router, adapters, classifier);
+	// nil: New publishes Config, Router, Adapters and Tier as the only set.
+	// The request path reads these through it, never the fields above.
+	Live *Live
+	// Reloader serves POST /admin/reload; nil: the endpoint answers 409.
+	Reloader *Reloader
 }
 
 // Server is the HTTP edge. Its fields are immutable after New; the live
@@ -77,6 +83,9 @@ func New(d Deps) *Server {
 		d.RedisState = func() string { return "disabled" }
 	}
 	gin.SetMode(gin.ReleaseMode)
+	if d.Live == nil {
+		d.Live = NewLive(&LiveConfig{Config: d.Config, Router: d.Router, Adapters: d.Adapters, Tier: d.Tier})
+	}
 	s := &Server{Deps: d, engine: gin.New()}
 	if k := d.Config.Admin.Key; k != "" {
 		s.adminKey, s.adminOn = sha256.Sum256([]byte(k)), true
@@ -118,6 +127,7 @@ func (s *Server) routes() {
 	admin.GET("/cluster", s.handleAdminCluster)
 	admin.GET("/smart-routing", s.handleAdminSmartRouting)
 	s.registerConsole()
+	admin.POST("/reload", s.handleReload)
 }
 
 func (s *Server) handleReady(c *gin.Context) {

@@ -20,6 +20,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/gateway"
 	"switchyard/node"
 	"switchyard/providers"
 	"switchyard/routing/tier"
@@ -119,7 +120,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", *path, err)
 		return 1
 	}
-	return listenAndServe(cfg, newLogger(stderr), nil)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return listenAndServe(ctx, cfg, *path, newLogger(stderr), nil)
 }
 
 func serveDemo(stdout, stderr io.Writer) int {
@@ -128,7 +131,9 @@ func serveDemo(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo config: %v\n", err)
 		return 1
 	}
-	return listenAndServe(cfg, newLogger(stderr), func(addr string) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return listenAndServe(ctx, cfg, "", newLogger(stderr), func(addr string) {
 		host := addr
 		if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 			host = "localhost:" + p
@@ -157,8 +162,11 @@ Try:
 	})
 }
 
-func listenAndServe(cfg *config.Config, log *slog.Logger, ready func(addr string)) int {
-	node, err := node.Assemble(cfg, node.Options{Logger: log})
+// listenAndServe serves cfg until ctx ends, then drains. path is the file
+// SIGHUP re-reads ("" for the demo: a SIGHUP then logs that there is
+// nothing to reload).
+func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, ready func(addr string)) int {
+	node, err := node.Assemble(cfg, node.Options{Logger: log, ConfigPath: path})
 	if err != nil {
 		log.Error("starting gateway", "error", err)
 		return 1
@@ -169,8 +177,10 @@ func listenAndServe(cfg *config.Config, log *slog.Logger, ready func(addr string
 		return 1
 	}
 	srv := &http.Server{Handler: node.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadOnHUP(ctx, hup, node.Reloader, log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("switchyard listening", "addr", ln.Addr().String(), "node", cfg.Server.NodeID, "version", version,
@@ -196,6 +206,23 @@ func listenAndServe(cfg *config.Config, log *slog.Logger, ready func(addr string
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// reloadOnHUP re-reads the config file on every SIGHUP (SPEC 11). A bad
+// file is logged problem by problem by the reloader and changes nothing.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, r *gateway.Reloader, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			if _, err := r.Reload(rctx); err != nil {
+				log.Error("SIGHUP: reload not applied", "error", err)
+			}
+			cancel()
+		}
+	}
 }
 
 func mockllm(args []string, stderr io.Writer) int {

@@ -1,0 +1,318 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"switchyard/catalog"
+	"switchyard/config"
+	"switchyard/providers"
+	"switchyard/routing"
+	"switchyard/routing/tier"
+)
+
+// LiveConfig is the part of a node that a config reload replaces, as one
+// value (SPEC 11): the configuration, the router (knobs new, deployment
+// state carried over), the provider adapters and the tier classifier. A
+// request reads it through the Server's accessors; a request already
+// running keeps the router plan and adapter it started with.
+type LiveConfig struct {
+	Config   *config.Config
+	Router   *routing.Router
+	Adapters map[string]providers.Adapter // by provider name
+	Tier     *tier.Classifier
+}
+
+// Live publishes the current LiveConfig.
+type Live struct{ p atomic.Pointer[LiveConfig] }
+
+// NewLive returns a Live publishing lc.
+func NewLive(lc *LiveConfig) *Live {
+	l := &Live{}
+	l.p.Store(lc)
+	return l
+}
+
+// Load returns the current configuration set.
+func (l *Live) Load() *LiveConfig { return l.p.Load() }
+
+func (s *Server) cfg() *config.Config                    { return s.Live.Load().Config }
+func (s *Server) router() *routing.Router                { return s.Live.Load().Router }
+func (s *Server) adapters() map[string]providers.Adapter { return s.Live.Load().Adapters }
+func (s *Server) classifier() *tier.Classifier           { return s.Live.Load().Tier }
+
+// Reloader applies a new configuration file to a running node without
+// dropping a request (SPEC 11): SIGHUP and POST /admin/reload both land in
+// Reload. It also owns publishing catalog snapshots, so a snapshot is always
+// built from the newest state and the newest configuration together.
+type Reloader struct {
+	// Immutable after NewReloader.
+	live   *Live
+	holder *catalog.Holder
+	path   string // the config file; "" for the built-in demo (nothing to re-read)
+	load   func(path string) (*config.Config, error)
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu    sync.Mutex // serializes reloads and snapshot publication
+	admin *Admin     // guarded by mu; set once by Assemble: syncs config keys into the store
+}
+
+// NewReloader returns the reloader of a node serving the file at path.
+func NewReloader(live *Live, holder *catalog.Holder, path string, log *slog.Logger) *Reloader {
+	return &Reloader{live: live, holder: holder, path: path, load: config.LoadFile, log: log, now: time.Now}
+}
+
+// Publish builds a snapshot of st with the live configuration and makes it
+// current on this node (admin writes and change notices call it), unless st
+// is older than the state served (versions only move forward). It reports
+// whether st was taken.
+func (r *Reloader) Publish(st *catalog.State) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.publishLocked(st)
+}
+
+func (r *Reloader) publishLocked(st *catalog.State) bool {
+	lc := r.live.Load()
+	snap := catalog.Build(lc.Config, st)
+	if !r.holder.Store(snap) {
+		return false
+	}
+	lc.Router.Sync(snap)
+	return true
+}
+
+func (r *Reloader) setAdmin(a *Admin) {
+	r.mu.Lock()
+	r.admin = a
+	r.mu.Unlock()
+}
+
+// ReloadReport says what a reload did.
+type ReloadReport struct {
+	File       string   `json:"file"`
+	Applied    []string `json:"applied"`            // sections that changed and are live
+	NotApplied []string `json:"not_applied"`        // fields that changed but need a restart
+	Warnings   []string `json:"warnings"`           // allowed, but worth knowing
+	Problems   []string `json:"problems,omitempty"` // why the file was rejected
+	Version    int64    `json:"catalog_version"`    // the snapshot serving after the reload
+}
+
+// ErrReloadRejected wraps the problems of a file that was not applied.
+var ErrReloadRejected = errors.New("configuration rejected")
+
+// ErrNoConfigFile is returned when the node serves the built-in demo.
+var ErrNoConfigFile = errors.New("this node serves the built-in demo: there is no config file to reload")
+
+// Reload re-reads the file and applies it; on any problem nothing changes
+// and every problem is logged.
+func (r *Reloader) Reload(ctx context.Context) (*ReloadReport, error) {
+	if r.path == "" {
+		return nil, ErrNoConfigFile
+	}
+	next, err := r.load(r.path)
+	if err != nil {
+		rep := &ReloadReport{File: r.path, Version: r.holder.Load().Version}
+		var p config.Problems
+		if errors.As(err, &p) {
+			rep.Problems = p
+		} else {
+			rep.Problems = []string{err.Error()}
+		}
+		r.logRejected(rep)
+		return rep, fmt.Errorf("%w: %d problem(s)", ErrReloadRejected, len(rep.Problems))
+	}
+	return r.Apply(ctx, next)
+}
+
+func (r *Reloader) logRejected(rep *ReloadReport) {
+	for _, p := range rep.Problems {
+		r.log.Error("config reload rejected: the running configuration keeps serving", "file", rep.File, "problem", p)
+	}
+}
+
+// Apply makes a validated configuration live: providers (an unchanged
+// provider keeps its adapter and its pooled connections), routing knobs
+// (deployment scoring state survives), smart routing, server limits read per
+// request (body size, timeouts), the default strategy and the global
+// fallbacks. The admin-managed catalog is never overwritten; only the config
+// keys of teams it holds follow the file (catalog.SyncConfigKeys). Fields
+// that only a restart can change are reported and keep their running value.
+func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadReport, error) {
+	r.mu.Lock()
+	cur := r.live.Load()
+	rep := &ReloadReport{File: r.path, Applied: []string{}, NotApplied: []string{}, Warnings: []string{}}
+	merged := *next
+	rep.NotApplied = keepRestartOnly(cur.Config, &merged)
+	st := r.holder.Load().State
+	rep.Problems = reloadProblems(st, &merged)
+	adapters := map[string]providers.Adapter{}
+	var retired []providers.Adapter
+	if len(rep.Problems) == 0 {
+		old := map[string]config.Provider{}
+		for _, p := range cur.Config.Providers {
+			old[p.Name] = p
+		}
+		for i := range merged.Providers {
+			p := merged.Providers[i]
+			if o, ok := old[p.Name]; ok && reflect.DeepEqual(o, p) {
+				adapters[p.Name] = cur.Adapters[p.Name]
+				continue
+			}
+			a, err := providers.New(&catalog.Provider{Provider: p})
+			if err != nil {
+				rep.Problems = append(rep.Problems, fmt.Sprintf("providers[%d]: %v", i, err))
+				continue
+			}
+			adapters[p.Name] = a
+		}
+		for name, a := range cur.Adapters {
+			if adapters[name] != a {
+				retired = append(retired, a)
+			}
+		}
+	}
+	if len(rep.Problems) > 0 {
+		rep.Version = r.holder.Load().Version
+		r.mu.Unlock()
+		r.logRejected(rep)
+		return rep, fmt.Errorf("%w: %d problem(s)", ErrReloadRejected, len(rep.Problems))
+	}
+	rep.Applied = changedSections(cur.Config, &merged)
+	lc := &LiveConfig{Config: &merged, Router: cur.Router.Reconfigure(merged.Routing), Adapters: adapters, Tier: tier.New(merged.SmartRouting)}
+	r.live.p.Store(lc)
+	r.publishLocked(st)
+	rep.Warnings = append(rep.Warnings, catalog.Dangling(st, merged.SmartRouting.Routes)...)
+	admin := r.admin
+	r.mu.Unlock()
+
+	// idle pooled connections of replaced providers go; in-flight calls keep theirs
+	for _, a := range retired {
+		if c, ok := a.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	}
+	if admin != nil {
+		w, err := admin.syncConfigKeys(ctx, &merged)
+		rep.Warnings = append(rep.Warnings, w...)
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, "config keys not synced into the catalog: "+err.Error())
+		}
+	}
+	rep.Version = r.holder.Load().Version
+	for _, f := range rep.NotApplied {
+		r.log.Warn("config reload: this field changed but needs a restart; the running value stays", "field", f)
+	}
+	r.log.Info("config reloaded", "file", r.path, "applied", rep.Applied, "catalog_version", rep.Version, "warnings", len(rep.Warnings))
+	return rep, nil
+}
+
+// keepRestartOnly copies into next the running values of the fields a
+// reload cannot change (listener, node identity, Redis connection, admin
+// key, local state directory, audit size) and names those that differed.
+func keepRestartOnly(cur, next *config.Config) []string {
+	var out []string
+	keep := func(name string, differ bool, restore func()) {
+		if differ {
+			out = append(out, name)
+			restore()
+		}
+	}
+	keep("server.listen", cur.Server.Listen != next.Server.Listen, func() { next.Server.Listen = cur.Server.Listen })
+	keep("server.node_id", cur.Server.NodeID != next.Server.NodeID, func() { next.Server.NodeID = cur.Server.NodeID })
+	keep("redis", !reflect.DeepEqual(cur.Redis, next.Redis), func() { next.Redis = cur.Redis })
+	keep("admin.key", cur.Admin.Key != next.Admin.Key, func() { next.Admin = cur.Admin })
+	keep("data_dir", cur.DataDir != next.DataDir, func() { next.DataDir = cur.DataDir })
+	keep("audit", !reflect.DeepEqual(cur.Audit, next.Audit), func() { next.Audit = cur.Audit })
+	return out
+}
+
+// changedSections names the live sections that differ.
+func changedSections(cur, next *config.Config) []string {
+	out := []string{}
+	for _, s := range []struct {
+		name string
+		a, b any
+	}{
+		{"server", cur.Server, next.Server}, {"providers", cur.Providers, next.Providers},
+		{"routing", cur.Routing, next.Routing}, {"smart_routing", cur.SmartRouting, next.SmartRouting},
+		{"teams", cur.Teams, next.Teams},
+	} {
+		if !reflect.DeepEqual(s.a, s.b) {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// reloadProblems checks a new file against the catalog it will serve: every
+// stored deployment's provider must still exist (the file validated itself
+// already, against its own deployments).
+func reloadProblems(st *catalog.State, next *config.Config) []string {
+	names := map[string]bool{}
+	for _, p := range next.Providers {
+		names[p.Name] = true
+	}
+	var out []string
+	for _, d := range st.Deployments {
+		if !names[d.Provider] {
+			out = append(out, fmt.Sprintf("providers: deployment %q in the catalog uses provider %q, which the new file removes (delete or move the deployment first)", d.ID, d.Provider))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// syncConfigKeys stores the file's config keys for the teams the catalog
+// holds (catalog.SyncConfigKeys); no write when nothing changed.
+func (a *Admin) syncConfigKeys(ctx context.Context, cfg *config.Config) ([]string, error) {
+	var problems []string
+	_, err := a.apply(ctx, func(cur *catalog.State) (*catalog.State, error) {
+		next, changed, p := catalog.SyncConfigKeys(cur, cfg, a.now())
+		problems = p
+		if !changed {
+			return nil, errUnchanged
+		}
+		return next, nil
+	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
+	return problems, err
+}
+
+var errUnchanged = errors.New("unchanged")
+
+// handleReload is POST /admin/reload: 200 with the report, 422 with every
+// problem when the file was rejected (nothing changed), 409 on the demo.
+func (s *Server) handleReload(c *gin.Context) {
+	if s.Reloader == nil {
+		writeError(c, &apiError{Status: http.StatusConflict, Type: "invalid_request_error", Code: "no_config_file", Message: ErrNoConfigFile.Error()})
+		return
+	}
+	rep, err := s.Reloader.Reload(c.Request.Context())
+	switch {
+	case errors.Is(err, ErrNoConfigFile):
+		writeError(c, &apiError{Status: http.StatusConflict, Type: "invalid_request_error", Code: "no_config_file", Message: err.Error()})
+	case errors.Is(err, ErrReloadRejected):
+		c.JSON(http.StatusUnprocessableEntity, gin.H{
+			"error":  gin.H{"message": "the config file was rejected; the running configuration keeps serving: " + rep.Problems[0], "type": "invalid_request_error", "code": "config_rejected", "param": nil},
+			"report": rep,
+		})
+	case err != nil:
+		writeError(c, &apiError{Status: http.StatusInternalServerError, Type: "internal_error", Message: err.Error()})
+	default:
+		c.JSON(http.StatusOK, rep)
+	}
+}
