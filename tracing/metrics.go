@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // Reasons a span is lost (the reason label of spans_dropped_total).
 const (
 	reasonQueueFull    = "queue_full"    // the export queue was full: the collector is slow or gone
-	reasonExportFailed = "export_failed" // the collector refused the batch or did not answer in time
+	reasonExportFailed = "export_failed" // the collector refused the batch, did not answer in time, or is backed off
 )
 
 // metrics are the tracing pipeline's own counters, registered on the

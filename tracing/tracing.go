@@ -45,7 +45,7 @@ import (
 const (
 	// QueueSize is how many ended spans wait for export; past it a span is
 	// dropped and counted (reason queue_full).
-	QueueSize = 4096
+	QueueSize = 8192
 	// batchSize is the most spans sent in one export request.
 	batchSize = 512
 	// batchDelay is the longest an ended span waits for its batch.
@@ -75,6 +75,8 @@ type Options struct {
 	Logger   *slog.Logger
 	// Exporter replaces the OTLP/HTTP exporter (tests of the bounded queue).
 	Exporter sdktrace.SpanExporter
+	// Now is the clock of the export backoff; nil: time.Now.
+	Now func() time.Time
 }
 
 // New builds the tracer for cfg, or returns nil (tracing off) when
@@ -109,7 +111,11 @@ func New(cfg config.Tracing, opt Options) (*Tracer, error) {
 	}
 	m := newMetrics(opt.Registry)
 	g := &gate{limit: QueueSize, m: m}
-	counted := &countingExporter{next: exp, gate: g, m: m, log: log}
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	counted := &countingExporter{next: exp, gate: g, m: m, log: log, now: now}
 	// The SDK's queue is a little larger than the gate's bound, so the SDK
 	// itself never drops (its drops are not observable): every loss is
 	// counted by the gate or the exporter wrapper.

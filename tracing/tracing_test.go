@@ -18,6 +18,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/internal/fakeclock"
 	"switchyard/internal/otlptest"
 	"switchyard/routing"
 )
@@ -305,7 +306,7 @@ func (e *blockingExporter) Shutdown(context.Context) error { return nil }
 func TestSlowCollectorDropsAndCounts(t *testing.T) {
 	exp := &blockingExporter{release: make(chan struct{})}
 	tr, reg := newTracer(t, on("http://unused:4318", 1), Options{Exporter: exp})
-	const total = 3 * QueueSize
+	const total = 2 * QueueSize
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -407,5 +408,74 @@ func TestTracesURL(t *testing.T) {
 	}
 	if _, err := tracesURL("otel:4318"); err == nil {
 		t.Error("a URL without scheme was accepted")
+	}
+}
+
+// switchExporter fails while fail is set and counts the calls it got.
+type switchExporter struct {
+	mu    sync.Mutex
+	fail  bool
+	calls int
+}
+
+func (e *switchExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls++
+	if e.fail {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+func (e *switchExporter) Shutdown(context.Context) error { return nil }
+
+// TestGoneCollectorBacksOff: after a failed export the batches of the next
+// second are dropped without calling the exporter (no CPU spent encoding
+// them), the wait doubles while the collector stays down, and the first
+// batch after it probes; once the collector answers, every batch is sent.
+func TestGoneCollectorBacksOff(t *testing.T) {
+	clock := fakeclock.New(time.Unix(1_000_000, 0))
+	exp := &switchExporter{fail: true}
+	tr, reg := newTracer(t, on("http://unused:4318", 1), Options{Exporter: exp, Now: clock.Now})
+	batch := func() {
+		t.Helper()
+		_, r := tr.StartRequest(context.Background(), httptest.NewRequest("POST", "/v1/chat/completions", nil), "/v1/chat/completions")
+		r.End(Outcome{Status: 200})
+		if err := tr.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := func() int {
+		exp.mu.Lock()
+		defer exp.mu.Unlock()
+		return exp.calls
+	}
+	steps := []struct {
+		advance time.Duration
+		fail    bool
+		calls   int
+	}{
+		{0, true, 1},                      // fails: back off 1s
+		{500 * time.Millisecond, true, 1}, // within the wait: dropped, not sent
+		{500 * time.Millisecond, true, 2}, // probe fails: back off 2s
+		{1500 * time.Millisecond, true, 2},
+		{500 * time.Millisecond, false, 3}, // probe succeeds
+		{0, false, 4},                      // and the next batch goes at once
+	}
+	for i, st := range steps {
+		clock.Advance(st.advance)
+		exp.mu.Lock()
+		exp.fail = st.fail
+		exp.mu.Unlock()
+		batch()
+		if got := calls(); got != st.calls {
+			t.Fatalf("step %d: exporter called %d times, want %d", i, got, st.calls)
+		}
+	}
+	if got := dropped(t, reg, reasonExportFailed); got != 4 {
+		t.Fatalf("export_failed = %v, want 4 (2 refused, 2 skipped)", got)
+	}
+	if got := counter(t, reg, "switchyard_tracing_spans_exported_total", ""); got != 2 {
+		t.Fatalf("exported = %v, want 2", got)
 	}
 }
