@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"switchyard/config"
 )
 
 // KeyPrefix starts every key the admin API issues (SPEC 11).
@@ -29,18 +31,8 @@ func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 // or "sha256:" and 64 hex digits in any case (the same key either way,
 // SPEC 15). ok is false for an empty or malformed entry.
 func ParseKey(k string) (digest [32]byte, ok bool) {
-	if hexed, found := strings.CutPrefix(k, "sha256:"); found {
-		b, err := hex.DecodeString(hexed)
-		if err != nil || len(b) != 32 {
-			return digest, false
-		}
-		copy(digest[:], b)
-		return digest, true
-	}
-	if k == "" {
-		return digest, false
-	}
-	return HashKey(k), true
+	d, err := config.KeyDigest(k) // the one definition of key identity
+	return d, err == nil
 }
 
 // parseDigest reads a stored Key.Digest.

@@ -142,7 +142,8 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 	if cfg.URL != "" {
 		u, err := redis.ParseURL(cfg.URL)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: parsing redis.url: %w", err)
+			// go-redis quotes the URL it was given: never its password (SPEC 15)
+			return nil, fmt.Errorf("cluster: parsing redis.url %s: %s", config.RedactURL(cfg.URL), config.RedactIn(err.Error(), cfg.URL))
 		}
 		base = u
 	}

@@ -22,13 +22,29 @@ type Config struct {
 	Tracing      Tracing      `koanf:"tracing"`
 }
 
-// Server configures the HTTP edge.
+// Server configures the HTTP edge. The timeouts and shape limits bound what
+// a hostile client can make the gateway hold (SPEC 14).
 type Server struct {
 	Listen          string        `koanf:"listen"`           // address to listen on; default ":8080"
 	NodeID          string        `koanf:"node_id"`          // default: hostname
 	MaxBodyBytes    int64         `koanf:"max_body_bytes"`   // request body limit; default 10 MiB
 	UpstreamTimeout time.Duration `koanf:"upstream_timeout"` // per attempt, until the first byte; default 60s
 	RequestTimeout  time.Duration `koanf:"request_timeout"`  // whole request; default 10m
+	// ReadHeaderTimeout bounds reading a request's headers; default 10s.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+	// ReadTimeout bounds reading a request body, from the first body read
+	// to its end; default 30s.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+	// WriteTimeout cuts off a client that accepts no response bytes for this
+	// long (it is renewed before every write, so a long stream that the
+	// client reads is never cut); default 30s.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long; default 120s.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// MaxMessages is the most chat messages one request may carry; default 10000.
+	MaxMessages int `koanf:"max_messages"`
+	// MaxInputItems is the most embedding inputs one request may carry; default 2048.
+	MaxInputItems int `koanf:"max_input_items"`
 }
 
 // Admin configures the admin API (SPEC 11).

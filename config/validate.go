@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strings"
@@ -44,9 +43,32 @@ func Validate(c *Config) Problems {
 	if c.Server.RequestTimeout <= 0 {
 		add("server.request_timeout: must be > 0")
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"read_header_timeout", c.Server.ReadHeaderTimeout}, {"read_timeout", c.Server.ReadTimeout},
+		{"write_timeout", c.Server.WriteTimeout}, {"idle_timeout", c.Server.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			add("server.%s: must be > 0, got %s", d.name, d.v)
+		}
+	}
+	if c.Server.MaxMessages < 1 {
+		add("server.max_messages: must be >= 1, got %d (default 10000)", c.Server.MaxMessages)
+	}
+	if c.Server.MaxInputItems < 1 {
+		add("server.max_input_items: must be >= 1, got %d (default 2048)", c.Server.MaxInputItems)
+	}
+	if k := c.Admin.Key; k != "" {
+		if _, err := KeyDigest(k); err != nil {
+			add("admin.key: %v (or give the key in clear)", err)
+		}
+	}
 	if c.Redis.URL != "" {
+		// the URL may carry the Redis password: never quote it unredacted
 		if u, err := url.Parse(c.Redis.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			add("redis.url: %q is not a redis:// or rediss:// URL", c.Redis.URL)
+			add("redis.url: %q is not a redis:// or rediss:// URL", RedactURL(c.Redis.URL))
 		}
 	}
 	if c.Redis.Timeout <= 0 {
@@ -76,7 +98,7 @@ func Validate(c *Config) Problems {
 			if pr.BaseURL == "" {
 				add("%s.base_url: required for kind %s", f, pr.Kind)
 			} else if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				add("%s.base_url: %q is not an http(s) URL", f, pr.BaseURL)
+				add("%s.base_url: %q is not an http(s) URL", f, RedactURL(pr.BaseURL))
 			}
 		case "simulated":
 			s := pr.Simulate
@@ -169,7 +191,7 @@ func Validate(c *Config) Problems {
 	}
 
 	seenTeams := map[string]bool{}
-	seenKeys := map[string]string{}
+	seenKeys := map[[32]byte]string{} // by digest: clear and sha256: forms are one key
 	for i, t := range c.Teams {
 		f := fmt.Sprintf("teams[%d]", i)
 		if t.Name == "" {
@@ -183,18 +205,20 @@ func Validate(c *Config) Problems {
 		}
 		for j, key := range t.Keys {
 			kf := fmt.Sprintf("%s.keys[%d]", f, j)
-			switch {
-			case key == "":
+			if key == "" {
 				add("%s: empty (is its ${ENV} variable set?)", kf)
-			case strings.HasPrefix(key, "sha256:"):
-				if b, err := hex.DecodeString(strings.TrimPrefix(key, "sha256:")); err != nil || len(b) != 32 {
-					add("%s: sha256: needs 64 hex digits", kf)
-				}
+				continue
 			}
-			if other, dup := seenKeys[key]; dup && key != "" {
-				add("%s: the same key is also given to team %q", kf, other)
+			d, err := KeyDigest(key)
+			if err != nil {
+				add("%s: %v", kf, err)
+				continue
 			}
-			seenKeys[key] = t.Name
+			if other, dup := seenKeys[d]; dup && other != t.Name {
+				add("%s: the same key (in clear, as sha256: or in another case of hex) is also given to team %q: a key names one team", kf, other)
+				continue
+			}
+			seenKeys[d] = t.Name
 		}
 		for j, m := range t.Models {
 			if m == "*" {

@@ -124,57 +124,15 @@ func anthropicType(e *apiError) string {
 	return "api_error"
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-// body renders the error in the client's format.
+// body renders the error in the client's format (wire.AppendError: the
+// module's one error shape).
 func (e *apiError) body(format wire.Format) []byte {
-	b := make([]byte, 0, 128+len(e.Message))
+	typ := e.Type
 	if format == wire.FormatAnthropic {
-		b = append(b, `{"type":"error","error":{"type":`...)
-		b = appendJSONString(b, anthropicType(e))
-		b = append(b, `,"message":`...)
-		b = appendJSONString(b, e.Message)
-		return append(b, "}}"...)
+		typ = anthropicType(e)
 	}
-	b = append(b, `{"error":{"message":`...)
-	b = appendJSONString(b, e.Message)
-	b = append(b, `,"type":`...)
-	b = appendJSONString(b, e.Type)
-	b = append(b, `,"code":`...)
-	if e.Code == "" {
-		b = append(b, "null"...)
-	} else {
-		b = appendJSONString(b, e.Code)
-	}
-	b = append(b, `,"param":`...)
-	if e.Param == "" {
-		b = append(b, "null"...)
-	} else {
-		b = appendJSONString(b, e.Param)
-	}
-	return append(b, "}}"...)
+	return wire.AppendError(make([]byte, 0, 128+len(e.Message)), format,
+		wire.ErrorBody{Type: typ, Code: e.Code, Param: e.Param, Message: e.Message})
 }
 
 // streamEvent renders the error as one SSE event in the client's stream

@@ -101,7 +101,7 @@ func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 // the stream flag when the gateway's mode differs from the body's.
 func anthropicBody(raw []byte, model string, stream bool) []byte {
 	var q [96]byte
-	body := wire.SetTopLevel(raw, "model", appendJSONString(q[:0], model))
+	body := wire.SetTopLevel(raw, "model", wire.AppendString(q[:0], model))
 	s, e, ok := wire.FindTopLevel(body, "stream")
 	isStream := ok && bytes.Equal(body[s:e], jsonTrue)
 	if stream != isStream {

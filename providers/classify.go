@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"switchyard/routing"
+	"switchyard/wire"
 )
 
 // statusRange maps a span of HTTP statuses to a class.
@@ -193,7 +194,7 @@ func parseErrorBody(body []byte) errorInfo {
 	var info errorInfo
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
-		info.Message = truncate(string(body), 512)
+		info.Message = wire.Truncate(string(body), 512)
 		return info
 	}
 	var top struct {
@@ -204,7 +205,7 @@ func parseErrorBody(body []byte) errorInfo {
 		Code    json.RawMessage `json:"code"`
 	}
 	if json.Unmarshal(body, &top) != nil {
-		info.Message = truncate(string(body), 512)
+		info.Message = wire.Truncate(string(body), 512)
 		return info
 	}
 	if len(top.Error) > 0 && top.Error[0] == '{' {
@@ -231,7 +232,7 @@ func parseErrorBody(body []byte) errorInfo {
 	if info.Message == "" && len(top.Detail) > 0 {
 		info.Message = scalar(top.Detail)
 		if info.Message == "" {
-			info.Message = truncate(string(top.Detail), 512)
+			info.Message = wire.Truncate(string(top.Detail), 512)
 		}
 	}
 	if t := scalar(top.Type); t != "error" {
@@ -258,12 +259,6 @@ func scalar(raw json.RawMessage) string {
 	return ""
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
 
 // newStatusError classifies a non-2xx upstream response once.
 func newStatusError(kind string, status int, body []byte, h http.Header) *Error {

@@ -3,6 +3,8 @@ package providers
 import (
 	"bytes"
 	"encoding/json"
+
+	"switchyard/wire"
 )
 
 // The JSON shapes of the OpenAI Chat Completions and Anthropic Messages APIs
@@ -233,7 +235,7 @@ func stopFromFinish(finish string) string {
 }
 
 // rawString is a JSON string literal as a RawMessage.
-func rawString(s string) json.RawMessage { return appendJSONString(nil, s) }
+func rawString(s string) json.RawMessage { return wire.AppendString(nil, s) }
 
 // jsonObjectOr returns raw when it is a JSON object, else "{}": Anthropic
 // requires tool_use input to be an object, OpenAI sends arguments as text

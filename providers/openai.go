@@ -148,7 +148,7 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 // Top-level edits in place; the body is never re-marshalled.
 func openAIBody(raw []byte, model string, op catalog.Operation, stream bool) []byte {
 	var q [96]byte
-	body := wire.SetTopLevel(raw, "model", appendJSONString(q[:0], model))
+	body := wire.SetTopLevel(raw, "model", wire.AppendString(q[:0], model))
 	if op != catalog.OpChat {
 		return body
 	}

@@ -48,7 +48,7 @@ func newSimStream(ctx context.Context, format wire.Format, model string, id uint
 		b = append(b, `","object":"chat.completion.chunk","created":`...)
 		b = strconv.AppendInt(b, created, 10)
 		b = append(b, `,"model":`...)
-		b = appendJSONString(b, model)
+		b = wire.AppendString(b, model)
 		st.head = append(b, `,"choices":`...)
 	}
 	return st
@@ -166,7 +166,7 @@ func (st *simStream) appendMessageStart(b []byte) []byte {
 	b = append(b, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_sim_"...)
 	b = strconv.AppendUint(b, st.id, 10)
 	b = append(b, `","type":"message","role":"assistant","model":`...)
-	b = appendJSONString(b, st.model)
+	b = wire.AppendString(b, st.model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(st.prompt), 10)
 	return append(b, ",\"output_tokens\":0}}}\n\n"...)

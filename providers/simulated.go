@@ -259,7 +259,7 @@ func appendOpenAIChat(b []byte, id uint64, created int64, model string, prompt, 
 	b = append(b, `","object":"chat.completion","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, model)
+	b = wire.AppendString(b, model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
 	b = appendSimText(b, n)
 	b = append(b, `"},"finish_reason":"`...)
@@ -283,7 +283,7 @@ func appendAnthropicMessage(b []byte, id uint64, model string, prompt, n int, st
 	b = append(b, `{"id":"msg_sim_`...)
 	b = strconv.AppendUint(b, id, 10)
 	b = append(b, `","type":"message","role":"assistant","model":`...)
-	b = appendJSONString(b, model)
+	b = wire.AppendString(b, model)
 	b = append(b, `,"content":[{"type":"text","text":"`...)
 	b = appendSimText(b, n)
 	b = append(b, `"}],"stop_reason":"`...)
@@ -319,7 +319,7 @@ func appendEmbeddings(b []byte, model string, inputs []string, dims, prompt int)
 		b = append(b, "]}"...)
 	}
 	b = append(b, `],"model":`...)
-	b = appendJSONString(b, model)
+	b = wire.AppendString(b, model)
 	b = append(b, `,"usage":{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"total_tokens":`...)
@@ -334,7 +334,7 @@ func appendImage(b []byte, id uint64, created int64, prompt string) []byte {
 	b = append(b, `,"data":[{"url":"https://sim.switchyard.invalid/images/`...)
 	b = strconv.AppendUint(b, id, 10)
 	b = append(b, `.png","revised_prompt":`...)
-	b = appendJSONString(b, prompt)
+	b = wire.AppendString(b, prompt)
 	return append(b, "}]}"...)
 }
 
@@ -397,31 +397,14 @@ func simError(format wire.Format, status int, oaType, oaCode, anType, param, msg
 	return e
 }
 
-// openAIErrorBody is {"error":{"message","type","param","code"}}; empty
-// fields are null.
+// openAIErrorBody is the OpenAI error body a real upstream sends.
 func openAIErrorBody(typ, code, param, msg string) []byte {
-	b := append([]byte(nil), `{"error":{"message":`...)
-	b = appendJSONString(b, msg)
-	for _, f := range [...]struct{ k, v string }{{"type", typ}, {"param", param}, {"code", code}} {
-		b = append(b, `,"`...)
-		b = append(b, f.k...)
-		b = append(b, `":`...)
-		if f.v == "" {
-			b = append(b, "null"...)
-		} else {
-			b = appendJSONString(b, f.v)
-		}
-	}
-	return append(b, "}}"...)
+	return wire.AppendError(nil, wire.FormatOpenAI, wire.ErrorBody{Type: typ, Code: code, Param: param, Message: msg})
 }
 
-// anthropicErrorBody is {"type":"error","error":{"type","message"}}.
+// anthropicErrorBody is the Anthropic error body a real upstream sends.
 func anthropicErrorBody(typ, msg string) []byte {
-	b := append([]byte(nil), `{"type":"error","error":{"type":`...)
-	b = appendJSONString(b, typ)
-	b = append(b, `,"message":`...)
-	b = appendJSONString(b, msg)
-	return append(b, "}}"...)
+	return wire.AppendError(nil, wire.FormatAnthropic, wire.ErrorBody{Type: typ, Message: msg})
 }
 
 var (

@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"switchyard/wire"
 )
 
 func TestSSEReader(t *testing.T) {
@@ -24,7 +26,7 @@ func TestSSEReader(t *testing.T) {
 	for i, w := range want {
 		name, data, err := r.next()
 		if err != nil || name != w.name || string(data) != w.data {
-			t.Fatalf("event %d: %q %q %v", i, name, truncate(string(data), 40), err)
+			t.Fatalf("event %d: %q %q %v", i, name, wire.Truncate(string(data), 40), err)
 		}
 	}
 	if _, _, err := r.next(); err != io.EOF {
@@ -49,8 +51,8 @@ func TestAppendJSONString(t *testing.T) {
 		"héllo ✓":     `"héllo ✓"`,
 		"bad\xffutf8": `"bad\ufffdutf8"`,
 	} {
-		if got := string(appendJSONString(nil, in)); got != want {
-			t.Errorf("appendJSONString(%q) = %s, want %s", in, got, want)
+		if got := string(wire.AppendString(nil, in)); got != want {
+			t.Errorf("wire.AppendString(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

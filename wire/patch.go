@@ -1,6 +1,6 @@
 package wire
 
-import "strconv"
+
 
 // FindTopLevel returns the byte span [start, end) of the value of a
 // top-level key in a JSON object, scanning without allocating. The body must
@@ -58,7 +58,7 @@ func SetTopLevel(body []byte, key string, raw []byte) []byte {
 	}
 	out := make([]byte, 0, len(body)+len(key)+len(raw)+4)
 	out = append(out, body[:i+1]...)
-	out = strconv.AppendQuote(out, key)
+	out = AppendString(out, key)
 	out = append(out, ':')
 	out = append(out, raw...)
 	rest := body[i+1:]

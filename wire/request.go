@@ -69,6 +69,7 @@ type Request struct {
 // to HTTP 400.
 type Error struct {
 	Param   string
+	Code    string // set for a shape limit: too_many_messages, too_many_inputs
 	Message string
 }
 
@@ -85,11 +86,11 @@ type openAIBody struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Messages            []rawMessage      `json:"messages"`
-	Tools               []json.RawMessage `json:"tools"`
-	MaxTokens           *int              `json:"max_tokens"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	ReasoningEffort     string            `json:"reasoning_effort"`
+	Messages            messageList  `json:"messages"`
+	Tools               elementCount `json:"tools"`
+	MaxTokens           *int         `json:"max_tokens"`
+	MaxCompletionTokens *int         `json:"max_completion_tokens"`
+	ReasoningEffort     string       `json:"reasoning_effort"`
 	Reasoning           *struct {
 		Effort string `json:"effort"`
 	} `json:"reasoning"`
@@ -104,7 +105,7 @@ type openAIBody struct {
 		Type string `json:"type"`
 	} `json:"thinking"`
 	System json.RawMessage `json:"system"` // Anthropic
-	Input  json.RawMessage `json:"input"`  // embeddings
+	Input  inputList       `json:"input"`  // embeddings
 	Prompt string          `json:"prompt"` // images
 	Size   string          `json:"size"`
 }
@@ -114,74 +115,50 @@ type metadata struct {
 	UserID    string `json:"user_id"`
 }
 
-type rawMessage struct {
-	Role       string       `json:"role"`
-	Content    contentField `json:"content"`
-	ToolCalls  []struct{}   `json:"tool_calls"`
-	ToolCallID string       `json:"tool_call_id"`
+// Default shape limits (SPEC 13 server.max_messages, server.max_input_items).
+const (
+	DefaultMaxMessages   = 10000
+	DefaultMaxInputItems = 2048
+)
+
+// Limits bounds a request's shape (SPEC 14); a zero field takes its default.
+type Limits struct {
+	MaxMessages   int // chat messages; server.max_messages
+	MaxInputItems int // embedding inputs; server.max_input_items
 }
 
-// contentField decodes a message content (a string, an array of parts, or
-// null) straight into its flattened text, without keeping a raw copy.
-type contentField struct {
-	text       string
-	toolResult bool
-}
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (c *contentField) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		return json.Unmarshal(b, &c.text)
+func (l Limits) orDefaults() Limits {
+	if l.MaxMessages <= 0 {
+		l.MaxMessages = DefaultMaxMessages
 	}
-	var err error
-	if c.text, c.toolResult, err = messageText(b); err != nil {
-		return errBadContent
+	if l.MaxInputItems <= 0 {
+		l.MaxInputItems = DefaultMaxInputItems
 	}
-	return nil
+	return l
 }
 
-// errBadContent marks a message content that is neither a string nor an
-// array of parts; Parse finds which message it was.
-var errBadContent = errors.New("bad message content")
-
-// badContentIndex finds the first message whose content is invalid (error
-// path only: it decodes the messages a second time).
-func badContentIndex(body []byte) int {
-	var b struct {
-		Messages []struct {
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	_ = json.Unmarshal(body, &b)
-	for i, m := range b.Messages {
-		if len(m.Content) > 0 && m.Content[0] != '"' {
-			if _, _, err := messageText(m.Content); err != nil {
-				return i
-			}
-		}
-	}
-	return 0
-}
-
-// contentPart is one element of an array content (OpenAI or Anthropic).
-type contentPart struct {
-	Type    string          `json:"type"`
-	Text    string          `json:"text"`
-	Content json.RawMessage `json:"content"` // Anthropic tool_result content
-	Input   json.RawMessage `json:"input"`   // Anthropic tool_use input
-}
-
-// Parse reads a body for op in format. It returns *Error for anything the
-// client must fix; it never panics on input.
+// Parse reads a body for op in format under the default Limits.
 func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
+	return ParseLimited(body, op, format, Limits{})
+}
+
+// ParseLimited reads a body for op in format. It returns *Error for
+// anything the client must fix, a shape over lim included; it never panics
+// on input. Parsing allocates at most a small multiple of the body: arrays
+// are counted before anything is built for their elements, and the
+// elements nobody needs (tools, tool calls) are only counted.
+func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) (*Request, error) {
+	lim = lim.orDefaults()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badf("", "request body is empty: send a JSON object")
 	}
 	var b openAIBody
+	b.Messages.max = lim.MaxMessages
+	b.Input.max = lim.MaxInputItems
 	if err := json.Unmarshal(body, &b); err != nil {
-		if errors.Is(err, errBadContent) {
-			i := badContentIndex(body)
-			return nil, badf(fmt.Sprintf("messages[%d].content", i), "messages[%d].content must be a string or an array of content parts", i)
+		var we *Error
+		if errors.As(err, &we) {
+			return nil, we
 		}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
@@ -191,7 +168,7 @@ func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
 	}
 	r := &Request{
 		Format: format, Op: op, Raw: body, Model: b.Model, Stream: b.Stream,
-		Tools: len(b.Tools), PromptCacheKey: b.PromptCacheKey, SessionID: b.SessionID,
+		Tools: int(b.Tools), PromptCacheKey: b.PromptCacheKey, SessionID: b.SessionID,
 		ReasoningEffort: b.ReasoningEffort, Prompt: b.Prompt, ImageSize: b.Size,
 	}
 	if r.Model == "" {
@@ -229,16 +206,16 @@ func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
 			}
 		}
 	}
-	if len(b.Tools) > 0 {
+	if b.Tools > 0 {
 		r.ToolsRaw = toolsSpan(body)
 	}
 
 	switch op {
 	case catalog.OpChat:
-		if b.Messages == nil {
+		if !b.Messages.set {
 			return nil, badf("messages", "missing required field \"messages\": send an array of chat messages")
 		}
-		if len(b.Messages) == 0 {
+		if len(b.Messages.items) == 0 {
 			return nil, badf("messages", "\"messages\" is empty: send at least one message")
 		}
 		if format == FormatAnthropic {
@@ -251,31 +228,25 @@ func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
 				return nil, badf("max_tokens", "missing required field \"max_tokens\" (Anthropic Messages API)")
 			}
 		}
-		r.Messages = make([]Message, 0, len(b.Messages))
+		r.Messages = b.Messages.items
 		var sys []string
-		for i, m := range b.Messages {
+		for i := range r.Messages {
+			m := &r.Messages[i]
 			if m.Role == "" {
 				return nil, badf(fmt.Sprintf("messages[%d].role", i), "messages[%d].role is required", i)
 			}
-			text, toolResult := m.Content.text, m.Content.toolResult
-			msg := Message{Role: m.Role, Text: text, ToolCalls: len(m.ToolCalls), ToolResult: toolResult || m.Role == "tool"}
 			if format == FormatOpenAI && (m.Role == "system" || m.Role == "developer") {
-				sys = append(sys, text)
+				sys = append(sys, m.Text)
 			}
-			r.Messages = append(r.Messages, msg)
 		}
 		if len(sys) > 0 {
 			r.System = strings.Join(sys, "\n")
 		}
 	case catalog.OpEmbeddings:
-		if len(b.Input) == 0 || string(b.Input) == "null" {
+		if !b.Input.set {
 			return nil, badf("input", "missing required field \"input\": a string or an array of strings")
 		}
-		in, err := inputStrings(b.Input)
-		if err != nil {
-			return nil, badf("input", "\"input\" must be a string, an array of strings or an array of token arrays")
-		}
-		r.Input = in
+		r.Input = b.Input.items
 	case catalog.OpImages:
 		if r.Prompt == "" {
 			return nil, badf("prompt", "missing required field \"prompt\"")
@@ -284,78 +255,76 @@ func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
 	return r, nil
 }
 
-// messageText flattens a content value into its text, reporting whether it
-// held a tool result.
-func messageText(raw json.RawMessage) (string, bool, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+// maxToolResultDepth bounds how deep nested tool_result contents are read
+// for text: each level scans its content again, so the depth bounds the work.
+const maxToolResultDepth = 2
+
+// messageText flattens a content value (a string, an array of parts, or
+// null) into its text, reporting whether it held a tool result. raw is
+// valid JSON. The parts are scanned in place: a content of a million empty
+// parts allocates nothing per part.
+func messageText(raw []byte, depth int) (string, bool, error) {
+	raw = trimWS(raw)
+	if len(raw) == 0 || isNull(raw) {
 		return "", false, nil
 	}
 	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, false, err
+		return decodeString(raw), false, nil
 	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", false, err
+	if raw[0] != '[' {
+		return "", false, errBadContent
 	}
 	var sb strings.Builder
 	toolResult := false
-	for _, p := range parts {
+	err := eachElement(raw, func(_ int, elem []byte) error {
+		var typ, text, content, input []byte
+		err := eachMember(elem, func(key, val []byte) error {
+			switch string(key) {
+			case "type":
+				typ = val
+			case "text":
+				text = val
+			case "content":
+				content = val
+			case "input":
+				input = val
+			}
+			return nil
+		})
+		if err != nil || (typ != nil && typ[0] != '"') || (text != nil && text[0] != '"' && !isNull(text)) {
+			return errBadContent
+		}
 		var t string
-		switch p.Type {
-		case "tool_result":
+		switch {
+		case bytesEqualString(typ, `"tool_result"`):
 			toolResult = true
-			t, _ = textOf(p.Content)
-		case "tool_use":
-			t = string(p.Input)
-		default:
-			t = p.Text
+			if depth < maxToolResultDepth {
+				t, _, _ = messageText(content, depth+1)
+			}
+		case bytesEqualString(typ, `"tool_use"`):
+			t = string(input)
+		case text != nil && text[0] == '"':
+			t = decodeString(text)
 		}
 		if t == "" {
-			continue
+			return nil
 		}
 		if sb.Len() > 0 {
 			sb.WriteByte('\n')
 		}
 		sb.WriteString(t)
+		return nil
+	})
+	if err != nil {
+		return "", false, errBadContent
 	}
 	return sb.String(), toolResult, nil
 }
 
 // textOf reads a string or an array of text blocks.
 func textOf(raw json.RawMessage) (string, error) {
-	s, _, err := messageText(raw)
+	s, _, err := messageText(raw, 0)
 	return s, err
-}
-
-func inputStrings(raw json.RawMessage) ([]string, error) {
-	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return []string{s}, err
-	}
-	var many []json.RawMessage
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(many))
-	for _, m := range many {
-		if len(m) > 0 && m[0] == '"' {
-			var s string
-			if err := json.Unmarshal(m, &s); err != nil {
-				return nil, err
-			}
-			out = append(out, s)
-			continue
-		}
-		var toks []int
-		if err := json.Unmarshal(m, &toks); err != nil {
-			return nil, err
-		}
-		out = append(out, strings.Repeat("xxxx", len(toks)))
-	}
-	return out, nil
 }
 
 func toolsSpan(body []byte) []byte {

@@ -1,0 +1,114 @@
+package wire
+
+import "unicode/utf8"
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as a JSON string literal. It is the module's one
+// JSON string encoder: the output is always valid UTF-8 and valid JSON,
+// whatever s holds (an invalid byte becomes U+FFFD, control characters are
+// escaped, and so are U+2028 and U+2029, which some JavaScript parsers
+// reject in a string). Hot paths build JSON by appending with it instead of
+// marshalling.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// ErrorBody is the one error body of SPEC 14, in either client format.
+type ErrorBody struct {
+	// Type is the error type: the OpenAI type (invalid_request_error, ...)
+	// or, for FormatAnthropic, the Anthropic type (authentication_error, ...).
+	Type    string
+	Code    string // OpenAI only; null when empty
+	Param   string // OpenAI only; null when empty
+	Message string
+}
+
+// AppendError appends e in format f: OpenAI
+// {"error":{"message","type","code","param"}} (empty code and param are
+// null) or Anthropic {"type":"error","error":{"type","message"}}. Every
+// error the gateway answers with, and every error the simulated upstream
+// sends, is written by it.
+func AppendError(dst []byte, f Format, e ErrorBody) []byte {
+	if f == FormatAnthropic {
+		dst = append(dst, `{"type":"error","error":{"type":`...)
+		dst = AppendString(dst, e.Type)
+		dst = append(dst, `,"message":`...)
+		dst = AppendString(dst, e.Message)
+		return append(dst, "}}"...)
+	}
+	dst = append(dst, `{"error":{"message":`...)
+	dst = AppendString(dst, e.Message)
+	dst = append(dst, `,"type":`...)
+	dst = AppendString(dst, e.Type)
+	dst = append(dst, `,"code":`...)
+	dst = appendStringOrNull(dst, e.Code)
+	dst = append(dst, `,"param":`...)
+	dst = appendStringOrNull(dst, e.Param)
+	return append(dst, "}}"...)
+}
+
+func appendStringOrNull(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, "null"...)
+	}
+	return AppendString(dst, s)
+}
+
+// Truncate returns at most n bytes of s, cut at a character boundary, with
+// "..." appended when something was cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n < 0 {
+		n = 0
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}

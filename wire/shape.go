@@ -1,0 +1,413 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The bounded decoders of a request's arrays (SPEC 14). encoding/json has
+// validated the whole body before it calls an UnmarshalJSON here, so these
+// scan their value with the non-allocating skipValue of patch.go: an array
+// is counted, and refused over its limit, before anything is allocated for
+// its elements.
+
+// errNotArray is returned by eachElement for a value that is not an array.
+var errNotArray = errors.New("not an array")
+
+// eachElement calls fn with the span of every element of the JSON array b
+// (already valid JSON), stopping at fn's first error.
+func eachElement(b []byte, fn func(i int, elem []byte) error) error {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return errNotArray
+	}
+	i++
+	for n := 0; ; n++ {
+		i = skipWS(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+		if i >= len(b) || b[i] == ']' {
+			return nil
+		}
+		end := skipValue(b, i)
+		if end < 0 {
+			return errNotArray
+		}
+		if err := fn(n, b[i:end]); err != nil {
+			return err
+		}
+		i = end
+	}
+}
+
+// countElements is the number of elements of the JSON array b, without
+// allocating; -1 when b is not an array.
+func countElements(b []byte) int {
+	n := 0
+	if eachElement(b, func(int, []byte) error { n++; return nil }) != nil {
+		return -1
+	}
+	return n
+}
+
+func isNull(b []byte) bool {
+	i := skipWS(b, 0)
+	return len(b)-i >= 4 && string(b[i:i+4]) == "null"
+}
+
+// elementCount decodes an array by counting its elements only (tools, tool
+// calls: the gateway needs how many, never their content). null is 0.
+type elementCount int
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *elementCount) UnmarshalJSON(b []byte) error {
+	if isNull(b) {
+		*c = 0
+		return nil
+	}
+	n := countElements(b)
+	if n < 0 {
+		return &json.UnmarshalTypeError{Value: "non-array", Type: countType}
+	}
+	*c = elementCount(n)
+	return nil
+}
+
+var countType = reflect.TypeOf([]any(nil))
+
+// errBadContent marks a message content that is neither a string, null,
+// nor an array of content parts.
+var errBadContent = errors.New("bad message content")
+
+// messageList decodes "messages" under server.max_messages: the count is
+// checked before one message is decoded, and each message is scanned in
+// place into the fields routing needs.
+type messageList struct {
+	max   int // set before decoding
+	set   bool
+	items []Message
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *messageList) UnmarshalJSON(b []byte) error {
+	if isNull(b) {
+		m.set, m.items = false, nil
+		return nil
+	}
+	n := countElements(b)
+	if n < 0 {
+		return badf("messages", "field \"messages\" has the wrong type: want an array of chat messages")
+	}
+	if n > m.max {
+		return &Error{Param: "messages", Code: "too_many_messages",
+			Message: fmt.Sprintf("\"messages\" has %d messages; at most %d are allowed (server.max_messages): send fewer", n, m.max)}
+	}
+	m.set = true
+	m.items = make([]Message, 0, n)
+	return eachElement(b, func(i int, elem []byte) error {
+		msg, err := decodeMessage(elem)
+		if err != nil {
+			if field, ok := err.(fieldError); ok {
+				p := fmt.Sprintf("messages[%d].%s", i, string(field))
+				if field == "content" {
+					return badf(p, "%s must be a string or an array of content parts", p)
+				}
+				return badf(p, "field %q has the wrong type: want a string", p)
+			}
+			return badf(fmt.Sprintf("messages[%d]", i), "messages[%d] must be a JSON object", i)
+		}
+		m.items = append(m.items, msg)
+		return nil
+	})
+}
+
+// fieldError names the member of a message that has the wrong type.
+type fieldError string
+
+func (f fieldError) Error() string { return string(f) + " has the wrong type" }
+
+// decodeMessage scans one chat message object.
+func decodeMessage(obj []byte) (Message, error) {
+	var msg Message
+	err := eachMember(obj, func(key, val []byte) error {
+		switch string(key) {
+		case "role":
+			if val[0] != '"' {
+				if isNull(val) {
+					return nil
+				}
+				return fieldError("role")
+			}
+			msg.Role = internRole(val)
+		case "content":
+			text, toolResult, err := messageText(val, 0)
+			if err != nil {
+				return fieldError("content")
+			}
+			msg.Text, msg.ToolResult = text, toolResult
+		case "tool_calls":
+			if n := countElements(val); n > 0 {
+				msg.ToolCalls = n
+			} else if n < 0 && !isNull(val) {
+				return fieldError("tool_calls")
+			}
+		}
+		return nil
+	})
+	msg.ToolResult = msg.ToolResult || msg.Role == "tool"
+	return msg, err
+}
+
+// internRole returns a role string without allocating for the known roles.
+func internRole(quoted []byte) string {
+	switch string(quoted) {
+	case `"user"`:
+		return "user"
+	case `"assistant"`:
+		return "assistant"
+	case `"system"`:
+		return "system"
+	case `"developer"`:
+		return "developer"
+	case `"tool"`:
+		return "tool"
+	}
+	return decodeString(quoted)
+}
+
+// inputList decodes an embeddings "input" under server.max_input_items: a
+// string, an array of strings, an array of tokens, or an array of token
+// arrays. A token array is counted and kept as four characters per token
+// (the estimate's unit), never decoded into integers.
+type inputList struct {
+	max   int // set before decoding
+	set   bool
+	items []string
+}
+
+var errBadInput = badf("input", "\"input\" must be a string, an array of strings, an array of tokens or an array of token arrays")
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (in *inputList) UnmarshalJSON(b []byte) error {
+	in.set, in.items = false, nil
+	i := skipWS(b, 0)
+	switch {
+	case isNull(b):
+		return nil
+	case i < len(b) && b[i] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return errBadInput
+		}
+		in.set, in.items = true, []string{s}
+		return nil
+	}
+	n := countElements(b)
+	if n < 0 {
+		return errBadInput
+	}
+	if tokens, ok := tokenCount(b); ok && n > 0 {
+		in.set, in.items = true, []string{strings.Repeat("xxxx", tokens)}
+		return nil
+	}
+	if n > in.max {
+		return &Error{Param: "input", Code: "too_many_inputs",
+			Message: fmt.Sprintf("\"input\" has %d items; at most %d are allowed (server.max_input_items): send fewer per request", n, in.max)}
+	}
+	in.set = true
+	in.items = make([]string, 0, n)
+	return eachElement(b, func(_ int, elem []byte) error {
+		if elem[0] == '"' {
+			var s string
+			if err := json.Unmarshal(elem, &s); err != nil {
+				return errBadInput
+			}
+			in.items = append(in.items, s)
+			return nil
+		}
+		tokens, ok := tokenCount(elem)
+		if !ok {
+			return errBadInput
+		}
+		in.items = append(in.items, strings.Repeat("xxxx", tokens))
+		return nil
+	})
+}
+
+// tokenCount counts the elements of an array of integers; ok is false when
+// b is not one (an empty array is a token array of 0).
+func tokenCount(b []byte) (int, bool) {
+	n := 0
+	err := eachElement(b, func(_ int, elem []byte) error {
+		if !isInteger(elem) {
+			return errNotArray
+		}
+		n++
+		return nil
+	})
+	return n, err == nil
+}
+
+// isInteger reports a JSON number with no fraction or exponent.
+func isInteger(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// eachMember calls fn with the raw key (without quotes, escapes as sent)
+// and the value span of every member of the JSON object b (already valid
+// JSON); errNotArray when b is not an object. A key given twice is reported
+// twice: the last one wins for the caller, as in encoding/json.
+func eachMember(b []byte, fn func(key, val []byte) error) error {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errNotArray
+	}
+	i++
+	for {
+		i = skipWS(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+		if i >= len(b) || b[i] == '}' {
+			return nil
+		}
+		ke := skipString(b, i)
+		if ke < 0 {
+			return errNotArray
+		}
+		key := b[i+1 : ke-1]
+		i = skipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return errNotArray
+		}
+		i = skipWS(b, i+1)
+		ve := skipValue(b, i)
+		if ve < 0 || ve == i {
+			return errNotArray
+		}
+		if err := fn(key, b[i:ve]); err != nil {
+			return err
+		}
+		i = ve
+	}
+}
+
+func trimWS(b []byte) []byte {
+	i, j := 0, len(b)
+	for i < j && isWS(b[i]) {
+		i++
+	}
+	for j > i && isWS(b[j-1]) {
+		j--
+	}
+	return b[i:j]
+}
+
+func bytesEqualString(b []byte, s string) bool { return string(b) == s }
+
+// decodeString decodes a JSON string literal (valid JSON: the decoder
+// checked it) with encoding/json's semantics: escapes resolved, an invalid
+// byte or lone surrogate becomes U+FFFD. One allocation, the result.
+func decodeString(q []byte) string {
+	q = trimWS(q)
+	if len(q) < 2 {
+		return ""
+	}
+	body := q[1 : len(q)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		if utf8.Valid(body) {
+			return string(body)
+		}
+		return strings.ToValidUTF8(string(body), "\uFFFD")
+	}
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); {
+		c := body[i]
+		if c != '\\' {
+			r, size := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, body[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		if i+1 >= len(body) {
+			break
+		}
+		e := body[i+1]
+		i += 2
+		switch e {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex4(body, i)
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
+					r2 = hex4(body, i+2)
+				}
+				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default: // \" \\ \/
+			out = append(out, e)
+		}
+	}
+	return string(out)
+}
+
+// hex4 reads the four hex digits at b[i:]; -1 when they are not there.
+func hex4(b []byte, i int) rune {
+	if i+4 > len(b) {
+		return -1
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}

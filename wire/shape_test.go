@@ -1,0 +1,248 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"switchyard/catalog"
+)
+
+// allocated is the bytes fn allocated (runtime.MemStats.TotalAlloc; not a
+// timing, and stable for one goroutine).
+func allocated(fn func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	fn()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+func repeatJSON(prefix, elem, suffix string, n int) []byte {
+	var b bytes.Buffer
+	b.Grow(len(prefix) + n*(len(elem)+1) + len(suffix))
+	b.WriteString(prefix)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(elem)
+	}
+	b.WriteString(suffix)
+	return b.Bytes()
+}
+
+// The reproductions of issue 15 and their relatives: each body used to make
+// Parse allocate 10-100x its size (3M empty embedding arrays: ~1 GiB; 806k
+// tiny messages: 354 MiB). Parsing now allocates a small multiple of the
+// body, and the over-limit ones are refused with a 400 naming the limit.
+func TestParseAllocationBounded(t *testing.T) {
+	cases := []struct {
+		name string
+		op   catalog.Operation
+		fmt  Format
+		body []byte
+		code string // expected Error.Code; "" = accepted
+	}{
+		{"3M empty embedding arrays", catalog.OpEmbeddings, FormatOpenAI,
+			repeatJSON(`{"model":"e","input":[`, `[]`, `]}`, 3_000_000), "too_many_inputs"},
+		{"806k tiny messages", catalog.OpChat, FormatOpenAI,
+			repeatJSON(`{"model":"m","messages":[`, `{"role":"u"}`, `]}`, 806_000), "too_many_messages"},
+		{"3M empty content parts", catalog.OpChat, FormatOpenAI,
+			repeatJSON(`{"model":"m","messages":[{"role":"user","content":[`, `{}`, `]}]}`, 3_000_000), ""},
+		{"3M tools", catalog.OpChat, FormatOpenAI,
+			repeatJSON(`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[`, `{}`, `]}`, 3_000_000), ""},
+		{"3M tool calls", catalog.OpChat, FormatOpenAI,
+			repeatJSON(`{"model":"m","messages":[{"role":"assistant","tool_calls":[`, `{}`, `]}]}`, 3_000_000), ""},
+		{"2M tokens in one input", catalog.OpEmbeddings, FormatOpenAI,
+			repeatJSON(`{"model":"e","input":[`, `1`, `]}`, 2_000_000), ""},
+		{"10000 messages at the limit", catalog.OpChat, FormatOpenAI,
+			repeatJSON(`{"model":"m","messages":[`, `{"role":"user","content":"hello there"}`, `]}`, 10_000), ""},
+		{"2048 inputs at the limit", catalog.OpEmbeddings, FormatOpenAI,
+			repeatJSON(`{"model":"e","input":[`, `[1,2,3,4,5,6,7,8]`, `]}`, 2048), ""},
+		{"deep tool_result nesting", catalog.OpChat, FormatAnthropic,
+			[]byte(`{"model":"c","max_tokens":1,"messages":[{"role":"user","content":` +
+				strings.Repeat(`[{"type":"tool_result","content":`, 4000) + `"x"` + strings.Repeat(`}]`, 4000) + `}]}`), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			n := allocated(func() { _, err = Parse(tc.body, tc.op, tc.fmt) })
+			if tc.code == "" && err != nil {
+				t.Fatalf("want accepted, got %v", err)
+			}
+			if tc.code != "" {
+				var we *Error
+				if !errors.As(err, &we) || we.Code != tc.code || !strings.Contains(we.Message, "server.max_") {
+					t.Fatalf("want a 400 with code %s naming the limit, got %v", tc.code, err)
+				}
+			}
+			if limit := 4*uint64(len(tc.body)) + 1<<20; n > limit {
+				t.Fatalf("Parse of a %d-byte body allocated %d bytes (%.1fx), more than %d", len(tc.body), n, float64(n)/float64(len(tc.body)), limit)
+			}
+			t.Logf("%d-byte body: %d bytes allocated (%.2fx)", len(tc.body), n, float64(n)/float64(len(tc.body)))
+		})
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	lim := Limits{MaxMessages: 3, MaxInputItems: 2}
+	chat := func(n int) []byte {
+		return repeatJSON(`{"model":"m","messages":[`, `{"role":"user","content":"hi"}`, `]}`, n)
+	}
+	if _, err := ParseLimited(chat(3), catalog.OpChat, FormatOpenAI, lim); err != nil {
+		t.Fatalf("3 messages at max 3: %v", err)
+	}
+	_, err := ParseLimited(chat(4), catalog.OpChat, FormatOpenAI, lim)
+	var we *Error
+	if !errors.As(err, &we) || we.Param != "messages" || !strings.Contains(we.Message, "at most 3") {
+		t.Fatalf("4 messages at max 3: %v", err)
+	}
+	for _, tc := range []struct {
+		input string
+		ok    bool
+		items int
+	}{
+		{`"a"`, true, 1},
+		{`["a","b"]`, true, 2},
+		{`["a","b","c"]`, false, 0},
+		{`[1,2,3,4,5]`, true, 1}, // one input as tokens
+		{`[[1,2],[3]]`, true, 2},
+		{`[[1],[2],[3]]`, false, 0},
+		{`[1.5]`, false, 0},
+		{`[{"a":1}]`, false, 0},
+		{`{"a":1}`, false, 0},
+		{`["a",[1,"x"]]`, false, 0},
+		{`[]`, true, 0},
+	} {
+		r, err := ParseLimited([]byte(`{"model":"e","input":`+tc.input+`}`), catalog.OpEmbeddings, FormatOpenAI, lim)
+		if tc.ok != (err == nil) {
+			t.Errorf("input %s: err %v, want ok=%v", tc.input, err, tc.ok)
+			continue
+		}
+		if err == nil && len(r.Input) != tc.items {
+			t.Errorf("input %s: %d items, want %d", tc.input, len(r.Input), tc.items)
+		}
+	}
+	r, err := Parse([]byte(`{"model":"e","input":[[1,2,3]]}`), catalog.OpEmbeddings, FormatOpenAI)
+	if err != nil || r.PromptTokens() != 3 {
+		t.Fatalf("token input estimate: %v %v", r, err)
+	}
+}
+
+// The counted and bounded decoders keep the old answers on ordinary bodies.
+func TestParseShapesUnchanged(t *testing.T) {
+	body := `{"model":"m","tools":[{"type":"function"},{"type":"function"}],"messages":[` +
+		`{"role":"system","content":"sys"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"1"},{"id":"2"},{"id":"3"}]},` +
+		`{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]}]}`
+	r, err := Parse([]byte(body), catalog.OpChat, FormatOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tools != 2 || len(r.Messages) != 3 || r.Messages[1].ToolCalls != 3 || r.Messages[2].Text != "a\nb" || r.System != "sys" {
+		t.Fatalf("parsed %+v", r)
+	}
+	for _, bad := range []struct{ body, param string }{
+		{`{"model":"m","messages":[{"role":"user","content":5}]}`, "messages[0].content"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"},{"role":7}]}`, "messages[1].role"},
+		{`{"model":"m","messages":{"role":"user"}}`, "messages"},
+		{`{"model":"m","messages":["x"]}`, "messages[0]"},
+		{`{"model":"m","messages":[{"role":"user"}],"tools":{}}`, "tools"},
+	} {
+		_, err := Parse([]byte(bad.body), catalog.OpChat, FormatOpenAI)
+		var we *Error
+		if !errors.As(err, &we) || we.Param != bad.param {
+			t.Errorf("%s: got %v (param %q), want param %q", bad.body, err, paramOf(err), bad.param)
+		}
+	}
+}
+
+func paramOf(err error) string {
+	var we *Error
+	if errors.As(err, &we) {
+		return we.Param
+	}
+	return ""
+}
+
+func TestAppendStringValidUTF8(t *testing.T) {
+	cases := map[string]string{
+		"plain":          `"plain"`,
+		"q\"b\\":         `"q\"b\\"`,
+		"\n\r\t\x01":     `"\n\r\t\u0001"`,
+		"caf\xc3":        `"caf\ufffd"`, // a cut character
+		"\xff\xfe":       `"\ufffd\ufffd"`,
+		"é\u2028\u2029x": `"é\u2028\u2029x"`,
+	}
+	for in, want := range cases {
+		if got := string(AppendString(nil, in)); got != want {
+			t.Errorf("AppendString(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := Truncate("aéb", 2); got != "a..." {
+		t.Errorf("Truncate cut a character: %q", got)
+	}
+	if got := Truncate("日本語", 4); got != "日..." {
+		t.Errorf("Truncate(日本語, 4) = %q", got)
+	}
+}
+
+// FuzzAppendString: whatever the input, the encoder's output is valid JSON
+// and valid UTF-8, and it decodes back to the input when that was valid UTF-8.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "a\"b", "caf\xc3", "\u2028", "\x00\x1f", "日本"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := AppendString(nil, s)
+		if !jsonValid(out) || !utf8Valid(out) {
+			t.Fatalf("AppendString(%q) = %q is not valid JSON/UTF-8", s, out)
+		}
+		if utf8Valid([]byte(s)) {
+			back, err := strconv.Unquote(string(out))
+			if err == nil && back != s && !strings.ContainsAny(s, "\u2028\u2029") {
+				t.Fatalf("round trip %q -> %q", s, back)
+			}
+		}
+		tr := Truncate(s, len(s)/2)
+		if utf8Valid([]byte(s)) && !utf8Valid([]byte(tr)) {
+			t.Fatalf("Truncate(%q) = %q cut a character", s, tr)
+		}
+		body := AppendError(nil, Format(len(s)%2), ErrorBody{Type: s, Code: s, Param: s, Message: s})
+		if !jsonValid(body) || !utf8Valid(body) {
+			t.Fatalf("AppendError(%q) = %q", s, body)
+		}
+	})
+}
+
+// FuzzDecodeString: the in-place string decoder agrees with encoding/json
+// on every valid JSON string literal.
+func FuzzDecodeString(f *testing.F) {
+	for _, s := range []string{`""`, `"a\nb"`, `"\u00e9\ud83d\ude00"`, `"\ud800x"`, `"\udc00\ud800"`, "\"caf\xc3\"", `"\/\\\""`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, q []byte) {
+		var want string
+		if json.Unmarshal(q, &want) != nil || len(q) == 0 || q[0] != '"' {
+			return
+		}
+		got := decodeString(q)
+		if !utf8Valid([]byte(want)) || strings.ContainsRune(want, utf8.RuneError) {
+			// replacement-character runs may differ in count; both are valid UTF-8
+			if !utf8Valid([]byte(got)) {
+				t.Fatalf("decodeString(%q) = %q is not valid UTF-8", q, got)
+			}
+			return
+		}
+		if got != want {
+			t.Fatalf("decodeString(%q) = %q, encoding/json says %q", q, got, want)
+		}
+	})
+}
