@@ -259,7 +259,6 @@ func scalar(raw json.RawMessage) string {
 	return ""
 }
 
-
 // newStatusError classifies a non-2xx upstream response once.
 func newStatusError(kind string, status int, body []byte, h http.Header) *Error {
 	info := parseErrorBody(body)

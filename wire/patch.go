@@ -1,7 +1,5 @@
 package wire
 
-
-
 // FindTopLevel returns the byte span [start, end) of the value of a
 // top-level key in a JSON object, scanning without allocating. The body must
 // already be valid JSON (Parse guarantees it).
