@@ -189,8 +189,10 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 			status = http.StatusOK
 		}
 		cl.hdr.flush(cl.c.Writer.Header())
-		cl.c.Data(status, "application/json", resp.Body)
 		cl.entry.Status = status
+		if err := s.writeBody(cl.c, status, "application/json", resp.Body); err != nil {
+			cl.entry.Error = "client stopped reading the response: " + err.Error()
+		}
 		return true, nil
 	}
 	return cl.relay(att, resp, t0, timer)
@@ -221,6 +223,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	cl.upstream += ttfb
 	res := cl.plan.Result() // timeline so far; this attempt is still open
 	res.Served = d
+	res.Degraded = res.Degraded || att.Fallback // the open attempt is not in res yet
 	cl.setDecisionHeaders(res, d)
 	w := cl.c.Writer
 	h := w.Header()
@@ -231,15 +234,19 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	w.WriteHeader(http.StatusOK)
 	cl.entry.Status = http.StatusOK
 	o := routing.Outcome{Status: http.StatusOK, Class: routing.ClassOK, TTFB: ttfb}
+	// Every write and flush gets write_timeout to make progress: a client
+	// that stops reading is cut off then, and the deferred Close releases
+	// the upstream call at once (SPEC 14).
+	rc := http.NewResponseController(w)
 	ev := first
 	var relayed int64
 	for {
-		if _, werr := w.Write(ev); werr != nil {
+		if werr := s.writeEvent(w, rc, ev); werr != nil {
 			o.Class = routing.ClassCanceled
+			cl.entry.Error = "client stopped reading the stream: " + werr.Error()
 			break
 		}
 		relayed += int64(len(ev))
-		w.Flush()
 		ev, err = st.Next()
 		if err == nil {
 			continue
@@ -256,8 +263,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 		o.TTFB = ttfb
 		s.Metrics.StreamErrors.WithLabelValues(d.ID).Inc()
 		e := fromUpstream(err, false)
-		_, _ = w.Write(e.streamEvent(cl.format))
-		w.Flush()
+		_ = s.writeEvent(w, rc, e.streamEvent(cl.format))
 		cl.entry.Error = "stream failed after first byte: " + e.Message
 		break
 	}

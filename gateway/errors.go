@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"switchyard/providers"
 	"switchyard/routing"
 	"switchyard/wire"
@@ -54,20 +56,32 @@ func errModelNotFound(model string) *apiError {
 func fromInputError(err error) *apiError {
 	var we *wire.Error
 	if errors.As(err, &we) {
-		return errBadRequest(we.Param, we.Message)
+		e := errBadRequest(we.Param, we.Message)
+		e.Code = we.Code
+		return e
 	}
 	return errBadRequest("", err.Error())
 }
 
+// errUpstreamAuth answers an upstream 401/403 (SPEC 15): the operator's
+// credential was refused, which the client can neither fix nor should take
+// for its own key being wrong; the upstream's text (which may quote the
+// credential) is never relayed.
+var errUpstreamAuth = &apiError{Status: http.StatusBadGateway, Type: "upstream_auth_error", Code: "upstream_auth_error",
+	Message: "the upstream provider refused the gateway's credentials; this is a gateway configuration problem, not your API key: contact the operator"}
+
 // fromUpstream maps the last upstream failure to the client's status and
 // body (SPEC 7.3, 14): the upstream status when there was one, 502 when
-// none arrived, 504 on the request deadline.
+// none arrived or it was a 401/403, 504 on the request deadline.
 func fromUpstream(err error, deadline bool) *apiError {
 	if deadline {
 		return &apiError{Status: http.StatusGatewayTimeout, Type: "timeout", Code: "request_timeout",
 			Message: "the request deadline (server.request_timeout) passed before an upstream answered"}
 	}
 	var pe *providers.Error
+	if errors.As(err, &pe) && pe.Class == routing.ClassAuth {
+		return errUpstreamAuth
+	}
 	if errors.As(err, &pe) {
 		status := pe.Status
 		typ := pe.Type
@@ -145,3 +159,35 @@ func (e *apiError) streamEvent(format wire.Format) []byte {
 	out := append([]byte("data: "), e.body(format)...)
 	return append(out, "\n\ndata: [DONE]\n\n"...)
 }
+
+// maxUsefulRetry is the longest Retry-After an SDK's own retry can wait
+// out: the OpenAI and Anthropic SDKs honour at most about a minute and
+// retry sooner otherwise, which cannot succeed.
+const maxUsefulRetry = time.Minute
+
+// shouldNotRetry reports a 429 that no retry can fix soon (an exhausted
+// budget, a wait longer than maxUsefulRetry): the response then says
+// x-should-retry: false, which the SDKs obey.
+func (e *apiError) shouldNotRetry() bool {
+	return e.Status == http.StatusTooManyRequests && (e.Type == "budget_exceeded" || e.RetryAfter > maxUsefulRetry)
+}
+
+// writeErrorFormat is the module's one error writer: e in the client's
+// format (wire.AppendError) with Retry-After and x-should-retry.
+func writeErrorFormat(c *gin.Context, e *apiError, format wire.Format) {
+	if e.RetryAfter > 0 {
+		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
+		c.Header("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	if e.shouldNotRetry() {
+		c.Header("X-Should-Retry", "false")
+	}
+	c.Data(e.Status, "application/json", e.body(format))
+}
+
+// writeError writes e in the OpenAI format.
+func writeError(c *gin.Context, e *apiError) { writeErrorFormat(c, e, wire.FormatOpenAI) }
+
+// errInternal answers a handler that panicked.
+var errInternal = &apiError{Status: http.StatusInternalServerError, Type: "internal_error", Code: "internal_error",
+	Message: "internal error: the gateway failed on this request; it is logged under its X-Request-Id"}

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -68,8 +66,9 @@ func (s *Server) handleImages(c *gin.Context) { s.serve(c, catalog.OpImages, wir
 
 func (s *Server) handleMessages(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatAnthropic) }
 
-// serve runs the pipeline: parse, authenticate, edge limits, tier,
-// allowlist, pool and attempts, respond (SPEC 2).
+// serve runs the pipeline: authenticate, parse, edge limits, tier,
+// allowlist, pool and attempts, respond (SPEC 2). The key is checked from
+// the headers before a byte of the body is read.
 func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format) {
 	cl := &call{s: s, c: c, start: time.Now(), op: op, format: format, snap: s.Catalog.Load()}
 	cl.reqID = s.newRequestID(c.Request)
@@ -79,7 +78,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl.ctx, cl.span = s.Tracer.StartRequest(ctx, c.Request, c.FullPath())
 	defer cl.finish()
 
-	_ = cl.parse() && cl.authenticate() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
+	_ = cl.authenticate() && cl.parse() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
 }
 
 // fail answers the client with e and records it.
@@ -87,26 +86,19 @@ func (cl *call) fail(e *apiError) bool {
 	cl.entry.Status = e.Status
 	cl.entry.Error = e.Message
 	cl.hdr.flush(cl.c.Writer.Header())
+	cl.s.renewWriteDeadline(cl.c.Writer)
 	writeErrorFormat(cl.c, e, cl.format)
 	return false
 }
 
-// parse reads the bounded body once and parses it (SPEC 2.1, 14).
+// parse reads the bounded body once and parses it under the shape limits
+// (SPEC 2.2, 14).
 func (cl *call) parse() bool {
-	limit := cl.s.cfg().Server.MaxBodyBytes
-	r := cl.c.Request
-	if r.ContentLength > limit {
-		return cl.fail(errTooLarge(limit))
+	body, e := cl.s.readBody(cl.c)
+	if e != nil {
+		return cl.fail(e)
 	}
-	body, err := readBody(r, limit)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return cl.fail(errTooLarge(limit))
-		}
-		return cl.fail(errBadRequest("", "could not read the request body: "+err.Error()))
-	}
-	req, err := wire.Parse(body, cl.op, cl.format)
+	req, err := wire.ParseLimited(body, cl.op, cl.format, cl.s.limits)
 	if err != nil {
 		return cl.fail(fromInputError(err))
 	}
@@ -115,19 +107,6 @@ func (cl *call) parse() bool {
 	cl.promptTokens = req.PromptTokens()
 	cl.outputTokens = req.OutputTokens(cl.s.cfg().Routing.DefaultMaxTokens)
 	return true
-}
-
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(nil, r.Body, limit)
-	if n := r.ContentLength; n > 0 {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		// a body longer than its Content-Length is a client bug; ignore the rest
-		return buf, nil
-	}
-	return io.ReadAll(rd)
 }
 
 func (cl *call) authenticate() bool {
@@ -357,14 +336,3 @@ func spanOutcome(e *telemetry.Entry) tracing.Outcome {
 	}
 	return o
 }
-
-// writeErrorFormat writes e in the client's format with the headers it needs.
-func writeErrorFormat(c *gin.Context, e *apiError, format wire.Format) {
-	if e.RetryAfter > 0 {
-		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
-		c.Header("Retry-After", strconv.FormatInt(secs, 10))
-	}
-	c.Data(e.Status, "application/json", e.body(format))
-}
-
-func writeError(c *gin.Context, e *apiError) { writeErrorFormat(c, e, wire.FormatOpenAI) }

@@ -32,6 +32,7 @@ import (
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
 	"switchyard/tracing"
+	"switchyard/wire"
 )
 
 // Deps is everything a Server is built from. Nil optional fields get
@@ -71,6 +72,7 @@ type Server struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
+	limits     wire.Limits      // request shape limits (server.max_messages, max_input_items)
 	adminGroup *gin.RouterGroup // Assemble registers the write API on it
 }
 
@@ -88,17 +90,24 @@ func New(d Deps) *Server {
 	}
 	s := &Server{Deps: d, engine: gin.New()}
 	if k := d.Config.Admin.Key; k != "" {
-		s.adminKey, s.adminOn = sha256.Sum256([]byte(k)), true
+		// clear or sha256:<hex>, like team keys (SPEC 15); validated at load
+		if digest, err := config.KeyDigest(k); err == nil {
+			s.adminKey, s.adminOn = digest, true
+		} else {
+			d.Logger.Error("admin API off: admin.key is not a key or a sha256:<64 hex> digest")
+		}
 	}
 	s.idPrefix = d.Config.Server.NodeID
 	if s.idPrefix == "" {
 		s.idPrefix = "sy"
 	}
 	s.idPrefix += "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-"
+	s.limits = wire.Limits{MaxMessages: d.Config.Server.MaxMessages, MaxInputItems: d.Config.Server.MaxInputItems}
 	s.engine.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
 		d.Logger.Error("panic in handler", "error", err, "path", c.Request.URL.Path)
-		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": gin.H{"message": "internal error", "type": "internal_error"}})
-	}))
+		writeError(c, errInternal)
+		c.Abort()
+	}), s.deadlines)
 	s.routes()
 	return s
 }
@@ -229,4 +238,23 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// HTTPServer is the http.Server for this edge with the SPEC 14 timeouts:
+// headers within read_header_timeout, the whole request read within
+// read_header_timeout + read_timeout (the body itself gets read_timeout
+// from its first read, see readBody), idle keep-alive connections closed
+// after idle_timeout. There is no whole-response WriteTimeout: a stream may
+// last request_timeout, and each write gets write_timeout to make progress
+// instead (renewWriteDeadline).
+func (s *Server) HTTPServer() *http.Server {
+	c := s.Config.Server
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadHeaderTimeout + c.ReadTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
+	}
 }

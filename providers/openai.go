@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/config"
 	"switchyard/routing"
 	"switchyard/wire"
 )
@@ -65,7 +66,7 @@ func newOpenAI(p *catalog.Provider) (*openAI, error) {
 func endpoint(base, path, apiVersion string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("base_url %q is not an http(s) URL", base)
+		return "", fmt.Errorf("base_url %q is not an http(s) URL", config.RedactURL(base))
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + path
 	u.RawPath = ""
@@ -167,12 +168,15 @@ func openAIBody(raw []byte, model string, op catalog.Operation, stream bool) []b
 	return body
 }
 
-// readBody reads a complete 2xx body, bounded, and closes it.
+// readBody reads a complete 2xx body, bounded, and closes it. The buffer
+// grows with the bytes that arrive: a Content-Length is a hint capped at
+// 64 KiB, never an allocation. Over maxResponseBody the attempt is a
+// server_error (SPEC 14), so the gateway fails over.
 func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
 	size := resp.ContentLength
-	if size < 0 || size > maxResponseBody {
-		size = 4096
+	if size < 0 || size > 64<<10 {
+		size = 64 << 10
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+1))
 	n, err := buf.ReadFrom(io.LimitReader(resp.Body, maxResponseBody+1))

@@ -153,16 +153,26 @@ func AsError(err error) *Error {
 }
 
 // New builds the adapter for a provider: one per provider, created at start.
-// HTTP adapters get their own tuned, pooled transport.
+// HTTP adapters get their own tuned, pooled transport, and sit behind the
+// provider's Scrubber: nothing they return carries its credential or an
+// upstream address (SPEC 15).
 func New(p *catalog.Provider) (Adapter, error) {
 	if p == nil {
 		return nil, errors.New("providers: nil provider")
 	}
 	switch p.Kind {
 	case KindOpenAI:
-		return newOpenAI(p)
+		a, err := newOpenAI(p)
+		if err != nil {
+			return nil, err
+		}
+		return scrubbed{a, NewScrubber(p)}, nil
 	case KindAnthropic:
-		return newAnthropic(p)
+		a, err := newAnthropic(p)
+		if err != nil {
+			return nil, err
+		}
+		return scrubbed{a, NewScrubber(p)}, nil
 	case KindSimulated:
 		return NewSimulated(p, SeedFor(p.Name)), nil
 	}

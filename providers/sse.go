@@ -13,9 +13,15 @@ import (
 	"switchyard/routing"
 )
 
-// maxSSELine bounds one SSE line (and so one event's data) from an upstream,
-// so a broken upstream cannot make the gateway hold unbounded memory.
-const maxSSELine = 8 << 20
+// maxSSEEvent bounds one SSE line and one whole event (all its data: lines
+// together) from an upstream, so a broken upstream cannot make the gateway
+// hold unbounded memory (SPEC 14). Exceeding it ends the attempt as a
+// server_error: before the first byte the gateway still fails over.
+const maxSSEEvent = 8 << 20
+
+// errEventTooLarge is an upstream line or event over maxSSEEvent.
+var errEventTooLarge = &Error{Class: routing.ClassServerError,
+	Message: "upstream SSE event exceeds 8 MiB (a line, or data: lines without the blank line that ends an event)"}
 
 // sseReader reads Server-Sent Events line by line. It returns each event as
 // soon as the blank line that ends it arrives and buffers nothing beyond the
@@ -66,6 +72,9 @@ func (r *sseReader) next() (name string, data []byte, err error) {
 		case "event":
 			name = internEvent(value)
 		case "data":
+			if len(r.data)+len(value)+1 > maxSSEEvent {
+				return "", nil, errEventTooLarge
+			}
 			if hasData {
 				r.data = append(r.data, '\n')
 			}
@@ -81,8 +90,8 @@ func (r *sseReader) line() ([]byte, error) {
 	if err == bufio.ErrBufferFull {
 		r.long = append(r.long[:0], line...)
 		for err == bufio.ErrBufferFull {
-			if len(r.long) > maxSSELine {
-				return nil, errors.New("upstream SSE line exceeds 8 MiB")
+			if len(r.long) > maxSSEEvent {
+				return nil, errEventTooLarge
 			}
 			line, err = r.br.ReadSlice('\n')
 			r.long = append(r.long, line...)
@@ -237,6 +246,9 @@ func (s *httpStream) Next() ([]byte, error) {
 }
 
 func (s *httpStream) readError(err error) error {
+	if errors.Is(err, errEventTooLarge) {
+		return err
+	}
 	if s.closed.Load() {
 		return &Error{Class: routing.ClassCanceled, Message: "stream closed", cause: err}
 	}

@@ -42,17 +42,3 @@ func TestAppendEventFraming(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
-
-func TestAppendJSONString(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain":       `"plain"`,
-		`q"b\`:        `"q\"b\\"`,
-		"nl\n\t\x01":  `"nl\n\t\u0001"`,
-		"héllo ✓":     `"héllo ✓"`,
-		"bad\xffutf8": `"bad\ufffdutf8"`,
-	} {
-		if got := string(wire.AppendString(nil, in)); got != want {
-			t.Errorf("wire.AppendString(%q) = %s, want %s", in, got, want)
-		}
-	}
-}

@@ -176,7 +176,7 @@ func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *s
 		log.Error("listening", "addr", cfg.Server.Listen, "error", err)
 		return 1
 	}
-	srv := &http.Server{Handler: node.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := node.HTTPServer()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

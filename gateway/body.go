@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// How the edge bounds what a hostile client can make it hold (SPEC 14):
+// the body is read only after authentication, into a buffer that grows with
+// the bytes that arrive, under server.read_timeout; every response write
+// gets server.write_timeout to make progress.
+
+// bodyChunk is the first read buffer and the unit a body buffer grows by
+// at least; a Content-Length never sizes it before the bytes arrive.
+const bodyChunk = 16 << 10
+
+// readBody reads the request body, at most limit bytes, within the read
+// deadline. It answers 413 over the limit and 408 when the client is too
+// slow. The buffer doubles only once it is full of bytes that really
+// arrived, so a client announcing 10 MiB and sending one byte costs 16 KiB.
+func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
+	r := c.Request
+	limit := s.Config.Server.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, errTooLarge(limit)
+	}
+	if t := s.Config.Server.ReadTimeout; t > 0 {
+		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(t))
+	}
+	body, err := readBounded(r.Body, r.ContentLength, limit)
+	switch {
+	case err == nil:
+		return body, nil
+	case errors.Is(err, errBodyTooLarge):
+		return nil, errTooLarge(limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.Header("Connection", "close")
+		return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+			Message: "the request body did not arrive within server.read_timeout (" + s.Config.Server.ReadTimeout.String() + "): send it faster"}
+	}
+	return nil, errBadRequest("", "could not read the request body: "+err.Error())
+}
+
+var errBodyTooLarge = errors.New("request body over the limit")
+
+// readBounded reads r to its end into a buffer that grows with the bytes
+// read: it starts at bodyChunk (or the announced length when smaller) and
+// doubles only when full, never past the announced length (plus one byte
+// to see the end) or limit+1. More than limit bytes is errBodyTooLarge.
+func readBounded(r io.Reader, announced, limit int64) ([]byte, error) {
+	first := min(int64(bodyChunk), limit+1)
+	if announced >= 0 {
+		first = min(first, announced+1)
+	}
+	buf := make([]byte, 0, first)
+	for {
+		if len(buf) == cap(buf) {
+			next := max(2*int64(cap(buf)), bodyChunk)
+			if n := int64(len(buf)); announced >= 0 && n <= announced {
+				next = min(next, announced+1)
+			}
+			next = min(next, limit+1)
+			nb := make([]byte, len(buf), next)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, errBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// deadlines is the middleware that gives every response write_timeout from
+// the start of the request; handlers that write later or longer (the
+// pipeline, streams) renew it before each write.
+func (s *Server) deadlines(c *gin.Context) {
+	s.renewWriteDeadline(c.Writer)
+	c.Next()
+}
+
+// renewWriteDeadline gives the next write server.write_timeout to make
+// progress: a client that stops reading is cut off then, and the write
+// fails at once instead of holding the handler, its slot and its upstream
+// call (SPEC 14).
+func (s *Server) renewWriteDeadline(w http.ResponseWriter) {
+	if t := s.Config.Server.WriteTimeout; t > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t))
+	}
+}
+
+// writeChunk is how much of a sync body is written under one write
+// deadline: a large body to a slow but reading client keeps progressing.
+const writeChunk = 256 << 10
+
+// writeBody writes a complete response with a renewed write deadline per
+// chunk. It returns the first write error.
+func (s *Server) writeBody(c *gin.Context, status int, contentType string, body []byte) error {
+	w := c.Writer
+	h := w.Header()
+	h["Content-Type"] = []string{contentType}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.WriteHeaderNow()
+	for len(body) > 0 {
+		s.renewWriteDeadline(w)
+		n := min(len(body), writeChunk)
+		if _, err := w.Write(body[:n]); err != nil {
+			return err
+		}
+		body = body[n:]
+	}
+	return nil
+}
+
+// writeEvent writes and flushes one stream event under a renewed write
+// deadline; the error of either ends the stream.
+func (s *Server) writeEvent(w http.ResponseWriter, rc *http.ResponseController, ev []byte) error {
+	if t := s.Config.Server.WriteTimeout; t > 0 {
+		_ = rc.SetWriteDeadline(time.Now().Add(t))
+	}
+	if _, err := w.Write(ev); err != nil {
+		return err
+	}
+	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}

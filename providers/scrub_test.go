@@ -1,0 +1,150 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/config"
+	"switchyard/routing"
+	"switchyard/wire"
+)
+
+func testScrubber() *Scrubber {
+	return NewScrubber(&catalog.Provider{Provider: config.Provider{
+		Name: "p", Kind: KindOpenAI, APIKey: "sk-live-abcdef123456",
+		BaseURL: "https://user:urlpass99@llm.internal.example:8443/v1?sig=querysecret",
+		Headers: map[string]string{"api-key": "azure-key-777", "api-version": "2024-02-01", "X-Auth": "Bearer tok-tok-tok"},
+	}})
+}
+
+func TestScrubberString(t *testing.T) {
+	sc := testScrubber()
+	for _, in := range []string{
+		"Incorrect API key provided: sk-live-abcdef123456.",
+		"dial tcp 10.0.0.5:443: connect: connection refused",
+		"dial tcp [fd00::5]:443: i/o timeout",
+		"lookup llm.internal.example: no such host",
+		"Post \"https://llm.internal.example:8443/v1/chat\": EOF",
+		"bad header api-key azure-key-777 and tok-tok-tok from 2001:db8::7",
+		"proxy at backend-7.svc.cluster.local:8080 refused; sig=querysecret; pass urlpass99",
+	} {
+		out := sc.String(in)
+		for _, leak := range []string{"sk-live", "10.0.0.5", "fd00::5", "llm.internal", "azure-key", "tok-tok", "2001:db8", "backend-7", "querysecret", "urlpass99"} {
+			if strings.Contains(out, leak) {
+				t.Errorf("String(%q) = %q keeps %q", in, out, leak)
+			}
+		}
+	}
+	if got := sc.String("upstream said: model busy, retry in 2s"); got != "upstream said: model busy, retry in 2s" {
+		t.Errorf("plain text changed: %q", got)
+	}
+	if got := sc.String("api-version 2024-02-01"); got != "api-version 2024-02-01" {
+		t.Errorf("a non-credential header value was scrubbed: %q", got)
+	}
+	body := []byte(`{"content":"key sk-live-abcdef123456 here"}`)
+	if got := sc.Body(body); bytes.Contains(got, []byte("sk-live")) || !bytes.Contains(got, []byte("[redacted]")) {
+		t.Errorf("Body = %s", got)
+	}
+	clean := []byte(`{"content":"nothing"}`)
+	if got := sc.Body(clean); &got[0] != &clean[0] {
+		t.Error("Body copied a body that holds no secret")
+	}
+	e := sc.Error(&Error{Status: 401, Class: routing.ClassAuth, Message: "bad key sk-live-abcdef123456", Code: "sk-live-abcdef123456", cause: context.Canceled})
+	var pe *Error
+	if !errors.As(e, &pe) || strings.Contains(pe.Message+pe.Code, "sk-live") || !errors.Is(e, context.Canceled) {
+		t.Errorf("Error = %#v", e)
+	}
+}
+
+// FuzzScrubber: a credential or an upstream address placed anywhere in any
+// text never survives String, and String never panics.
+func FuzzScrubber(f *testing.F) {
+	for _, s := range []string{"", "error: ", "dial tcp ", "key=", "\xff\xfe", "[::1]:", "a.b:1"} {
+		f.Add(s, s, uint8(0))
+	}
+	sc := testScrubber()
+	leaks := []string{"sk-live-abcdef123456", "azure-key-777", "tok-tok-tok", "llm.internal.example", "10.1.2.3:8080", "[fd00::1]:443", "querysecret"}
+	f.Fuzz(func(t *testing.T, before, after string, which uint8) {
+		leak := leaks[int(which)%len(leaks)]
+		out := sc.String(before + leak + after)
+		if strings.Contains(out, leak) {
+			t.Fatalf("String(%q) = %q keeps %q", before+leak+after, out, leak)
+		}
+		b := sc.Body([]byte(before + leaks[0] + after))
+		if bytes.Contains(b, []byte(leaks[0])) {
+			t.Fatalf("Body keeps the key: %q", b)
+		}
+	})
+}
+
+func sseStream(t *testing.T, body io.Reader) (*Response, error) {
+	t.Helper()
+	resp := &http.Response{StatusCode: 200, Body: io.NopCloser(body)}
+	return startStream(context.Background(), resp, &openAIRelay{}, time.Now(), nil)
+}
+
+// An event of data: lines without the blank line that ends it used to grow
+// without limit; it is capped as a whole, as a server_error.
+func TestSSEEventCapped(t *testing.T) {
+	line := "data: " + strings.Repeat("y", 64<<10) + "\n"
+	endless := io.MultiReader(strings.NewReader(strings.Repeat(line, 200))) // 12.5 MiB, one event
+	_, err := sseStream(t, endless)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Class != routing.ClassServerError || !strings.Contains(pe.Message, "8 MiB") {
+		t.Fatalf("endless event: %v, want a server_error naming the cap", err)
+	}
+	longLine := "data: " + strings.Repeat("z", 9<<20)
+	if _, err := sseStream(t, strings.NewReader(longLine)); !errors.As(err, &pe) || pe.Class != routing.ClassServerError {
+		t.Fatalf("9 MiB line: %v, want a server_error", err)
+	}
+	ok := "data: " + strings.Repeat("k", 4<<20) + "\ndata: x\n\ndata: [DONE]\n\n"
+	r, err := sseStream(t, strings.NewReader(ok))
+	if err != nil {
+		t.Fatalf("a 4 MiB event is fine: %v", err)
+	}
+	_ = r.Stream.Close()
+}
+
+// A sync body over the cap ends the attempt as a server_error (the gateway
+// then fails over), and a lying Content-Length allocates nothing up front.
+func TestSyncBodyCapped(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		chunk := bytes.Repeat([]byte("a"), 1<<20)
+		for i := 0; i <= maxResponseBody>>20 && r.Context().Err() == nil; i++ {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	a, err := New(&catalog.Provider{Provider: config.Provider{Name: "big", Kind: KindOpenAI, BaseURL: srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creq, err := wire.Parse([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), catalog.OpChat, wire.FormatOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &catalog.Deployment{Deployment: config.Deployment{ID: "d", Model: "m"}}
+	_, err = a.Do(context.Background(), d, &Request{Op: catalog.OpChat, Client: creq})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Class != routing.ClassServerError || !strings.Contains(pe.Message, "64 MiB") {
+		t.Fatalf("65 MiB body: %v, want a server_error naming the cap", err)
+	}
+
+	liar := &http.Response{StatusCode: 200, ContentLength: 60 << 20, Body: io.NopCloser(strings.NewReader(`{}`))}
+	var raw []byte
+	n := testing.AllocsPerRun(1, func() { raw, _ = readBody(context.Background(), liar) })
+	if cap(raw) > 1<<20 || n > 10 {
+		t.Fatalf("a 60 MiB Content-Length with a 2-byte body: cap %d, %v allocs", cap(raw), n)
+	}
+}
