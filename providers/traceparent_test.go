@@ -65,7 +65,7 @@ func TestHTTPAdaptersSendTraceparent(t *testing.T) {
 			}
 		}
 	}
-	up := a.(*openAI)
+	up := a.(scrubbed).Adapter.(*openAI)
 	if up.sync.Get("Traceparent") != "" || up.stream.Get("Traceparent") != "" {
 		t.Fatal("Inject wrote into the adapter's shared headers")
 	}
