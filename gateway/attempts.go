@@ -190,7 +190,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		}
 		cl.hdr.flush(cl.c.Writer.Header())
 		cl.entry.Status = status
-		if err := s.writeBody(cl.c, status, "application/json", resp.Body); err != nil {
+		if err := s.writeBody(cl.c, status, resp.Body); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()
 		}
 		return true, nil
@@ -237,11 +237,11 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	// Every write and flush gets write_timeout to make progress: a client
 	// that stops reading is cut off then, and the deferred Close releases
 	// the upstream call at once (SPEC 14).
-	rc := http.NewResponseController(w)
+	ew := s.newEventWriter(w)
 	ev := first
 	var relayed int64
 	for {
-		if werr := s.writeEvent(w, rc, ev); werr != nil {
+		if werr := ew.write(ev); werr != nil {
 			o.Class = routing.ClassCanceled
 			cl.entry.Error = "client stopped reading the stream: " + werr.Error()
 			break
@@ -263,7 +263,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 		o.TTFB = ttfb
 		s.Metrics.StreamErrors.WithLabelValues(d.ID).Inc()
 		e := fromUpstream(err, false)
-		_ = s.writeEvent(w, rc, e.streamEvent(cl.format))
+		_ = ew.write(e.streamEvent(cl.format))
 		cl.entry.Error = "stream failed after first byte: " + e.Message
 		break
 	}

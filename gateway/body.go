@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -31,7 +30,9 @@ func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
 		return nil, errTooLarge(limit)
 	}
 	if t := s.Config.Server.ReadTimeout; t > 0 {
-		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(t))
+		if d := connDeadlines(c.Writer); d != nil {
+			_ = d.SetReadDeadline(time.Now().Add(t))
+		}
 	}
 	body, err := readBounded(r.Body, r.ContentLength, limit)
 	switch {
@@ -98,7 +99,50 @@ func (s *Server) deadlines(c *gin.Context) {
 // call (SPEC 14).
 func (s *Server) renewWriteDeadline(w http.ResponseWriter) {
 	if t := s.Config.Server.WriteTimeout; t > 0 {
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t))
+		if d := connDeadlines(w); d != nil {
+			_ = d.SetWriteDeadline(time.Now().Add(t))
+		}
+	}
+}
+
+// deadliner is the connection deadline control of net/http's response
+// writer (what http.ResponseController uses).
+type deadliner interface {
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
+// connDeadlines finds the deadline control behind w's wrappers (gin's
+// writer), or nil when w has none (a test recorder). Unlike
+// http.ResponseController it allocates nothing, also when unsupported: the
+// hot path calls it on every response.
+func connDeadlines(w http.ResponseWriter) deadliner {
+	for {
+		switch t := w.(type) {
+		case deadliner:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// flushError finds FlushError behind w's wrappers; flushing through it
+// reports a write that failed (http.Flusher's Flush does not).
+func flushError(w http.ResponseWriter) func() error {
+	for {
+		switch t := w.(type) {
+		case interface{ FlushError() error }:
+			return t.FlushError
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		case http.Flusher:
+			return func() error { t.Flush(); return nil }
+		default:
+			return func() error { return nil }
+		}
 	}
 }
 
@@ -106,13 +150,15 @@ func (s *Server) renewWriteDeadline(w http.ResponseWriter) {
 // deadline: a large body to a slow but reading client keeps progressing.
 const writeChunk = 256 << 10
 
-// writeBody writes a complete response with a renewed write deadline per
-// chunk. It returns the first write error.
-func (s *Server) writeBody(c *gin.Context, status int, contentType string, body []byte) error {
+// jsonContentType is the Content-Type value of JSON responses, shared
+// read-only by every response header map (never modified).
+var jsonContentType = []string{"application/json"}
+
+// writeBody writes a complete JSON response with a renewed write deadline
+// per chunk. It returns the first write error.
+func (s *Server) writeBody(c *gin.Context, status int, body []byte) error {
 	w := c.Writer
-	h := w.Header()
-	h["Content-Type"] = []string{contentType}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	w.WriteHeaderNow()
 	for len(body) > 0 {
@@ -126,17 +172,26 @@ func (s *Server) writeBody(c *gin.Context, status int, contentType string, body 
 	return nil
 }
 
-// writeEvent writes and flushes one stream event under a renewed write
-// deadline; the error of either ends the stream.
-func (s *Server) writeEvent(w http.ResponseWriter, rc *http.ResponseController, ev []byte) error {
-	if t := s.Config.Server.WriteTimeout; t > 0 {
-		_ = rc.SetWriteDeadline(time.Now().Add(t))
+// eventWriter writes stream events, each under a renewed write deadline.
+type eventWriter struct {
+	w       http.ResponseWriter
+	timeout time.Duration
+	dl      deadliner    // nil when the writer has none
+	flush   func() error // reports a failed write
+}
+
+func (s *Server) newEventWriter(w http.ResponseWriter) eventWriter {
+	return eventWriter{w: w, timeout: s.Config.Server.WriteTimeout, dl: connDeadlines(w), flush: flushError(w)}
+}
+
+// write writes and flushes one event under a renewed write deadline; the
+// error of either ends the stream.
+func (ew eventWriter) write(ev []byte) error {
+	if ew.dl != nil && ew.timeout > 0 {
+		_ = ew.dl.SetWriteDeadline(time.Now().Add(ew.timeout))
 	}
-	if _, err := w.Write(ev); err != nil {
+	if _, err := ew.w.Write(ev); err != nil {
 		return err
 	}
-	if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
+	return ew.flush()
 }
