@@ -231,6 +231,11 @@ func keepRestartOnly(cur, next *config.Config) []string {
 	}
 	keep("server.listen", cur.Server.Listen != next.Server.Listen, func() { next.Server.Listen = cur.Server.Listen })
 	keep("server.node_id", cur.Server.NodeID != next.Server.NodeID, func() { next.Server.NodeID = cur.Server.NodeID })
+	// the http.Server's own timeouts (HTTPServer); read_timeout and
+	// write_timeout are applied per request and change live
+	keep("server.read_header_timeout", cur.Server.ReadHeaderTimeout != next.Server.ReadHeaderTimeout,
+		func() { next.Server.ReadHeaderTimeout = cur.Server.ReadHeaderTimeout })
+	keep("server.idle_timeout", cur.Server.IdleTimeout != next.Server.IdleTimeout, func() { next.Server.IdleTimeout = cur.Server.IdleTimeout })
 	keep("redis", !reflect.DeepEqual(cur.Redis, next.Redis), func() { next.Redis = cur.Redis })
 	keep("admin.key", cur.Admin.Key != next.Admin.Key, func() { next.Admin = cur.Admin })
 	keep("data_dir", cur.DataDir != next.DataDir, func() { next.DataDir = cur.DataDir })

@@ -25,11 +25,12 @@ const bodyChunk = 16 << 10
 // arrived, so a client announcing 10 MiB and sending one byte costs 16 KiB.
 func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
 	r := c.Request
-	limit := s.Config.Server.MaxBodyBytes
+	srv := s.cfg().Server
+	limit := srv.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, errTooLarge(limit)
 	}
-	if t := s.Config.Server.ReadTimeout; t > 0 {
+	if t := srv.ReadTimeout; t > 0 {
 		if d := connDeadlines(c.Writer); d != nil {
 			_ = d.SetReadDeadline(time.Now().Add(t))
 		}
@@ -43,7 +44,7 @@ func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.Header("Connection", "close")
 		return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
-			Message: "the request body did not arrive within server.read_timeout (" + s.Config.Server.ReadTimeout.String() + "): send it faster"}
+			Message: "the request body did not arrive within server.read_timeout (" + srv.ReadTimeout.String() + "): send it faster"}
 	}
 	return nil, errBadRequest("", "could not read the request body: "+err.Error())
 }
@@ -98,7 +99,7 @@ func (s *Server) deadlines(c *gin.Context) {
 // fails at once instead of holding the handler, its slot and its upstream
 // call (SPEC 14).
 func (s *Server) renewWriteDeadline(w http.ResponseWriter) {
-	if t := s.Config.Server.WriteTimeout; t > 0 {
+	if t := s.cfg().Server.WriteTimeout; t > 0 {
 		if d := connDeadlines(w); d != nil {
 			_ = d.SetWriteDeadline(time.Now().Add(t))
 		}
@@ -181,7 +182,7 @@ type eventWriter struct {
 }
 
 func (s *Server) newEventWriter(w http.ResponseWriter) eventWriter {
-	return eventWriter{w: w, timeout: s.Config.Server.WriteTimeout, dl: connDeadlines(w), flush: flushError(w)}
+	return eventWriter{w: w, timeout: s.cfg().Server.WriteTimeout, dl: connDeadlines(w), flush: flushError(w)}
 }
 
 // write writes and flushes one event under a renewed write deadline; the

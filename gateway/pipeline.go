@@ -98,7 +98,8 @@ func (cl *call) parse() bool {
 	if e != nil {
 		return cl.fail(e)
 	}
-	req, err := wire.ParseLimited(body, cl.op, cl.format, cl.s.limits)
+	srv := cl.s.cfg().Server
+	req, err := wire.ParseLimited(body, cl.op, cl.format, wire.Limits{MaxMessages: srv.MaxMessages, MaxInputItems: srv.MaxInputItems})
 	if err != nil {
 		return cl.fail(fromInputError(err))
 	}

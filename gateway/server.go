@@ -32,7 +32,6 @@ import (
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
 	"switchyard/tracing"
-	"switchyard/wire"
 )
 
 // Deps is everything a Server is built from. Nil optional fields get
@@ -72,7 +71,6 @@ type Server struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 
-	limits     wire.Limits      // request shape limits (server.max_messages, max_input_items)
 	adminGroup *gin.RouterGroup // Assemble registers the write API on it
 }
 
@@ -102,7 +100,6 @@ func New(d Deps) *Server {
 		s.idPrefix = "sy"
 	}
 	s.idPrefix += "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-"
-	s.limits = wire.Limits{MaxMessages: d.Config.Server.MaxMessages, MaxInputItems: d.Config.Server.MaxInputItems}
 	s.engine.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
 		d.Logger.Error("panic in handler", "error", err, "path", c.Request.URL.Path)
 		writeError(c, errInternal)
@@ -247,8 +244,11 @@ func printable(s string) bool {
 // after idle_timeout. There is no whole-response WriteTimeout: a stream may
 // last request_timeout, and each write gets write_timeout to make progress
 // instead (renewWriteDeadline).
+//
+// read_header_timeout and idle_timeout belong to the http.Server and need a
+// restart to change; the others are read per request and change on reload.
 func (s *Server) HTTPServer() *http.Server {
-	c := s.Config.Server
+	c := s.cfg().Server
 	return &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
