@@ -22,6 +22,9 @@
 // share of the recovered phase, and the recovery probes by outcome.
 //
 //	go run ./bench/brownout [-duration 6s] [-clients 16]
+//
+// -probe-interval sets routing.probe_interval for the recovery scenarios.
+//
 //	go run ./bench/brownout -scenarios brownout,outage -strategies adaptive,latency -replicas 1,3
 package main
 
@@ -61,8 +64,9 @@ func main() {
 	bad := flag.Duration("bad", 10*time.Second, "brownout: length of the slow and of the slow+failing phase")
 	outage := flag.Duration("outage", time.Minute, "outage: how long every request fails")
 	after := flag.Duration("after", 30*time.Second, "brownout/outage: recovered phase")
+	probe := flag.Duration("probe-interval", 0, "brownout/outage: routing.probe_interval (0: the default, a fifth of the current cooldown)")
 	flag.Parse()
-	if err := run(*dur, *clients, *only, *which, *reps, *redisURL, scenarios(*healthy, *bad, *outage, *after)); err != nil {
+	if err := run(*dur, *clients, *only, *which, *reps, *redisURL, scenarios(*healthy, *bad, *outage, *after, *probe)); err != nil {
 		fmt.Fprintln(os.Stderr, "brownout:", err)
 		os.Exit(1)
 	}

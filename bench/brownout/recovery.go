@@ -39,16 +39,23 @@ type phase struct {
 type scenario struct {
 	name   string
 	phases []phase
+	extra  string // appended to the configuration
 }
 
-func scenarios(healthy, bad, outage, after time.Duration) map[string]scenario {
+// scenarios builds the recovery scenarios; probeInterval 0 keeps the
+// default (a fifth of the current cooldown).
+func scenarios(healthy, bad, outage, after, probeInterval time.Duration) map[string]scenario {
+	extra := ""
+	if probeInterval > 0 {
+		extra = fmt.Sprintf("routing: {probe_interval: %s}\n", probeInterval)
+	}
 	return map[string]scenario{
 		"brownout": {"brownout", []phase{
 			{"healthy", healthy, false, 0}, {"slow", bad, true, 0}, {"slow+fail50%", bad, true, 0.5}, {"recovered", after, false, 0},
-		}},
+		}, extra},
 		"outage": {"outage", []phase{
 			{"healthy", healthy, false, 0}, {"down", outage, false, 1}, {"recovered", after, false, 0},
-		}},
+		}, extra},
 	}
 }
 
@@ -76,7 +83,7 @@ func runRecovery(sc scenario, strategy string, replicas, clients int, redisURL s
 	if objective == "" {
 		objective = "balanced"
 	}
-	c, err := newCluster(strings.NewReplacer("STRATEGY", name, "OBJECTIVE", objective).Replace(recoveryYAML), replicas, redisURL)
+	c, err := newCluster(strings.NewReplacer("STRATEGY", name, "OBJECTIVE", objective).Replace(recoveryYAML)+sc.extra, replicas, redisURL)
 	if err != nil {
 		return nil, err
 	}
