@@ -38,6 +38,9 @@ type State interface {
 	Finish(b *Begun, o *Outcome)
 	// Shared reports whether decisions are currently taken in Redis.
 	Shared() bool
+	// Usage reads the team's live state against its limits for the admin
+	// API (cluster-wide when Redis answers); never called on the request path.
+	Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
 }

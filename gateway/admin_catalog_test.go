@@ -94,7 +94,7 @@ func TestAdminCatalogNeedsAdminKey(t *testing.T) {
 		{"GET", "/admin/models"}, {"PUT", "/admin/models/a"}, {"DELETE", "/admin/models/a"},
 		{"GET", "/admin/teams"}, {"GET", "/admin/teams/web"}, {"PUT", "/admin/teams/web"}, {"DELETE", "/admin/teams/web"},
 		{"GET", "/admin/teams/web/keys"}, {"POST", "/admin/teams/web/keys"}, {"DELETE", "/admin/teams/web/keys/x"},
-		{"GET", "/admin/health"},
+		{"GET", "/admin/health"}, {"GET", "/admin/health?node=all"}, {"POST", "/admin/reload"}, {"GET", "/admin/teams/web/usage"}, {"GET", "/admin/requests"}, {"GET", "/admin/requests?team=web"},
 	}
 	for _, ep := range eps {
 		for _, key := range []string{"", "sk-web", "admin-secreT"} {
@@ -363,5 +363,99 @@ func TestAdminRemovingReferencedModelIsReported(t *testing.T) {
 	decodeJSON(t, w, &got)
 	if len(got.Warnings) != 0 || !strings.Contains(w.Body.String(), `"warnings":[]`) {
 		t.Fatalf("an unreferenced model reports nothing: %s", w.Body)
+	}
+}
+
+type usageAnswer struct {
+	Team     string
+	Shared   bool
+	RPM      struct{ Limit, Used int64 }
+	TPM      struct{ Limit, Used int64 }
+	Parallel struct {
+		Limit    int64
+		InFlight int64 `json:"in_flight"`
+	}
+	Budget struct {
+		USD      float64
+		Spent    float64
+		Period   string
+		ResetsAt *time.Time `json:"resets_at"`
+	}
+}
+
+func TestAdminTeamUsage(t *testing.T) {
+	n, _ := teamsNode(t)
+	if w := adm(t, n, "PUT", "/admin/teams/web", `{"models":["*"],"rpm":100,"tpm":100000,"max_parallel":5,"budget":{"usd":10,"period":"24h"}}`); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	for i := 0; i < 3; i++ {
+		if chat(t, n, "sk-web", "a") != 200 {
+			t.Fatal("chat")
+		}
+	}
+	var u usageAnswer
+	w := adm(t, n, "GET", "/admin/teams/web/usage", "")
+	decodeJSON(t, w, &u)
+	if w.Code != 200 || u.Team != "web" || u.Shared || u.RPM.Limit != 100 || u.RPM.Used != 3 || u.TPM.Limit != 100000 || u.TPM.Used <= 0 ||
+		u.Parallel.Limit != 5 || u.Parallel.InFlight != 0 || u.Budget.USD != 10 || u.Budget.Period != "24h0m0s" || u.Budget.ResetsAt == nil ||
+		!u.Budget.ResetsAt.After(time.Now()) || u.Budget.ResetsAt.After(time.Now().Add(24*time.Hour)) {
+		t.Fatalf("%s", w.Body)
+	}
+	for _, f := range []string{`"rpm":{"limit":100,"used":3}`, `"parallel":{"in_flight":0,"limit":5}`, `"resets_at":"`} {
+		if !strings.Contains(w.Body.String(), f) {
+			t.Fatalf("answer lacks %s: %s", f, w.Body)
+		}
+	}
+	wantErr(t, adm(t, n, "GET", "/admin/teams/zz/usage", ""), 404, "name")
+	if w := do(t, n.Handler(), "GET", "/admin/teams/web/usage", "sk-web", ""); w.Code != 401 {
+		t.Fatal(w.Code)
+	}
+	// a team without a budget answers resets_at null
+	adm(t, n, "PUT", "/admin/teams/web", `{"models":["*"]}`)
+	w = adm(t, n, "GET", "/admin/teams/web/usage", "")
+	if !strings.Contains(w.Body.String(), `"resets_at":null`) {
+		t.Fatalf("%s", w.Body)
+	}
+}
+
+func TestAdminRequestsList(t *testing.T) {
+	n, _ := teamsNode(t)
+	adm(t, n, "PUT", "/admin/teams/ops", `{"models":["b"]}`)
+	var k issuedKey
+	decodeJSON(t, adm(t, n, "POST", "/admin/teams/ops/keys", `{"name":"x"}`), &k)
+	for i := 0; i < 4; i++ {
+		chat(t, n, "sk-web", "a")
+	}
+	chat(t, n, k.Key, "b")
+	chat(t, n, k.Key, "a") // 403: not allowed
+	type list struct {
+		Requests []struct {
+			Team           string
+			RequestedModel string `json:"requested_model"`
+			Status         int
+		}
+		Count, Limit int
+	}
+	var l list
+	decodeJSON(t, adm(t, n, "GET", "/admin/requests", ""), &l)
+	if l.Count != 6 || l.Limit != 50 || l.Requests[0].Team != "ops" || l.Requests[0].Status != 403 {
+		t.Fatalf("newest first, every entry: %+v", l)
+	}
+	cases := []struct {
+		q    string
+		want int
+	}{{"team=web", 4}, {"team=ops&status=200", 1}, {"model=b", 1}, {"model=a&team=ops", 1}, {"status=403", 1}, {"limit=2", 2}, {"limit=9999", 6}, {"team=nobody", 0}}
+	for _, tc := range cases {
+		decodeJSON(t, adm(t, n, "GET", "/admin/requests?"+tc.q, ""), &l)
+		if l.Count != tc.want || len(l.Requests) != tc.want {
+			t.Fatalf("%s: %d entries, want %d", tc.q, l.Count, tc.want)
+		}
+	}
+	decodeJSON(t, adm(t, n, "GET", "/admin/requests?limit=9999", ""), &l)
+	if l.Limit != 500 {
+		t.Fatalf("limit must be capped at 500, got %d", l.Limit)
+	}
+	for _, q := range []struct{ q, field string }{{"status=abc", "status"}, {"status=42", "status"}, {"limit=0", "limit"}, {"limit=x", "limit"}} {
+		wantErr(t, adm(t, n, "GET", "/admin/requests?"+q.q, ""), 400, q.field)
 	}
 }

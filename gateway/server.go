@@ -134,6 +134,8 @@ func (s *Server) routes() {
 	admin.GET("/smart-routing", s.handleAdminSmartRouting)
 	s.registerConsole()
 	admin.POST("/reload", s.handleReload)
+	admin.GET("/requests", s.handleRequests)
+	admin.GET("/teams/:name/usage", s.handleTeamUsage)
 }
 
 func (s *Server) handleReady(c *gin.Context) {

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"math"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -111,4 +113,80 @@ type issuedKey struct {
 	ID   string `json:"id"`
 	Team string `json:"team"`
 	Key  string `json:"key"`
+}
+
+type usageAnswer struct {
+	Shared   bool
+	RPM      struct{ Limit, Used int64 }
+	TPM      struct{ Limit, Used int64 }
+	Parallel struct {
+		InFlight int64 `json:"in_flight"`
+	}
+	Budget struct{ Spent float64 }
+}
+
+// TestClusterUsageAnsweredByAnyNode: traffic sent through all three
+// replicas, then the usage read through each one: every replica answers
+// the cluster's numbers (rpm and tpm charged, slots released, spend), once
+// the writers' reconcile has reached Redis.
+func TestClusterUsageAnsweredByAnyNode(t *testing.T) {
+	rs, nodes, srvs := startCluster(t, 3, "2s")
+	status, body := adminReq(t, "PUT", srvs[0].URL+"/admin/teams/metered", `{"models":["*"],"rpm":60,"tpm":60000,"max_parallel":10,"budget":{"usd":100,"period":"720h"}}`)
+	if status != 201 {
+		t.Fatalf("%d %s", status, body)
+	}
+	status, body = adminReq(t, "POST", srvs[0].URL+"/admin/teams/metered/keys", `{"name":"u"}`)
+	var k issuedKey
+	_ = json.Unmarshal([]byte(body), &k)
+	waitVersion(t, nodes, nodes[0].Catalog.Load().Version)
+
+	start := time.Now()
+	const perNode = 4
+	var tokens int64
+	var spend float64
+	for i := 0; i < perNode; i++ {
+		for _, s := range srvs {
+			resp, b := post(t, s.URL+"/v1/chat/completions", k.Key, chatBody)
+			if resp == nil || resp.StatusCode != 200 {
+				t.Fatalf("%v %s", resp, b)
+			}
+			var u struct {
+				Usage struct {
+					P int64 `json:"prompt_tokens"`
+					C int64 `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			_ = json.Unmarshal([]byte(b), &u)
+			tokens += u.Usage.P + u.Usage.C
+			spend += (float64(u.Usage.P)*1 + float64(u.Usage.C)*2) / 1e6 // d1 and d2 cost the same
+		}
+	}
+	// the writers reconcile asynchronously: wait (bounded) until the spend
+	// and the slot releases are in Redis, then ask each replica once
+	c := rs.Client()
+	waitUntilTrue(t, "reconcile in Redis", func() bool {
+		usd, _ := c.HGet(context.Background(), "sytest:{team:metered}:budget", "usd").Float64()
+		n, _ := c.ZCard(context.Background(), "sytest:{team:metered}:par").Result()
+		return math.Abs(usd-spend) < 1e-9 && n == 0
+	})
+	total := int64(perNode * len(srvs))
+	for _, s := range srvs {
+		status, body := adminReq(t, "GET", s.URL+"/admin/teams/metered/usage", "")
+		var u usageAnswer
+		if err := json.Unmarshal([]byte(body), &u); err != nil || status != 200 {
+			t.Fatalf("%d %s", status, body)
+		}
+		// GCRA returns capacity continuously: rpm 60 gives one request back
+		// per second, tpm 60000 a thousand tokens per second
+		elapsed := time.Since(start).Seconds()
+		if !u.Shared || u.RPM.Used > total || float64(u.RPM.Used) < float64(total)-math.Ceil(elapsed) {
+			t.Fatalf("%s: rpm used %d, want %d (less at most %.1fs of refill): %s", s.URL, u.RPM.Used, total, elapsed, body)
+		}
+		if u.TPM.Used > tokens || float64(u.TPM.Used) < float64(tokens)-math.Ceil(elapsed*1000) {
+			t.Fatalf("%s: tpm used %d, want the %d tokens reconciled: %s", s.URL, u.TPM.Used, tokens, body)
+		}
+		if u.Parallel.InFlight != 0 || math.Abs(u.Budget.Spent-spend) > 1e-9 {
+			t.Fatalf("%s: in flight %d spent %g, want 0 and %g: %s", s.URL, u.Parallel.InFlight, u.Budget.Spent, spend, body)
+		}
+	}
 }

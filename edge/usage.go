@@ -1,0 +1,83 @@
+package edge
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/catalog"
+	"switchyard/ratelimit"
+)
+
+// Usage reads a team's live state for the admin API (SPEC 11); added for
+// GET /admin/teams/{name}/usage. It is not on the request path.
+
+// TeamUsage is the team's state and where it was read.
+type TeamUsage struct {
+	ratelimit.TeamUsage
+	// Shared is true when the numbers are the cluster's (read in Redis),
+	// false when they are this node's (no Redis, or Redis unreachable).
+	Shared bool
+}
+
+// usageTimeout bounds the read; admin reads wait longer than admissions.
+const usageTimeout = time.Second
+
+// Usage implements State.
+func (l *Local) Usage(_ context.Context, t *catalog.Team) (TeamUsage, error) {
+	return TeamUsage{TeamUsage: l.lim.Usage(t)}, nil
+}
+
+// usageLua reads what the admission script keeps for a team, on Redis's
+// clock, writing nothing.
+//
+//	KEYS: 1 rpm+tpm TATs, 2 parallel slots, 3 budget hash
+//	returns {now us, 'rtat:ttat' or '', live slots, budget period or '', usd or ''}
+var usageScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = redis.call('GET', KEYS[1]) or ''
+local n = redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%d', now), '+inf')
+local h = redis.call('HMGET', KEYS[3], 'p', 'usd')
+return {string.format('%d', now), tat, n, h[1] or '', h[2] or ''}
+`)
+
+// Usage implements State: the cluster-wide numbers in one read-only script
+// over the team's keys, or this node's local share when Redis does not
+// answer. Writes this node's writer has not sent yet (at most one flush
+// interval, 10ms by default) are not counted.
+func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
+	k := r.team(t).keys
+	ctx, cancel := context.WithTimeout(ctx, max(r.timeout, usageTimeout))
+	defer cancel()
+	res, err := usageScript.Run(ctx, r.c, k.begin).Slice()
+	if err != nil || len(res) != 5 {
+		return TeamUsage{TeamUsage: r.local.Usage(t)}, nil
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	nowUS, _ := strconv.ParseInt(str(res[0]), 10, 64)
+	now := nowUS * 1000
+	rtat, ttat := int64(0), int64(0)
+	if a, b, ok := strings.Cut(str(res[1]), ":"); ok {
+		ra, _ := strconv.ParseFloat(a, 64)
+		tb, _ := strconv.ParseFloat(b, 64)
+		rtat, ttat = int64(ra*1000), int64(tb*1000)
+	}
+	inflight, _ := res[2].(int64)
+	u := TeamUsage{Shared: true, TeamUsage: ratelimit.TeamUsage{
+		RPMUsed: ratelimit.UsedFromTAT(rtat, now, max(0, t.RPM)), TPMUsed: ratelimit.UsedFromTAT(ttat, now, max(0, t.TPM)), InFlight: inflight,
+	}}
+	if t.Budget.USD > 0 {
+		// the scripts count periods in whole seconds (ARGV 5 of beginLua)
+		p := time.Duration(max(1, int64(ratelimit.BudgetPeriod(t).Seconds()))) * time.Second
+		idx, resets := ratelimit.BudgetWindow(now, p)
+		u.ResetsAt = resets
+		if pi, err := strconv.ParseFloat(str(res[3]), 64); err == nil && int64(pi) == idx {
+			u.SpentUSD, _ = strconv.ParseFloat(str(res[4]), 64)
+		}
+	}
+	return u, nil
+}

@@ -1,0 +1,59 @@
+package ratelimit
+
+import (
+	"time"
+
+	"switchyard/catalog"
+)
+
+// TeamUsage is a team's live state against its limits (SPEC 11 GET
+// /admin/teams/{name}/usage): what the limiter's window holds now.
+type TeamUsage struct {
+	RPMUsed  int64     // requests the rpm window holds (capacity returns continuously)
+	TPMUsed  int64     // tokens the tpm window holds
+	InFlight int64     // max_parallel slots held
+	SpentUSD float64   // budget spent in the current period
+	ResetsAt time.Time // end of the current budget period (zero without a budget)
+}
+
+// UsedFromTAT is how much of a GCRA window of limit per Window a TAT at
+// tat holds at now (both ns): limit minus what could still be admitted.
+func UsedFromTAT(tat, now, limit int64) int64 {
+	if limit <= 0 {
+		return 0
+	}
+	rem, _ := gcraState(tat, now, limit)
+	return limit - rem
+}
+
+// BudgetWindow is the index of the budget period of length p containing now
+// (ns; periods anchored at the Unix epoch, as the admission scripts count
+// them) and the moment it ends.
+func BudgetWindow(now int64, p time.Duration) (idx int64, resetsAt time.Time) {
+	idx, left := period(now, p)
+	return idx, time.Unix(0, now).Add(left)
+}
+
+// Usage reads the team's state in this limiter (with the limits it applies:
+// the whole limits in a node without Redis, a share while Redis is away).
+func (l *Local) Usage(t *catalog.Team) TeamUsage {
+	lim := l.scaled(t)
+	st := l.team(t.Name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := l.clock().UnixNano()
+	st.purgeLocked(now)
+	u := TeamUsage{
+		RPMUsed:  UsedFromTAT(st.rpmTAT, now, lim.rpm),
+		TPMUsed:  UsedFromTAT(st.tpmTAT, now, lim.tpm),
+		InFlight: int64(len(st.slots)),
+	}
+	if lim.budget > 0 {
+		idx, resets := BudgetWindow(now, lim.period)
+		u.ResetsAt = resets
+		if st.period == idx {
+			u.SpentUSD = st.spent
+		}
+	}
+	return u
+}
