@@ -30,6 +30,8 @@ type Options struct {
 	Clock  routing.Clock // nil: the real clock
 	Seed   int64         // routing randomness; 0: time-based
 	Store  catalog.Store // catalog store; nil: a file under data_dir, or memory when data_dir is ""
+	// Version is the build's version, the service.version of its traces.
+	Version string
 
 	// Shared parts; nil: node-local ones.
 	Registry *prometheus.Registry // with Metrics registered on it
@@ -77,7 +79,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		metrics = telemetry.NewMetrics(reg)
 		metrics.RedisUp.Set(0)
 	}
-	tracer, err := tracing.New(cfg.Tracing, tracing.Options{Node: cfg.Server.NodeID, Registry: reg, Logger: log})
+	tracer, err := tracing.New(cfg.Tracing, tracing.Options{Node: cfg.Server.NodeID, Version: opt.Version, Registry: reg, Logger: log})
 	if err != nil {
 		return nil, err
 	}

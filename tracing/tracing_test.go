@@ -151,7 +151,7 @@ func TestSpansReachCollector(t *testing.T) {
 	if _, ok := att.Attrs["error.type"]; ok {
 		t.Errorf("a served attempt has error.type %v", att.Attrs["error.type"])
 	}
-	if srv.Resource["service.name"] != "switchyard-test" || srv.Resource["service.instance.id"] != "node-a" {
+	if srv.Resource["service.name"] != "switchyard-test" || srv.Resource["service.instance.id"] != "node-a" || srv.Resource["service.version"] != "v9" {
 		t.Errorf("resource: %v", srv.Resource)
 	}
 	if tp := out.Get("traceparent"); tp != "00-"+callerTrace+"-"+att.SpanID+"-01" {

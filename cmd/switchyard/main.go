@@ -166,7 +166,7 @@ Try:
 // SIGHUP re-reads ("" for the demo: a SIGHUP then logs that there is
 // nothing to reload).
 func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, ready func(addr string)) int {
-	node, err := node.Assemble(cfg, node.Options{Logger: log, ConfigPath: path})
+	node, err := node.Assemble(cfg, node.Options{Logger: log, ConfigPath: path, Version: version})
 	if err != nil {
 		log.Error("starting gateway", "error", err)
 		return 1
