@@ -16,7 +16,7 @@ export default {
     const tbody = h('tbody');
     const table = h('table', { class: 'grid-table', 'aria-labelledby': 'nodes-h' },
       h('thead', {}, h('tr', {},
-        ['Node', 'Version', 'Last heartbeat', 'Started', 'Redis', 'Catalog version', 'Attempts/min', 'In flight', 'Cooling deployments']
+        ['Node', 'Version', 'Last heartbeat', 'Started', 'Redis', 'Catalog version', 'Attempts, last 1–2 min', 'In flight', 'Cooling deployments']
           .map((c) => h('th', { scope: 'col' }, c)))),
       tbody);
     const chart = h('div');
@@ -62,20 +62,20 @@ export default {
         setText(c[3], fmtDateTime(n.started));
         setText(c[4], n.redis || '–');
         setText(c[5], String(n.catalog_version ?? '–'));
-        // recent_outcomes count the current and the previous minute
-        setText(c[6], attempts === null ? 'not available' : fmtInt(Math.round(attempts / 2)));
+        // recent_outcomes count the node's current and previous minute
+        setText(c[6], attempts === null ? 'not available' : fmtInt(attempts));
         setText(c[7], inflight === null ? '–' : fmtInt(inflight));
         setText(c[8], cooling === null ? '–' : cooling.length ? cooling.join(', ') : 'none');
         c[8].classList.toggle('warn-text', !!(cooling && cooling.length));
-        if (attempts !== null) record('node-attempts:' + n.node, attempts / 2);
+        if (attempts !== null) record('node-attempts:' + n.node, attempts);
       });
       setText(note, health.error
         ? 'Health snapshots: ' + health.error.message
         : health.allNodes
-          ? 'Attempts/min: upstream attempts in each node’s current and previous minute, halved. Per-node state comes from the snapshot each node publishes with its heartbeat.'
+          ? 'Attempts: upstream attempts in each node’s current and previous minute (a rolling count, so a rate over one to two minutes). Per-node state comes from the snapshot each node publishes with its heartbeat.'
           : 'This gateway reports health for the node that answered only (no cluster-wide health): other nodes show “not available”.');
       replace(chart, lineChart({
-        label: 'Upstream attempts per minute, by node',
+        label: 'Upstream attempts in the last 1–2 minutes, by node',
         series: nodes.map((n) => ({ name: n.node, points: history('node-attempts:' + n.node) })),
         spanMs: SPAN_MS,
         yFormat: (v) => (v >= 10 ? Math.round(v) : v.toFixed(1)),

@@ -88,8 +88,10 @@ export default {
       if (r.missing) {
         setText(listNote, 'Listing recent requests is not available on this gateway (no /admin/requests); open one by its id, the X-Request-Id response header.');
         replace(tbody);
+        table.hidden = true;
         return;
       }
+      table.hidden = false;
       const list = Array.isArray(r.data) ? r.data : r.data.requests || r.data.entries || [];
       setText(listNote, list.length ? `${list.length} most recent${filters.team || filters.model || filters.status ? ' matching the filters' : ''}, newest first.` : 'No requests match.');
       syncList(tbody, list, (e) => e.request_id + '\u0000' + e.time + '\u0000' + e.node, () => {
