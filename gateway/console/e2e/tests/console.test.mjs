@@ -374,6 +374,11 @@ test('requests: filter the list and open a degraded request’s timeline', async
   await view('Requests');
   const listed = !(await page.getByText('Listing recent requests is not available').count());
   if (listed) {
+    // the API's refusal of a filter shows at that filter
+    await page.getByLabel('Status', { exact: true }).fill('abc');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.locator('#rq-err-status').filter({ hasText: /status/ }).waitFor();
+    await page.getByLabel('Status', { exact: true }).fill('200');
     await page.getByLabel('Team', { exact: true }).fill('alpha');
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await page.getByRole('link', { name: env.degradedId, exact: true }).first().click();

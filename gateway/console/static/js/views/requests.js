@@ -12,6 +12,7 @@ export default {
   mount(root, { arg }) {
     const filters = { team: '', model: '', status: '', limit: '50' };
     const inputs = {};
+    const errs = {};
     const fields = [
       ['team', 'Team', 'text'],
       ['model', 'Model', 'text'],
@@ -20,7 +21,9 @@ export default {
     ].map(([k, label, type]) => {
       inputs[k] = h('input', { id: 'rq-' + k, name: k, type, autocomplete: 'off', props: { value: filters[k] } });
       if (k === 'limit') Object.assign(inputs[k], { min: 1, max: 500 });
-      return h('div', { class: 'field' }, h('label', { for: 'rq-' + k }, label), inputs[k]);
+      errs[k] = h('span', { class: 'field-error', id: 'rq-err-' + k });
+      inputs[k].setAttribute('aria-describedby', errs[k].id);
+      return h('div', { class: 'field' }, h('label', { for: 'rq-' + k }, label), inputs[k], errs[k]);
     });
     const apply = h('button', { type: 'submit' }, 'Apply filters');
     const filterForm = h('form', { class: 'filter-form', 'aria-label': 'Filters' }, fields, h('div', { class: 'buttons' }, apply));
@@ -40,8 +43,24 @@ export default {
 
     filterForm.addEventListener('submit', (ev) => {
       ev.preventDefault();
-      for (const k of Object.keys(filters)) filters[k] = inputs[k].value.trim();
-      busy(apply, refresh).catch((e) => setText(listNote, e.message));
+      const before = { ...filters };
+      for (const k of Object.keys(filters)) {
+        filters[k] = inputs[k].value.trim();
+        setText(errs[k], '');
+        inputs[k].removeAttribute('aria-invalid');
+      }
+      busy(apply, refresh).catch((e) => {
+        // the API names the filter it refused: say so there, keep the last good filters
+        Object.assign(filters, before);
+        const k = e instanceof ApiError ? e.param : '';
+        if (errs[k]) {
+          setText(errs[k], e.message);
+          inputs[k].setAttribute('aria-invalid', 'true');
+          inputs[k].focus();
+        } else {
+          setText(listNote, e.message);
+        }
+      });
     });
     idForm.addEventListener('submit', (ev) => {
       ev.preventDefault();

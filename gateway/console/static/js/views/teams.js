@@ -137,6 +137,7 @@ function teamCard(name, n, refresh) {
         bar(`${hid}-rpm`, 'Requests per minute', usage.rpm?.used, usage.rpm?.limit ?? team.rpm),
         bar(`${hid}-tpm`, 'Tokens per minute', usage.tpm?.used, usage.tpm?.limit ?? team.tpm),
         bar(`${hid}-par`, 'In flight', usage.parallel?.in_flight, usage.parallel?.limit ?? team.max_parallel));
+      if (usage.shared === false) limits.append(h('p', { class: 'hint' }, `Counted by node ${usage.node || ''} alone: no shared counters in Redis right now.`));
       const b = usage.budget || {};
       if (b.usd) {
         replace(budget,
