@@ -20,6 +20,7 @@ type Config struct {
 	SmartRouting SmartRouting `koanf:"smart_routing"`
 	Audit        Audit        `koanf:"audit"`
 	Tracing      Tracing      `koanf:"tracing"`
+	Responses    Responses    `koanf:"responses"`
 }
 
 // Server configures the HTTP edge. The timeouts and shape limits bound what
@@ -76,6 +77,10 @@ type Provider struct {
 	Region   string            `koanf:"region"`
 	Headers  map[string]string `koanf:"headers"`  // extra upstream headers
 	Simulate Simulate          `koanf:"simulate"` // kind simulated only
+
+	// ForwardHeaders names client request headers passed through to this
+	// provider (SPEC 10, 15); credential and hop-by-hop headers never are.
+	ForwardHeaders []string `koanf:"forward_headers"`
 }
 
 // Simulate is the profile of a simulated provider (and of switchyard mockllm).
@@ -208,3 +213,9 @@ type Tracing struct {
 
 // Enabled reports whether traces are exported.
 func (t Tracing) Enabled() bool { return t.OTLPEndpoint != "" }
+
+// Responses configures the Responses API response store (SPEC 10.1).
+type Responses struct {
+	StoreTTL time.Duration `koanf:"store_ttl"` // how long a stored response is kept (Redis or local); default 24h
+	MaxLocal int           `koanf:"max_local"` // responses the local store keeps, oldest evicted; default 10000
+}

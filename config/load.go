@@ -64,6 +64,8 @@ func defaults() map[string]any {
 		"audit.max_entries":                10000,
 		"tracing.sample_ratio":             1.0,
 		"tracing.service_name":             "switchyard",
+		"responses.store_ttl":              "24h",
+		"responses.max_local":              10000,
 	}
 }
 
@@ -166,7 +168,7 @@ func envMap(environ []string) map[string]string {
 
 // sections lists the top-level keys an env override may address; longest
 // first so SMART_ROUTING wins over ROUTING.
-var sections = []string{"smart_routing", "data_dir", "routing", "server", "admin", "redis", "audit", "tracing"}
+var sections = []string{"smart_routing", "responses", "data_dir", "routing", "server", "admin", "redis", "audit", "tracing"}
 
 // envOverrides maps SWITCHYARD_<SECTION>_<KEY> to section.key. Lists
 // (redis.addrs, routing.fallback_models) accept comma-separated values.

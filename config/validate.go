@@ -293,6 +293,12 @@ func Validate(c *Config) Problems {
 	if c.Audit.MaxEntries < 1 {
 		add("audit.max_entries: must be >= 1")
 	}
+	if c.Responses.StoreTTL <= 0 {
+		add("responses.store_ttl: must be a positive duration (e.g. 24h)")
+	}
+	if c.Responses.MaxLocal < 1 {
+		add("responses.max_local: must be >= 1")
+	}
 	p = append(p, validateTracing(c.Tracing)...)
 	return p
 }

@@ -158,10 +158,14 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 	ctx, cl.att = cl.span.StartAttempt(ctx, cl.op, att)
 	timer := time.AfterFunc(s.cfg().Server.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
 	t0 := time.Now()
-	resp, err := adapter.Do(ctx, d, &providers.Request{
+	preq := &providers.Request{
 		Op: cl.op, Stream: cl.req.Stream, Client: cl.req, WantUsage: cl.req.IncludeUsage, PromptTokens: cl.promptTokens,
-		FirstByte: func() { timer.Stop() },
-	})
+		FirstByte: func() { timer.Stop() }, Header: cl.c.Request.Header,
+	}
+	if cl.rs != nil {
+		preq.ResponsesDone = cl.rs.responsesDone
+	}
+	resp, err := adapter.Do(ctx, d, preq)
 	if err != nil {
 		timer.Stop()
 		cl.upstream += time.Since(t0)

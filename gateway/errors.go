@@ -156,6 +156,13 @@ func (e *apiError) streamEvent(format wire.Format) []byte {
 		out := append([]byte("event: error\ndata: "), e.body(format)...)
 		return append(out, "\n\n"...)
 	}
+	if format == wire.FormatResponses {
+		// the Responses stream's error event (no top-level "error" key)
+		b := append([]byte("event: error\ndata: {\"type\":\"error\",\"code\":"), wire.AppendString(nil, e.Code)...)
+		b = append(b, `,"message":`...)
+		b = wire.AppendString(b, e.Message)
+		return append(b, ",\"param\":null,\"sequence_number\":0}\n\n"...)
+	}
 	out := append([]byte("data: "), e.body(format)...)
 	return append(out, "\n\ndata: [DONE]\n\n"...)
 }

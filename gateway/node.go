@@ -15,6 +15,7 @@ import (
 	"switchyard/edge"
 	"switchyard/providers"
 	"switchyard/ratelimit"
+	"switchyard/responses"
 	"switchyard/routing"
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
@@ -40,6 +41,9 @@ type Options struct {
 	Audit    telemetry.AuditLog
 	Ring     *telemetry.Ring // the ring the local edge state records into (nil: a new one)
 	Usage    routing.UsageSource
+	// Responses is the Responses API store; nil: a local one, closed with
+	// the node (a shared one is closed by whoever built it).
+	Responses responses.Store
 	// RedisState reports "up", "down" or "disabled" (nil: "disabled").
 	RedisState func() string
 	// ConfigPath is the file a reload re-reads (SIGHUP, POST /admin/reload);
@@ -131,6 +135,11 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		usage = ratelimit.NewLocalUsage(clock.Now)
 	}
 	n.closers = append(n.closers, es.Close)
+	respStore := opt.Responses
+	if respStore == nil {
+		respStore = responses.NewLocal(clock.Now, ResponsesConfig(cfg))
+		n.closers = append(n.closers, respStore.Close)
+	}
 	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
 	router.Sync(holder.Load())
 	live := NewLive(&LiveConfig{Config: cfg, Router: router, Adapters: adapters, Tier: tier.New(cfg.SmartRouting)})
@@ -142,7 +151,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	}
 	deps := Deps{
 		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
-		Tier: live.Load().Tier, Audit: audit,
+		Tier: live.Load().Tier, Audit: audit, Responses: respStore,
 		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState, Tracer: tracer,
 		Live: live, Reloader: reloader,
 	}
@@ -194,6 +203,11 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	})
 	return n.closeErr
+}
+
+// ResponsesConfig is the response store's part of cfg (responses.*).
+func ResponsesConfig(cfg *config.Config) responses.Config {
+	return responses.Config{TTL: cfg.Responses.StoreTTL, MaxLocal: cfg.Responses.MaxLocal}
 }
 
 // localStore picks the catalog store without Redis: a state file under

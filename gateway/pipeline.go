@@ -54,6 +54,9 @@ type call struct {
 	hdr   headerBatch      // response headers decided so far, written with the first byte
 	span  *tracing.Request // the server span; nil with tracing off
 	att   *tracing.Attempt // the open attempt's client span; nil with tracing off
+
+	// rs is the Responses API state (responses.go); nil for other formats.
+	rs *responsesCall
 }
 
 func (s *Server) handleChat(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatOpenAI) }
@@ -66,6 +69,8 @@ func (s *Server) handleImages(c *gin.Context) { s.serve(c, catalog.OpImages, wir
 
 func (s *Server) handleMessages(c *gin.Context) { s.serve(c, catalog.OpChat, wire.FormatAnthropic) }
 
+// handleResponses (POST /v1/responses) is in responses.go.
+
 // serve runs the pipeline: authenticate, parse, edge limits, tier,
 // allowlist, pool and attempts, respond (SPEC 2). The key is checked from
 // the headers before a byte of the body is read.
@@ -73,12 +78,13 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl := &call{s: s, c: c, start: time.Now(), op: op, format: format, snap: s.Catalog.Load()}
 	cl.reqID = s.newRequestID(c.Request)
 	cl.hdr.str("X-Request-Id", cl.reqID)
+	cl.hdr.str("Request-Id", cl.reqID) // the Anthropic SDKs read this name (SPEC 10)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg().Server.RequestTimeout)
 	defer cancel()
 	cl.ctx, cl.span = s.Tracer.StartRequest(ctx, c.Request, c.FullPath())
 	defer cl.finish()
 
-	_ = cl.authenticate() && cl.parse() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
+	_ = cl.authenticate() && cl.parse() && cl.conversation() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
 }
 
 // fail answers the client with e and records it.

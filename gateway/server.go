@@ -28,6 +28,7 @@ import (
 	"switchyard/config"
 	"switchyard/edge"
 	"switchyard/providers"
+	"switchyard/responses"
 	"switchyard/routing"
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
@@ -59,6 +60,8 @@ type Deps struct {
 	Live *Live
 	// Reloader serves POST /admin/reload; nil: the endpoint answers 409.
 	Reloader *Reloader
+	// Responses is the Responses API response store; nil: a local one.
+	Responses responses.Store
 }
 
 // Server is the HTTP edge. Its fields are immutable after New; the live
@@ -78,6 +81,9 @@ type Server struct {
 func New(d Deps) *Server {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.Responses == nil {
+		d.Responses = responses.NewLocal(time.Now, ResponsesConfig(d.Config))
 	}
 	if d.RedisState == nil {
 		d.RedisState = func() string { return "disabled" }
@@ -118,7 +124,12 @@ func (s *Server) routes() {
 	e.POST("/v1/embeddings", s.handleEmbeddings)
 	e.POST("/v1/images/generations", s.handleImages)
 	e.POST("/v1/messages", s.handleMessages)
+	e.POST("/v1/messages/count_tokens", s.handleCountTokens)
+	e.POST("/v1/responses", s.handleResponses)
+	e.GET("/v1/responses/:id", s.handleGetResponse)
+	e.DELETE("/v1/responses/:id", s.handleDeleteResponse)
 	e.GET("/v1/models", s.handleModels)
+	e.GET("/v1/models/*id", s.handleModel)
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.handleReady)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})))

@@ -1,8 +1,8 @@
 // Package node assembles one Switchyard process (SPEC 17): with redis.url
 // (or redis.addrs) it connects the shared Redis, builds the Redis edge state
-// (package edge), the shared audit log, the shared deployment usage and the
-// Redis catalog store, and starts the catalog watcher and the heartbeat;
-// without Redis it is gateway.Assemble's local-only node. It is a package of
+// (package edge), the shared audit log, the shared deployment usage, the
+// Redis catalog store and the shared Responses store (package responses),
+// and starts the catalog watcher and the heartbeat; without Redis it is gateway.Assemble's local-only node. It is a package of
 // its own, not part of cmd/switchyard, so the cluster tests and the benches
 // can assemble real nodes; it is the one place that imports both gateway
 // and go-redis (gateway itself does not).
@@ -22,6 +22,7 @@ import (
 	"switchyard/edge"
 	"switchyard/gateway"
 	"switchyard/ratelimit"
+	"switchyard/responses"
 	"switchyard/telemetry"
 )
 
@@ -95,10 +96,18 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 		return "down"
 	}
+	now := time.Now
+	if clock != nil {
+		now = clock
+	}
+	rcfg := gateway.ResponsesConfig(cfg)
+	rstore := responses.NewRedis(c, prefix, cfg.Redis.Timeout, rcfg, responses.NewLocal(now, rcfg), log)
 	o := opt
 	o.Store, o.Registry, o.Metrics, o.Edge, o.Audit, o.Usage, o.RedisState = store, reg, m, es, audit, usage, state
+	o.Responses = rstore
 	gn, err := gateway.Assemble(cfg, o)
 	if err != nil {
+		_ = rstore.Close(context.Background())
 		_ = es.Close(context.Background())
 		_ = conn.Close()
 		return nil, err
@@ -117,6 +126,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	// edge writer flushes, then the client closes
 	gn.OnClose(func(context.Context) error { return conn.Close() })
 	gn.OnClose(func(ctx context.Context) error { return es.Close(ctx) })
+	gn.OnClose(rstore.Close)
 	gn.OnClose(func(context.Context) error { cancel(); return nil })
 	if rstore, ok := store.(*catalog.RedisStore); ok {
 		subscribed := make(chan struct{})

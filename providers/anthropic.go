@@ -44,7 +44,10 @@ func newAnthropic(p *catalog.Provider) (*anthropic, error) {
 	for k, v := range p.Headers {
 		header.Set(k, v)
 	}
-	return &anthropic{name: p.Name, url: u, httpUpstream: newHTTPUpstream(header)}, nil
+	// the Anthropic SDKs' beta and version headers reach an Anthropic
+	// deployment (prompt caching and other betas), plus the provider's list
+	forward := append([]string{"Anthropic-Beta", "Anthropic-Version"}, p.ForwardHeaders...)
+	return &anthropic{name: p.Name, url: u, httpUpstream: newHTTPUpstream(header, forward)}, nil
 }
 
 // Do implements Adapter.
@@ -56,27 +59,35 @@ func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 		return nil, badRequest("provider %q (anthropic) serves chat only, not %s", a.name, req.Op)
 	}
 	model := upstreamModel(d)
-	openAIClient := req.Client.Format == wire.FormatOpenAI
+	format := req.Client.Format
+	openAIClient := format == wire.FormatOpenAI
 	var body []byte
-	if openAIClient {
-		var err error
-		if body, err = openAIToAnthropicRequest(req.Client.Raw, model, req.Stream); err != nil {
-			return nil, err
-		}
-	} else {
+	var err error
+	switch format {
+	case wire.FormatOpenAI:
+		body, err = openAIToAnthropicRequest(req.Client.Raw, model, req.Stream)
+	case wire.FormatResponses:
+		body, err = responsesToAnthropicBody(req.Client.Responses, model, req.Stream)
+	default:
 		body = anthropicBody(req.Client.Raw, model, req.Stream)
 	}
+	if err != nil {
+		return nil, err
+	}
 
-	resp, start, err := a.send(ctx, a.url, body, req.Stream, KindAnthropic, req.FirstByte)
+	resp, start, err := a.send(ctx, a.url, body, req.Stream, KindAnthropic, req.FirstByte, req.Header)
 	if err != nil {
 		return nil, err
 	}
 	h := relayHeaders(resp.Header)
 	if req.Stream {
 		var conv converter
-		if openAIClient {
+		switch format {
+		case wire.FormatOpenAI:
 			conv = newAnthropicToOpenAIStream(model, start.Unix(), req.WantUsage)
-		} else {
+		case wire.FormatResponses:
+			conv = newAnthropicToResponsesStream(req.Client.Responses, model, start.Unix(), req.ResponsesDone)
+		default:
 			conv = &anthropicRelay{}
 		}
 		return startStream(ctx, resp, conv, start, h)
@@ -87,11 +98,19 @@ func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 		return nil, err
 	}
 	var usage Usage
-	if openAIClient {
+	switch {
+	case openAIClient:
 		if raw, usage, err = anthropicToOpenAIResponse(raw, start.Unix()); err != nil {
 			return nil, err
 		}
-	} else {
+	case format == wire.FormatResponses:
+		if raw, usage, err = anthropicToResponses(raw, req.Client.Responses, start.Unix()); err != nil {
+			return nil, err
+		}
+		if req.ResponsesDone != nil {
+			req.ResponsesDone(raw)
+		}
+	default:
 		usage = anthropicUsageOf(raw)
 	}
 	return &Response{Status: resp.StatusCode, Header: h, Body: raw, Usage: usage, TTFB: ttfb}, nil

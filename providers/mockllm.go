@@ -33,6 +33,8 @@ type MockServer struct {
 //	POST /v1/embeddings         OpenAI embeddings
 //	POST /v1/images/generations OpenAI images (one URL item)
 //	POST /v1/messages           Anthropic Messages, sync or SSE
+//	POST /v1/responses          OpenAI Responses, sync or SSE (stateless: no
+//	                            previous_response_id or item_reference)
 //	GET  /healthz               "ok"
 //
 // Errors use the OpenAI error JSON (the Anthropic one on /v1/messages) with
@@ -66,6 +68,8 @@ func (m *MockServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		op = catalog.OpImages
 	case "/v1/messages":
 		op, format = catalog.OpChat, wire.FormatAnthropic
+	case "/v1/responses":
+		op, format = catalog.OpChat, wire.FormatResponses
 	default:
 		writeMockError(w, format, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url", Message: "Unknown request URL: " + r.Method + " " + r.URL.Path})
 		return

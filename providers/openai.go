@@ -57,7 +57,7 @@ func newOpenAI(p *catalog.Provider) (*openAI, error) {
 	for k, v := range p.Headers {
 		header.Set(k, v)
 	}
-	a.httpUpstream = newHTTPUpstream(header)
+	a.httpUpstream = newHTTPUpstream(header, p.ForwardHeaders)
 	return a, nil
 }
 
@@ -100,31 +100,38 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 		return nil, badRequest("no client request")
 	}
 	model := upstreamModel(d)
-	anthropicClient := req.Client.Format == wire.FormatAnthropic
+	format := req.Client.Format
+	anthropicClient := format == wire.FormatAnthropic
 	stream := req.Stream && req.Op == catalog.OpChat
 	var body []byte
-	if anthropicClient {
-		if req.Op != catalog.OpChat {
-			return nil, badRequest("the Anthropic format serves chat only")
-		}
-		var err error
-		if body, err = anthropicToOpenAIRequest(req.Client.Raw, model, stream); err != nil {
-			return nil, err
-		}
-	} else {
+	var err error
+	switch {
+	case format != wire.FormatOpenAI && req.Op != catalog.OpChat:
+		return nil, badRequest("the Anthropic and Responses formats serve chat only")
+	case anthropicClient:
+		body, err = anthropicToOpenAIRequest(req.Client.Raw, model, stream)
+	case format == wire.FormatResponses:
+		body, err = responsesToChatBody(req.Client.Responses, model, stream)
+	default:
 		body = openAIBody(req.Client.Raw, model, req.Op, stream)
 	}
+	if err != nil {
+		return nil, err
+	}
 
-	resp, start, err := a.send(ctx, a.urls[opIndex(req.Op)], body, stream, KindOpenAI, req.FirstByte)
+	resp, start, err := a.send(ctx, a.urls[opIndex(req.Op)], body, stream, KindOpenAI, req.FirstByte, req.Header)
 	if err != nil {
 		return nil, err
 	}
 	h := relayHeaders(resp.Header)
 	if stream {
 		var conv converter
-		if anthropicClient {
+		switch format {
+		case wire.FormatAnthropic:
 			conv = newOpenAIToAnthropicStream(model, req.PromptTokens)
-		} else {
+		case wire.FormatResponses:
+			conv = newChatToResponsesStream(req.Client.Responses, model, start.Unix(), req.ResponsesDone)
+		default:
 			conv = &openAIRelay{wantUsage: req.WantUsage}
 		}
 		return startStream(ctx, resp, conv, start, h)
@@ -135,9 +142,17 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 		return nil, err
 	}
 	usage := openAIUsageOf(raw)
-	if anthropicClient {
+	switch format {
+	case wire.FormatAnthropic:
 		if raw, err = openAIToAnthropicResponse(raw); err != nil {
 			return nil, err
+		}
+	case wire.FormatResponses:
+		if raw, usage, err = chatToResponses(raw, req.Client.Responses, start.Unix()); err != nil {
+			return nil, err
+		}
+		if req.ResponsesDone != nil {
+			req.ResponsesDone(raw)
 		}
 	}
 	return &Response{Status: resp.StatusCode, Header: h, Body: raw, Usage: usage, TTFB: ttfb}, nil

@@ -19,6 +19,8 @@ import (
 	"hash/fnv"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"switchyard/catalog"
@@ -54,6 +56,14 @@ type Request struct {
 	// the time to first byte, not a long generation. (Do returns a stream
 	// only after its first event, which is its first byte.)
 	FirstByte func()
+	// ResponsesDone, when set, is called once with the final Responses API
+	// object (Client.Format == FormatResponses): with the body of a sync
+	// response, or when a stream's last event has been produced. The
+	// gateway stores it (SPEC 10.1).
+	ResponsesDone func(response []byte)
+	// Header is the client's request headers; an adapter forwards only its
+	// allowlist from them (SPEC 10, 15). May be nil.
+	Header http.Header
 }
 
 // Response is one successful upstream attempt. For sync requests Body holds
@@ -223,32 +233,73 @@ func newClient() *http.Client {
 // the header maps read-only: an http.RoundTripper must not modify them, so
 // no attempt pays for a copy.
 type httpUpstream struct {
-	client *http.Client
-	sync   http.Header
-	stream http.Header // sync plus Accept: text/event-stream
+	client  *http.Client
+	sync    http.Header
+	stream  http.Header // sync plus Accept: text/event-stream
+	forward []string    // canonical client header names passed through
 }
 
-func newHTTPUpstream(h http.Header) httpUpstream {
+func newHTTPUpstream(h http.Header, forward []string) httpUpstream {
 	st := h.Clone()
 	st.Set("Accept", "text/event-stream")
-	return httpUpstream{client: newClient(), sync: h, stream: st}
+	return httpUpstream{client: newClient(), sync: h, stream: st, forward: forwardable(forward)}
+}
+
+// neverForwarded are client headers no allowlist passes on: credentials,
+// hop-by-hop and framing headers (SPEC 15).
+var neverForwarded = map[string]bool{
+	"Authorization": true, "X-Api-Key": true, "Cookie": true, "Proxy-Authorization": true, "Host": true,
+	"Content-Length": true, "Content-Type": true, "Connection": true, "Transfer-Encoding": true, "Accept": true,
+	"Accept-Encoding": true, "Upgrade": true, "Te": true, "Trailer": true, "Keep-Alive": true,
+}
+
+// forwardable canonicalises an allowlist and drops what is never forwarded.
+func forwardable(names []string) []string {
+	var out []string
+	for _, n := range names {
+		c := http.CanonicalHeaderKey(strings.TrimSpace(n))
+		if c != "" && !neverForwarded[c] && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// headers returns the request headers for one attempt: the prebuilt
+// (shared, read-only) map, or a copy with the allowlisted client headers
+// when the client sent any.
+func (u *httpUpstream) headers(stream bool, client http.Header) http.Header {
+	h := u.sync
+	if stream {
+		h = u.stream
+	}
+	var out http.Header
+	for _, k := range u.forward {
+		if vs := client[k]; len(vs) > 0 {
+			if out == nil {
+				out = h.Clone()
+			}
+			out[k] = vs
+		}
+	}
+	if out == nil {
+		return h
+	}
+	return out
 }
 
 // send posts body to url and returns the response once a 2xx status and
 // its headers arrived; any other status is read and classified as an
 // error of kind. firstByte (may be nil) is called for a sync call when the
 // headers arrive: a stream's first byte is its first event instead.
-func (u *httpUpstream) send(ctx context.Context, url string, body []byte, stream bool, kind string, firstByte func()) (*http.Response, time.Time, error) {
+func (u *httpUpstream) send(ctx context.Context, url string, body []byte, stream bool, kind string, firstByte func(), client http.Header) (*http.Response, time.Time, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, time.Time{}, classifyTransport(ctx.Err(), err)
 	}
-	hreq.Header = u.sync
-	if stream {
-		hreq.Header = u.stream
-	}
+	hreq.Header = u.headers(stream, client)
 	// the attempt's W3C traceparent; with tracing off ctx has no span and
-	// the shared header map goes out as it is (SPEC 12.5)
+	// the header map goes out as it is (SPEC 12.5)
 	hreq.Header = tracing.Inject(ctx, hreq.Header)
 	start := time.Now()
 	resp, err := u.client.Do(hreq)

@@ -103,8 +103,8 @@ func (s *Simulated) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 		return nil, badRequest("no client request")
 	}
 	format := req.Client.Format
-	if format == wire.FormatAnthropic && req.Op != catalog.OpChat {
-		return nil, badRequest("the Anthropic format serves chat only")
+	if format != wire.FormatOpenAI && req.Op != catalog.OpChat {
+		return nil, badRequest("the Anthropic and Responses formats serve chat only")
 	}
 	// Draw first, so the sequence of outcomes depends only on the seed and
 	// the order of requests, not on their content.
@@ -134,6 +134,9 @@ func (s *Simulated) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 	n, finish := p.OutputTokens, "stop"
 	if mt := req.Client.MaxTokens; mt > 0 && mt < n {
 		n, finish = mt, "length"
+	}
+	if format == wire.FormatResponses {
+		return s.simResponses(ctx, req, p, model, id, start.Unix(), n, finish, ttfb)
 	}
 	if req.Stream {
 		st := newSimStream(ctx, format, model, id, start.Unix(), req.PromptTokens, n, finish, req.WantUsage, p.interval)

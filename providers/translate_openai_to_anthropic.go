@@ -23,7 +23,17 @@ func openAIToAnthropicRequest(raw []byte, model string, stream bool) ([]byte, er
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, badRequest("openai request: %v", err)
 	}
-	out := anRequest{Model: model, MaxTokens: defaultAnthropicMaxTokens, TopP: in.TopP, Stream: stream}
+	out, err := chatToAnthropic(&in, model, stream)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// chatToAnthropic maps a parsed chat request onto a Messages request (the
+// Responses translation builds the chat request and comes through here).
+func chatToAnthropic(in *oaRequest, model string, stream bool) (*anRequest, error) {
+	out := &anRequest{Model: model, MaxTokens: defaultAnthropicMaxTokens, TopP: in.TopP, Stream: stream}
 	switch {
 	case in.MaxCompletionTokens != nil && *in.MaxCompletionTokens > 0:
 		out.MaxTokens = *in.MaxCompletionTokens
@@ -102,7 +112,7 @@ func openAIToAnthropicRequest(raw []byte, model string, stream bool) ([]byte, er
 	if len(out.Tools) > 0 || (tc != nil && tc.Type == "none") {
 		out.ToolChoice = tc
 	}
-	return json.Marshal(out)
+	return out, nil
 }
 
 // anMessageBlocks is a message being assembled.

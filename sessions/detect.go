@@ -145,7 +145,7 @@ func Fingerprint(r *wire.Request) uint64 {
 	field(r.Model)
 	length(len(r.ToolsRaw))
 	_, _ = d.Write(r.ToolsRaw)
-	if r.Format == wire.FormatAnthropic {
+	if r.Format != wire.FormatOpenAI { // Anthropic system, Responses instructions
 		field(r.System)
 	}
 	for i := range r.Messages {

@@ -22,6 +22,7 @@ type Format uint8
 const (
 	FormatOpenAI Format = iota
 	FormatAnthropic
+	FormatResponses // the OpenAI Responses API (POST /v1/responses), a chat operation
 )
 
 // Message is one chat message reduced to what routing needs.
@@ -63,6 +64,8 @@ type Request struct {
 	Input     []string // embeddings input
 	Prompt    string   // images prompt
 	ImageSize string   // images size
+
+	Responses *Responses // FormatResponses only: the typed request (responses.go)
 }
 
 // Error is a client input problem: it names the field and the fix, and maps
@@ -152,6 +155,9 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badf("", "request body is empty: send a JSON object")
 	}
+	if format == FormatResponses {
+		return parseResponses(body, lim.MaxMessages)
+	}
 	var b openAIBody
 	b.Messages.max = lim.MaxMessages
 	b.Input.max = lim.MaxInputItems
@@ -193,19 +199,7 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	if b.Metadata != nil {
 		r.MetadataSessionID, r.MetadataUserID = b.Metadata.SessionID, b.Metadata.UserID
 	}
-	if len(b.Conversation) > 0 && string(b.Conversation) != "null" {
-		var s string
-		if json.Unmarshal(b.Conversation, &s) == nil {
-			r.Conversation = s
-		} else {
-			var c struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(b.Conversation, &c) == nil {
-				r.Conversation = c.ID
-			}
-		}
-	}
+	r.Conversation = conversationID(b.Conversation)
 	if b.Tools > 0 {
 		r.ToolsRaw = toolsSpan(body)
 	}

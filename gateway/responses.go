@@ -1,0 +1,238 @@
+package gateway
+
+// The Responses API (SPEC 10.1) and the smaller endpoints real clients call
+// (SPEC 10): POST /v1/responses runs the chat pipeline with the Responses
+// format (same auth, limits, tiers, routing, failover, headers, audit); its
+// one extra stage, conversation, expands previous_response_id and
+// item_reference items from the response store before the edge limit, so
+// the token estimate and the tier classifier see the whole conversation.
+// The finished response is handed to the store without waiting on it.
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"switchyard/catalog"
+	"switchyard/providers"
+	"switchyard/responses"
+	"switchyard/sessions"
+	"switchyard/wire"
+)
+
+// sessionSourceConversation is the audit's session source for a follow-up
+// that inherited its conversation's session.
+const sessionSourceConversation = "responses:previous_response_id"
+
+// responsesCall is the Responses part of a call.
+type responsesCall struct {
+	cl      *call
+	first   int    // index in the expanded input of this request's first item
+	session string // the conversation's session key from the store; "" for a first turn
+}
+
+func (s *Server) handleResponses(c *gin.Context) {
+	s.serve(c, catalog.OpChat, wire.FormatResponses)
+}
+
+// conversation gives the request its response id and, when it continues a
+// stored conversation, replaces its input with the stored turns plus its
+// own items (references resolved), in one bounded store read.
+func (cl *call) conversation() bool {
+	rq := cl.req.Responses
+	if rq == nil {
+		return true
+	}
+	rq.ID = providers.NewResponseID()
+	cl.rs = &responsesCall{cl: cl}
+	if rq.PreviousResponseID == "" && len(rq.Refs) == 0 {
+		return true
+	}
+	lk, err := cl.s.Responses.Load(cl.ctx, cl.team.Name, rq.PreviousResponseID, rq.Refs)
+	switch {
+	case errors.Is(err, responses.ErrNotFound):
+		return cl.fail(errResponseNotFound(rq.PreviousResponseID, "previous_response_id", "previous_response_not_found"))
+	case err != nil:
+		return cl.fail(&apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "response_store_unavailable", Param: "previous_response_id",
+			Message: "the response store could not be read in time; retry, or send the conversation without previous_response_id"})
+	}
+	var items []wire.Item
+	if p := lk.Previous; p != nil {
+		items = make([]wire.Item, 0, len(p.Items)+len(rq.Input))
+		items = append(items, p.Items...)
+		cl.rs.session = p.Session
+	}
+	cl.rs.first = len(items)
+	for i, it := range rq.Input {
+		if it.Type != "item_reference" {
+			items = append(items, it)
+			continue
+		}
+		ref, ok := lk.Items[it.ID]
+		if !ok {
+			return cl.fail(&apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "item_not_found",
+				Param: "input[" + strconv.Itoa(i) + "].id", Message: "Item with id '" + it.ID + "' not found: it is unknown, expired, or stored with store: false"})
+		}
+		items = append(items, ref)
+	}
+	srv := cl.s.cfg().Server
+	if err := cl.req.ExpandResponses(items, wire.Limits{MaxMessages: srv.MaxMessages}); err != nil {
+		return cl.fail(fromInputError(err))
+	}
+	if limit := srv.MaxBodyBytes; int64(cl.req.TextLen()) > limit {
+		return cl.fail(errBadRequest("previous_response_id", "the conversation with its stored turns is larger than server.max_body_bytes: start a new conversation"))
+	}
+	cl.promptTokens = cl.req.PromptTokens()
+	if cl.rs.session != "" {
+		// a header or an explicit body id still wins (SPEC 8); otherwise the
+		// follow-up is the conversation's session, not a new fingerprint
+		key, src := sessions.Detect(cl.team.Name, cl.c.Request.Header, cl.req)
+		if src == "" || src == sessions.SourceFingerprint {
+			key, src = cl.rs.session, sessionSourceConversation
+		}
+		cl.session, cl.sessionSrc = key, src
+		cl.entry.Session = src
+	}
+	return true
+}
+
+// responsesDone is the providers.Request hook that receives the final
+// response object of the served attempt (SPEC 10.1): the record is handed
+// to the store then, just before the answer's last bytes reach the client,
+// so a client's immediate follow-up on this node finds it, and the shared
+// write (asynchronous, by the store's writer) starts as early as it can.
+func (rs *responsesCall) responsesDone(body []byte) {
+	cl := rs.cl
+	rq := cl.req.Responses
+	if !rq.Store {
+		return
+	}
+	var out struct {
+		Output []wire.Item `json:"output"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		cl.s.Logger.Warn("response not stored: unreadable response object", "request_id", cl.reqID, "error", err)
+		return
+	}
+	items := make([]wire.Item, 0, len(rq.Input)+len(out.Output))
+	items = append(append(items, rq.Input...), out.Output...)
+	session := rs.session
+	if session == "" {
+		session = cl.sessionKey()
+	}
+	cl.s.Responses.Save(cl.team.Name, &responses.Record{ID: rq.ID, Session: session, Items: items, Response: body, First: rs.first})
+}
+
+func errResponseNotFound(id, param, code string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: code, Param: param,
+		Message: "Response with id '" + id + "' not found: it is unknown, expired, deleted, or belongs to another team"}
+}
+
+// teamOf authenticates a request outside the pipeline, answering 401 in
+// format when the key is missing or unknown.
+func (s *Server) teamOf(c *gin.Context, format wire.Format) *catalog.Team {
+	id := s.newRequestID(c.Request)
+	c.Header("X-Request-Id", id)
+	c.Header("Request-Id", id)
+	team := s.Catalog.Load().Authenticate(apiKey(c.Request))
+	if team == nil {
+		writeErrorFormat(c, errNoKeyOr(c.Request), format)
+	}
+	return team
+}
+
+// handleGetResponse is GET /v1/responses/{id}: the stored response object.
+func (s *Server) handleGetResponse(c *gin.Context) {
+	team := s.teamOf(c, wire.FormatOpenAI)
+	if team == nil {
+		return
+	}
+	id := c.Param("id")
+	rec, err := s.Responses.Get(c.Request.Context(), team.Name, id)
+	if err != nil {
+		writeError(c, storeError(err, id))
+		return
+	}
+	c.Data(http.StatusOK, "application/json", rec.Response)
+}
+
+// handleDeleteResponse is DELETE /v1/responses/{id}.
+func (s *Server) handleDeleteResponse(c *gin.Context) {
+	team := s.teamOf(c, wire.FormatOpenAI)
+	if team == nil {
+		return
+	}
+	id := c.Param("id")
+	ok, err := s.Responses.Delete(c.Request.Context(), team.Name, id)
+	if err == nil && !ok {
+		err = responses.ErrNotFound
+	}
+	if err != nil {
+		writeError(c, storeError(err, id))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"id": id, "object": "response", "deleted": true})
+}
+
+func storeError(err error, id string) *apiError {
+	if errors.Is(err, responses.ErrNotFound) {
+		return errResponseNotFound(id, "response_id", "response_not_found")
+	}
+	return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "response_store_unavailable",
+		Message: "the response store could not be read in time; retry"}
+}
+
+// handleModel is GET /v1/models/{id}: the model when the team may call it,
+// else 404 (a restricted team cannot probe which models exist).
+func (s *Server) handleModel(c *gin.Context) {
+	team := s.teamOf(c, wire.FormatOpenAI)
+	if team == nil {
+		return
+	}
+	id := strings.TrimPrefix(c.Param("id"), "/")
+	snap := s.Catalog.Load()
+	owner := ""
+	if m := snap.Models[id]; m != nil && hasEnabled(m) {
+		owner = "switchyard"
+	} else if snap.Routes[id] != nil {
+		owner = "switchyard-tier-route"
+	}
+	if owner == "" || !team.Allows(id) {
+		writeError(c, errModelNotFound(id))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"id": id, "object": "model", "created": 0, "owned_by": owner})
+}
+
+// handleCountTokens is POST /v1/messages/count_tokens: the gateway's own
+// prompt estimate (SPEC 3), in the Anthropic shape, errors included.
+func (s *Server) handleCountTokens(c *gin.Context) {
+	team := s.teamOf(c, wire.FormatAnthropic)
+	if team == nil {
+		return
+	}
+	body, e := s.readBody(c)
+	if e != nil {
+		writeErrorFormat(c, e, wire.FormatAnthropic)
+		return
+	}
+	if json.Valid(body) {
+		if _, _, ok := wire.FindTopLevel(body, "max_tokens"); !ok {
+			body = wire.SetTopLevel(body, "max_tokens", []byte("1")) // count_tokens takes none
+		}
+	}
+	req, err := wire.Parse(body, catalog.OpChat, wire.FormatAnthropic)
+	if err != nil {
+		writeErrorFormat(c, fromInputError(err), wire.FormatAnthropic)
+		return
+	}
+	if !team.Allows(req.Model) {
+		writeErrorFormat(c, errNotAllowed(req.Model), wire.FormatAnthropic)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"input_tokens": req.PromptTokens()})
+}

@@ -1,0 +1,452 @@
+package providers
+
+// The OpenAI Responses API side shared by both translation pairs
+// (translate_responses_openai.go: Responses <-> chat completions for openai
+// and simulated deployments; translate_responses_anthropic.go: Responses <->
+// Messages for anthropic deployments): the response object, its output
+// items, and the stream emitter that turns "text arrived", "a tool call
+// started", "arguments arrived", "finished" into the standard Responses
+// events with increasing sequence numbers (SPEC 10.1).
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"switchyard/wire"
+)
+
+// NewResponseID returns a fresh "resp_" id: 24 random bytes in hex, so ids
+// are unguessable and unique across replicas without coordination.
+func NewResponseID() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return "resp_" + hex.EncodeToString(b[:])
+}
+
+// respID is the request's assigned id, or a fresh one (mockllm, tests).
+func respID(rq *wire.Responses) string {
+	if rq.ID != "" {
+		return rq.ID
+	}
+	return NewResponseID()
+}
+
+// itemID derives an output item id from the response id: msg_<hex>_<n> or
+// fc_<hex>_<n>, unique per response and so per team.
+func itemID(prefix, respID string, n int) string {
+	base := strings.TrimPrefix(respID, "resp_")
+	return prefix + base + "_" + strconv.Itoa(n)
+}
+
+// respObject is a Responses API response object, fields in the order the
+// OpenAI API sends them.
+type respObject struct {
+	ID                 string          `json:"id"`
+	Object             string          `json:"object"`
+	CreatedAt          int64           `json:"created_at"`
+	Status             string          `json:"status"`
+	Error              json.RawMessage `json:"error"`
+	IncompleteDetails  *respIncomplete `json:"incomplete_details"`
+	Instructions       *string         `json:"instructions"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Model              string          `json:"model"`
+	Output             []any           `json:"output"`
+	ParallelToolCalls  bool            `json:"parallel_tool_calls"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Reasoning          json.RawMessage `json:"reasoning"`
+	Store              bool            `json:"store"`
+	Temperature        float64         `json:"temperature"`
+	Text               json.RawMessage `json:"text"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	Tools              []respTool      `json:"tools"`
+	TopP               float64         `json:"top_p"`
+	Truncation         string          `json:"truncation"`
+	Usage              *respUsage      `json:"usage"`
+	User               *string         `json:"user,omitempty"`
+	Metadata           json.RawMessage `json:"metadata"`
+}
+
+type respIncomplete struct {
+	Reason string `json:"reason"`
+}
+
+type respTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+}
+
+type respUsage struct {
+	InputTokens         int           `json:"input_tokens"`
+	InputTokensDetails  cachedDetails `json:"input_tokens_details"`
+	OutputTokens        int           `json:"output_tokens"`
+	OutputTokensDetails reasonDetails `json:"output_tokens_details"`
+	TotalTokens         int           `json:"total_tokens"`
+}
+
+type cachedDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+type reasonDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// respMessage is an output message item.
+type respMessage struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Content []any  `json:"content"`
+	Role    string `json:"role"`
+}
+
+// respText is an output_text part.
+type respText struct {
+	Type        string            `json:"type"`
+	Annotations []json.RawMessage `json:"annotations"`
+	Logprobs    []json.RawMessage `json:"logprobs"`
+	Text        string            `json:"text"`
+}
+
+type respRefusal struct {
+	Type    string `json:"type"`
+	Refusal string `json:"refusal"`
+}
+
+// respCall is an output function_call item.
+type respCall struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	Arguments string `json:"arguments"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+}
+
+var (
+	jsonNull    = json.RawMessage("null")
+	emptyObject = json.RawMessage("{}")
+	textFormat  = json.RawMessage(`{"format":{"type":"text"}}`)
+	toolAuto    = json.RawMessage(`"auto"`)
+	reasonNull  = json.RawMessage(`{"effort":null,"summary":null}`)
+	noRaw       = []json.RawMessage{}
+)
+
+func newTextPart(text string) respText {
+	return respText{Type: "output_text", Annotations: noRaw, Logprobs: noRaw, Text: text}
+}
+
+// baseResponse is the response object with the request's settings echoed
+// and no output yet.
+func baseResponse(rq *wire.Responses, id string, created int64, model string) *respObject {
+	o := &respObject{
+		ID: id, Object: "response", CreatedAt: created, Status: "in_progress", Error: jsonNull,
+		MaxOutputTokens: rq.MaxOutputTokens, Model: model, Output: []any{},
+		ParallelToolCalls: rq.ParallelToolCalls == nil || *rq.ParallelToolCalls,
+		Reasoning:         reasonNull, Store: rq.Store, Temperature: 1, Text: textFormat, ToolChoice: toolAuto,
+		Tools: []respTool{}, TopP: 1, Truncation: "disabled", Metadata: emptyObject,
+	}
+	if rq.Instructions != "" {
+		s := rq.Instructions
+		o.Instructions = &s
+	}
+	if rq.PreviousResponseID != "" {
+		s := rq.PreviousResponseID
+		o.PreviousResponseID = &s
+	}
+	if rq.Reasoning != nil {
+		o.Reasoning = rq.Reasoning
+	}
+	if rq.Temperature != nil {
+		o.Temperature = *rq.Temperature
+	}
+	if rq.TopP != nil {
+		o.TopP = *rq.TopP
+	}
+	if rq.Text != nil {
+		o.Text = rq.Text
+	}
+	if rq.ToolChoice != nil {
+		o.ToolChoice = rq.ToolChoice
+	}
+	if rq.Metadata != nil {
+		o.Metadata = rq.Metadata
+	}
+	if rq.User != "" {
+		s := rq.User
+		o.User = &s
+	}
+	for _, t := range rq.Tools {
+		rt := respTool{Type: "function", Name: t.Name, Parameters: t.Parameters, Strict: t.Strict != nil && *t.Strict}
+		if t.Description != "" {
+			d := t.Description
+			rt.Description = &d
+		}
+		if rt.Parameters == nil {
+			rt.Parameters = jsonNull
+		}
+		o.Tools = append(o.Tools, rt)
+	}
+	return o
+}
+
+// settle sets the final status from the upstream's finish reason (chat
+// finish_reason vocabulary) and the usage.
+func (o *respObject) settle(finish string, u Usage) {
+	switch finish {
+	case "length":
+		o.Status, o.IncompleteDetails = "incomplete", &respIncomplete{Reason: "max_output_tokens"}
+	case "content_filter":
+		o.Status, o.IncompleteDetails = "incomplete", &respIncomplete{Reason: "content_filter"}
+	default:
+		o.Status = "completed"
+	}
+	o.Usage = &respUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+}
+
+// respCallIn is one tool call of a finished upstream answer.
+type respCallIn struct{ id, name, args string }
+
+// buildResponse renders a finished answer (sync) as a response object.
+func buildResponse(rq *wire.Responses, id string, created int64, model, text, refusal string, calls []respCallIn, finish string, u Usage) []byte {
+	o := baseResponse(rq, id, created, model)
+	n := 0
+	if text != "" || refusal != "" || len(calls) == 0 {
+		var content []any
+		if text != "" || refusal == "" {
+			content = append(content, newTextPart(text))
+		}
+		if refusal != "" {
+			content = append(content, respRefusal{Type: "refusal", Refusal: refusal})
+		}
+		o.Output = append(o.Output, respMessage{ID: itemID("msg_", id, n), Type: "message", Status: "completed", Role: "assistant", Content: content})
+		n++
+	}
+	for _, c := range calls {
+		o.Output = append(o.Output, respCall{ID: itemID("fc_", id, n), Type: "function_call", Status: "completed", Arguments: c.args, CallID: c.id, Name: c.name})
+		n++
+	}
+	o.settle(finish, u)
+	body, _ := json.Marshal(o)
+	return body
+}
+
+// respEmitter builds the Responses event stream from what an upstream
+// stream reports, one upstream event at a time: each method appends the
+// framed events it causes to out, which the converter returns and resets.
+// An item stays open (deltas go to it) until another item starts or the
+// response finishes; then its .done events are written.
+type respEmitter struct {
+	rq      *wire.Responses
+	id      string
+	created int64
+	model   string
+	done    func([]byte) // called with the final response object, may be nil
+
+	out     []byte
+	seq     int
+	started bool
+	ended   bool
+	items   []any // finished output items
+
+	// the open item: kind 0 none, 1 message, 2 function_call
+	kind   int
+	itemID string
+	text   strings.Builder
+	callID string
+	name   string
+	args   strings.Builder
+	key    int // upstream tool index of the open call
+	keys   map[int]bool
+}
+
+func newRespEmitter(rq *wire.Responses, created int64, model string, done func([]byte)) *respEmitter {
+	return &respEmitter{rq: rq, id: respID(rq), created: created, model: model, done: done}
+}
+
+// take returns the framed events written so far.
+func (e *respEmitter) take() []byte {
+	out := e.out
+	e.out = nil
+	return out
+}
+
+func (e *respEmitter) emit(name string, v any) {
+	data, _ := json.Marshal(v)
+	e.out = appendEvent(e.out, name, data)
+	e.seq++
+}
+
+type evResponse struct {
+	Type           string      `json:"type"`
+	Response       *respObject `json:"response"`
+	SequenceNumber int         `json:"sequence_number"`
+}
+
+type evItem struct {
+	Type           string `json:"type"`
+	OutputIndex    int    `json:"output_index"`
+	Item           any    `json:"item"`
+	SequenceNumber int    `json:"sequence_number"`
+}
+
+type evPart struct {
+	Type           string   `json:"type"`
+	ItemID         string   `json:"item_id"`
+	OutputIndex    int      `json:"output_index"`
+	ContentIndex   int      `json:"content_index"`
+	Part           respText `json:"part"`
+	SequenceNumber int      `json:"sequence_number"`
+}
+
+type evTextDone struct {
+	Type           string            `json:"type"`
+	ItemID         string            `json:"item_id"`
+	OutputIndex    int               `json:"output_index"`
+	ContentIndex   int               `json:"content_index"`
+	Text           string            `json:"text"`
+	Logprobs       []json.RawMessage `json:"logprobs"`
+	SequenceNumber int               `json:"sequence_number"`
+}
+
+type evArgsDone struct {
+	Type           string `json:"type"`
+	ItemID         string `json:"item_id"`
+	OutputIndex    int    `json:"output_index"`
+	Name           string `json:"name"`
+	Arguments      string `json:"arguments"`
+	SequenceNumber int    `json:"sequence_number"`
+}
+
+// start writes response.created and response.in_progress once.
+func (e *respEmitter) start() {
+	if e.started {
+		return
+	}
+	e.started = true
+	o := baseResponse(e.rq, e.id, e.created, e.model)
+	e.emit("response.created", evResponse{Type: "response.created", Response: o, SequenceNumber: e.seq})
+	e.emit("response.in_progress", evResponse{Type: "response.in_progress", Response: o, SequenceNumber: e.seq})
+}
+
+// textDelta appends text to the open message, opening one if needed.
+func (e *respEmitter) textDelta(s string) {
+	if s == "" {
+		return
+	}
+	e.start()
+	if e.kind != 1 {
+		e.closeItem()
+		e.kind, e.itemID = 1, itemID("msg_", e.id, len(e.items))
+		e.text.Reset()
+		idx := len(e.items)
+		e.emit("response.output_item.added", evItem{Type: "response.output_item.added", OutputIndex: idx,
+			Item: respMessage{ID: e.itemID, Type: "message", Status: "in_progress", Role: "assistant", Content: []any{}}, SequenceNumber: e.seq})
+		e.emit("response.content_part.added", evPart{Type: "response.content_part.added", ItemID: e.itemID, OutputIndex: idx,
+			Part: newTextPart(""), SequenceNumber: e.seq})
+	}
+	e.text.WriteString(s)
+	// the hot event, appended by hand
+	const name = "response.output_text.delta"
+	b := append(e.out, "event: "+name+"\ndata: {\"type\":\""+name+"\",\"item_id\":"...)
+	b = wire.AppendString(b, e.itemID)
+	b = append(b, `,"output_index":`...)
+	b = strconv.AppendInt(b, int64(len(e.items)), 10)
+	b = append(b, `,"content_index":0,"delta":`...)
+	b = wire.AppendString(b, s)
+	b = append(b, `,"logprobs":[],"sequence_number":`...)
+	b = strconv.AppendInt(b, int64(e.seq), 10)
+	e.out = append(b, "}\n\n"...)
+	e.seq++
+}
+
+// toolStart opens a function_call item for upstream tool index key.
+func (e *respEmitter) toolStart(key int, callID, name string) {
+	e.start()
+	e.closeItem()
+	if e.keys == nil {
+		e.keys = map[int]bool{}
+	}
+	e.keys[key] = true
+	e.kind, e.key, e.callID, e.name = 2, key, callID, name
+	e.itemID = itemID("fc_", e.id, len(e.items))
+	e.args.Reset()
+	e.emit("response.output_item.added", evItem{Type: "response.output_item.added", OutputIndex: len(e.items),
+		Item: respCall{ID: e.itemID, Type: "function_call", Status: "in_progress", CallID: callID, Name: name}, SequenceNumber: e.seq})
+}
+
+// hasTool reports whether upstream tool index key was started.
+func (e *respEmitter) hasTool(key int) bool { return e.keys[key] }
+
+// toolArgs appends argument text to the call with upstream index key. Only
+// the open call takes deltas: upstreams stream one call after another.
+func (e *respEmitter) toolArgs(key int, delta string) {
+	if e.kind != 2 || e.key != key || delta == "" {
+		return
+	}
+	e.args.WriteString(delta)
+	e.emit("response.function_call_arguments.delta", struct {
+		Type           string `json:"type"`
+		ItemID         string `json:"item_id"`
+		OutputIndex    int    `json:"output_index"`
+		Delta          string `json:"delta"`
+		SequenceNumber int    `json:"sequence_number"`
+	}{"response.function_call_arguments.delta", e.itemID, len(e.items), delta, e.seq})
+}
+
+// closeItem writes the .done events of the open item and keeps it.
+func (e *respEmitter) closeItem() {
+	idx := len(e.items)
+	switch e.kind {
+	case 1:
+		text := e.text.String()
+		e.emit("response.output_text.done", evTextDone{Type: "response.output_text.done", ItemID: e.itemID, OutputIndex: idx, Text: text, Logprobs: noRaw, SequenceNumber: e.seq})
+		e.emit("response.content_part.done", evPart{Type: "response.content_part.done", ItemID: e.itemID, OutputIndex: idx, Part: newTextPart(text), SequenceNumber: e.seq})
+		item := respMessage{ID: e.itemID, Type: "message", Status: "completed", Role: "assistant", Content: []any{newTextPart(text)}}
+		e.emit("response.output_item.done", evItem{Type: "response.output_item.done", OutputIndex: idx, Item: item, SequenceNumber: e.seq})
+		e.items = append(e.items, item)
+	case 2:
+		args := e.args.String()
+		if args == "" {
+			args = "{}" // a call with no argument deltas takes no arguments
+		}
+		e.emit("response.function_call_arguments.done", evArgsDone{Type: "response.function_call_arguments.done", ItemID: e.itemID, OutputIndex: idx, Name: e.name, Arguments: args, SequenceNumber: e.seq})
+		item := respCall{ID: e.itemID, Type: "function_call", Status: "completed", Arguments: args, CallID: e.callID, Name: e.name}
+		e.emit("response.output_item.done", evItem{Type: "response.output_item.done", OutputIndex: idx, Item: item, SequenceNumber: e.seq})
+		e.items = append(e.items, item)
+	}
+	e.kind = 0
+}
+
+// finish closes the open item and writes response.completed (or
+// response.incomplete when the output hit its limit) with the whole
+// response, then hands that response to done.
+func (e *respEmitter) finish(finish string, u Usage) {
+	if e.ended {
+		return
+	}
+	e.start()
+	e.closeItem()
+	e.ended = true
+	o := baseResponse(e.rq, e.id, e.created, e.model)
+	o.Output = e.items
+	if o.Output == nil {
+		o.Output = []any{}
+	}
+	o.settle(finish, u)
+	name := "response.completed"
+	if o.Status == "incomplete" {
+		name = "response.incomplete"
+	}
+	e.emit(name, evResponse{Type: name, Response: o, SequenceNumber: e.seq})
+	if e.done != nil {
+		body, _ := json.Marshal(o)
+		e.done(body)
+	}
+}
