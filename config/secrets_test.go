@@ -141,10 +141,12 @@ func FuzzRedactURL(f *testing.F) {
 			return
 		}
 		raw := "redis://user:" + pass + "@" + prefix
-		if strings.ContainsAny(prefix, "@") {
-			return // a second @ makes the password part of a longer userinfo
+		if strings.ContainsAny(prefix, "@") || strings.Contains(prefix, pass) || strings.Contains(redacted, pass) {
+			return // a second @ makes the password part of a longer userinfo; the host may hold the same text
 		}
-		if got := RedactURL(raw); strings.Contains(got, pass) {
+		// the userinfo (before the last @) never keeps it; the rest may hold
+		// the same text by chance or through escaping
+		if got := RedactURL(raw); strings.Contains(got[:max(strings.LastIndex(got, "@"), 0)], pass) {
 			t.Fatalf("RedactURL(%q) = %q keeps the password", raw, got)
 		}
 		if got := RedactIn("dial "+raw+" failed", raw); strings.Contains(got, pass) {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -589,5 +591,19 @@ teams:
 	}
 	if time.Since(start) < 300*time.Millisecond {
 		t.Skip("stream finished within write_timeout; nothing to show") // never expected: 20 tokens at 25/s
+	}
+}
+
+// Issue 15 reproduction: admin.key written as sha256:<hex> became the
+// literal secret. Now it is the digest of the admin key, like team keys.
+func TestAdminKeyAsDigest(t *testing.T) {
+	sum := sha256.Sum256([]byte("adm-secret"))
+	digest := "sha256:" + strings.ToUpper(hex.EncodeToString(sum[:]))
+	n := newTestNode(t, simYAML+"admin: {key: \""+digest+"\"}\n")
+	if w := do(t, n.Handler(), "GET", "/admin/health", "adm-secret", ""); w.Code != 200 {
+		t.Fatalf("the clear admin key behind a sha256: digest: %d %s", w.Code, w.Body)
+	}
+	if w := do(t, n.Handler(), "GET", "/admin/health", digest, ""); w.Code != 401 {
+		t.Fatalf("the digest itself must not be the admin key: %d", w.Code)
 	}
 }

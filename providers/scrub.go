@@ -45,13 +45,15 @@ const minBodySecret = 8
 // addressPattern matches what names a network endpoint in error text: an
 // IPv4 address with an optional port, a bracketed IPv6 address with an
 // optional port, an unbracketed IPv6 address, and a dotted host name with a
-// port (backend-7.internal:8443).
+// port (backend-7.internal:8443). No word boundaries: an address glued to
+// other text ("A10.0.0.5:4430") is still an address (found by the fuzz
+// test), and a version string that looks like one is a price worth paying.
 var addressPattern = regexp.MustCompile(
-	`\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b` +
-		`|\[[0-9A-Za-z.%]*:[0-9A-Za-z:.%]*\](?::\d{1,5})?` +
-		`|\b(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}\b` +
-		`|\b(?:[0-9A-Fa-f]{1,4}:){1,6}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,5})?` +
-		`|\b(?:[A-Za-z0-9-]+\.)+[A-Za-z][A-Za-z0-9-]*:\d{1,5}\b`)
+	`(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?` +
+		`|\[[0-9A-Za-z.%]*:[0-9A-Za-z:.%]*\](?::\d+)?` +
+		`|(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}` +
+		`|(?:[0-9A-Fa-f]{1,4}:){1,6}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,5})?` +
+		`|(?:[A-Za-z0-9-]+\.)+[A-Za-z][A-Za-z0-9-]*:\d+`)
 
 // credentialHeader reports a provider header whose value is a secret.
 func credentialHeader(name string) bool {
