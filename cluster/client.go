@@ -108,7 +108,8 @@ func DefaultPoolSize() int { return max(64, 16*runtime.GOMAXPROCS(0)) }
 // configuration error; Warm opens the connections.
 //
 // Every topology gets the same bounds, measured on this machine to matter:
-//   - DialTimeout, ReadTimeout, WriteTimeout and PoolTimeout are redis.timeout
+//   - DialTimeout, ReadTimeout and WriteTimeout are redis.timeout, and
+//     PoolTimeout half of it (poolWait);
 //     and ContextTimeoutEnabled is on, so a caller's deadline is honoured (by
 //     default go-redis ignores it and a hung Redis held a call for 5 s);
 //   - one dial attempt per call (DialerRetries 1): the default retried dials
@@ -168,7 +169,7 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 			DialerRetries:         base.DialerRetries,
 			ReadTimeout:           t,
 			WriteTimeout:          t,
-			PoolTimeout:           t,
+			PoolTimeout:           poolWait(t),
 			PoolSize:              pool,
 			ConnMaxIdleTime:       -1,
 			ContextTimeoutEnabled: true,
@@ -189,7 +190,7 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 			DialerRetries:         base.DialerRetries,
 			ReadTimeout:           t,
 			WriteTimeout:          t,
-			PoolTimeout:           t,
+			PoolTimeout:           poolWait(t),
 			PoolSize:              pool,
 			ConnMaxIdleTime:       -1,
 			ContextTimeoutEnabled: true,
@@ -275,11 +276,21 @@ func bound(o *redis.Options, t time.Duration, pool int) {
 	o.DialTimeout = t
 	o.ReadTimeout = t
 	o.WriteTimeout = t
-	o.PoolTimeout = t
+	o.PoolTimeout = poolWait(t)
 	o.ContextTimeoutEnabled = true
 	o.MaxRetries = -1
 	o.DialerRetries = 1
 }
+
+// poolWait is how long a call may wait for a pooled connection: half of
+// redis.timeout. A call that gets a connection then has at least the other
+// half for its round trip, so a socket timeout still means Redis did not
+// answer for that long (a failure the breaker counts), never that a burst
+// larger than the pool ate the deadline in the queue (it did: at 3,000
+// concurrent admissions the calls served last timed out on the socket with
+// a millisecond left, in a row, and opened the breaker). A call that waits
+// longer fails with ErrPoolTimeout, which the breaker ignores.
+func poolWait(t time.Duration) time.Duration { return t / 2 }
 
 func noMaint() *maintnotifications.Config {
 	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}

@@ -92,34 +92,37 @@ type Shard struct {
 	Start    int // first slot of the shard's first range
 }
 
-// Shards reads CLUSTER SLOTS from the first live node: one Shard per master.
-func (c *Cluster) Shards() []Shard {
+// slots is CLUSTER SLOTS from the first live node that answers (nil if none).
+func (c *Cluster) slots() []redis.ClusterSlot {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, s := range c.Nodes {
 		if s.cmd == nil {
 			continue
 		}
-		slots, err := s.admin().ClusterSlots(ctx).Result()
-		if err != nil {
-			continue
+		if slots, err := s.admin().ClusterSlots(ctx).Result(); err == nil {
+			return slots
 		}
-		var out []Shard
-		seen := map[string]bool{}
-		for _, r := range slots {
-			if len(r.Nodes) == 0 || seen[r.Nodes[0].Addr] {
-				continue
-			}
-			seen[r.Nodes[0].Addr] = true
-			sh := Shard{Master: r.Nodes[0].Addr, Start: r.Start}
-			for _, n := range r.Nodes[1:] {
-				sh.Replicas = append(sh.Replicas, n.Addr)
-			}
-			out = append(out, sh)
-		}
-		return out
 	}
 	return nil
+}
+
+// Shards reads CLUSTER SLOTS from the first live node: one Shard per master.
+func (c *Cluster) Shards() []Shard {
+	var out []Shard
+	seen := map[string]bool{}
+	for _, r := range c.slots() {
+		if len(r.Nodes) == 0 || seen[r.Nodes[0].Addr] {
+			continue
+		}
+		seen[r.Nodes[0].Addr] = true
+		sh := Shard{Master: r.Nodes[0].Addr, Start: r.Start}
+		for _, n := range r.Nodes[1:] {
+			sh.Replicas = append(sh.Replicas, n.Addr)
+		}
+		out = append(out, sh)
+	}
+	return out
 }
 
 // replicated: every master in the slot map has at least one replica.
@@ -198,22 +201,10 @@ func (s *Server) admin() *redis.Client {
 // MasterOf is the address of the master serving slot, from CLUSTER SLOTS of
 // the first live node ("" when none does).
 func (c *Cluster) MasterOf(slot int) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, s := range c.Nodes {
-		if s.cmd == nil {
-			continue
+	for _, r := range c.slots() {
+		if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr
 		}
-		slots, err := s.admin().ClusterSlots(ctx).Result()
-		if err != nil {
-			continue
-		}
-		for _, r := range slots {
-			if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
-				return r.Nodes[0].Addr
-			}
-		}
-		return ""
 	}
 	return ""
 }
