@@ -10,11 +10,19 @@
 # figures are reported as ratios against the untraced gateway. Bounded: each
 # phase runs for a fixed time; every process it starts is stopped on exit.
 #
-#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t]
+# With -r it also prints, per phase, the Redis commands per request by type
+# (INFO commandstats before and after; scripts' inner commands included) and
+# CPU per request of the gateway and the floor (utime+stime from /proc).
+# With -m a third gateway has 10,000 teams and its requests are spread over
+# 100,000 sessions (two deployments and session keeping on in the gateway
+# it is compared with and in it, so pins are read and written): SPEC 16's
+# "cost stays flat" figure. Results are medians of the interleaved rounds.
+#
+#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=5; C=50; K=3; REDIS=0; TRACE=0
-while getopts "d:c:k:rt" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; *) exit 2;; esac; done
+D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0
+while getopts "d:c:k:rtm" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; *) exit 2;; esac; done
 command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install -y wrk)"; exit 1; }
 [ $REDIS = 0 ] || command -v redis-server >/dev/null || { echo "bench: -r needs redis-server"; exit 1; }
 
@@ -26,7 +34,7 @@ go build -o "$out/switchyard" ./cmd/switchyard
 go build -o "$out/floorproxy" ./bench/floorproxy
 [ $TRACE = 0 ] || go build -o "$out/otlpsink" ./bench/otlpsink
 
-MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006
+MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007
 "$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
 redis_yaml=""; floor_redis=""; limits=""
 if [ $REDIS = 1 ]; then
@@ -35,26 +43,42 @@ if [ $REDIS = 1 ]; then
   floor_redis="-redis 127.0.0.1:$RPORT"
   limits=", rpm: 100000000, tpm: 100000000000"
 fi
-"$out/floorproxy" -listen $FLOOR -upstream "http://$MOCK" $floor_redis 2>"$out/floor.log" & pids+=($!)
-cat > "$out/gw.yaml" <<YAML
-server: {listen: "$GW"}
+"$out/floorproxy" -listen $FLOOR -upstream "http://$MOCK" $floor_redis 2>"$out/floor.log" & FLOORPID=$!; pids+=($FLOORPID)
+deps="deployments: [{id: mock-1, model: bench, provider: mock}]"; routing="routing: {session_keeping: false}"
+if [ $MANY = 1 ]; then
+  deps="deployments: [{id: mock-1, model: bench, provider: mock}, {id: mock-2, model: bench, provider: mock}]"; routing=""
+fi
+gwyaml() { # listen-address teams-file
+  cat <<YAML
+server: {listen: "$1"}
 data_dir: ""
 $redis_yaml
 providers: [{name: mock, kind: openai, base_url: "http://$MOCK/v1", api_key: "x"}]
-deployments: [{id: mock-1, model: bench, provider: mock}]
-routing: {session_keeping: false}
-teams: [{name: bench, keys: ["sk-bench"], models: ["*"]$limits}]
+$deps
+$routing
+teams:
 YAML
-"$out/switchyard" serve -config "$out/gw.yaml" 2>"$out/gw.log" & pids+=($!)
+  cat "$2"
+}
+echo "  - {name: bench, keys: [\"sk-bench\"], models: [\"*\"]$limits}" > "$out/team1"
+gwyaml "$GW" "$out/team1" > "$out/gw.yaml"
+"$out/switchyard" serve -config "$out/gw.yaml" 2>"$out/gw.log" & GWPID=$!; pids+=($GWPID)
+GWMPID=""
+if [ $MANY = 1 ]; then
+  awk -v l="$limits" 'BEGIN { for (i = 0; i < 10000; i++) printf "  - {name: t%d, keys: [\"sk-t%d\"], models: [\"*\"]%s}\n", i, i, l }' > "$out/teams"
+  gwyaml "$GWM" "$out/teams" > "$out/gwm.yaml"
+  "$out/switchyard" serve -config "$out/gwm.yaml" 2>"$out/gwm.log" & GWMPID=$!; pids+=($GWMPID)
+fi
 if [ $TRACE = 1 ]; then
   "$out/otlpsink" -listen $SINK 2>"$out/sink.log" & pids+=($!)
   sed -e "s/listen: \"$GW\"/listen: \"$GWT\"/" "$out/gw.yaml" > "$out/gwt.yaml"
   echo "tracing: {otlp_endpoint: \"http://$SINK\", sample_ratio: 1.0}" >> "$out/gwt.yaml"
   "$out/switchyard" serve -config "$out/gwt.yaml" 2>"$out/gwt.log" & pids+=($!)
 fi
-for i in $(seq 1 100); do
+for i in $(seq 1 300); do
   curl -sf "http://$GW/healthz" >/dev/null && curl -sf "http://$MOCK/healthz" >/dev/null &&
-    { [ $TRACE = 0 ] || curl -sf "http://$GWT/healthz" >/dev/null; } && break; sleep 0.1
+    { [ $TRACE = 0 ] || curl -sf "http://$GWT/healthz" >/dev/null; } &&
+    { [ $MANY = 0 ] || curl -sf "http://$GWM/healthz" >/dev/null; } && break; sleep 0.1
 done
 
 cat > "$out/post.lua" <<'LUA'
@@ -67,29 +91,66 @@ done = function(summary, latency, requests)
     summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99)))
 end
 LUA
+# the many-teams variant: a random one of 10,000 team keys and of 100,000
+# session ids per request (the gateway it is compared with: one of each)
+sed -e 's/^wrk.headers\["Authorization"\].*$//' "$out/post.lua" > "$out/many.lua"
+cat >> "$out/many.lua" <<'LUA'
+request = function()
+  wrk.headers["Authorization"] = "Bearer sk-t" .. math.random(0, 9999)
+  wrk.headers["X-Session-Id"] = "s" .. math.random(0, 99999)
+  return wrk.format()
+end
+LUA
+one="$out/post.lua"
+if [ $MANY = 1 ]; then
+  sed -e 's/^done = /wrk.headers["X-Session-Id"] = "s1"\ndone = /' "$out/post.lua" > "$out/one.lua"; one="$out/one.lua"
+fi
 declare -A SUM
-run() { # name url connections threads
-  wrk -t"$4" -c"$3" -d"${D}s" -s "$out/post.lua" "$2" > "$out/$1.txt" 2>&1
+cstats() { [ $REDIS = 1 ] && redis-cli -p $RPORT info commandstats | tr -d '\r' | sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\).*/\1 \2/p' || true; }
+cpu() { [ -n "${1:-}" ] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
+run() { # name url connections threads [script] [pid whose CPU to count]
+  local script="${5:-$out/post.lua}" before cpu0 cpu1
+  before=$(cstats); cpu0=$(cpu "${6:-}")
+  wrk -t"$4" -c"$3" -d"${D}s" -s "$script" "$2" > "$out/$1.txt" 2>&1
+  cpu1=$(cpu "${6:-}")
   read -r _ n errs rps p50 p99 < <(grep RESULT "$out/$1.txt")
-  printf "  %-9s rps=%-8.0f p50=%-8sus p99=%-8sus requests=%s errors=%s\n" "$1" "$rps" "$p50" "$p99" "$n" "$errs"
-  SUM[$1.rps]=$(echo "${SUM[$1.rps]:-0} + $rps" | bc -l); SUM[$1.p50]=$(echo "${SUM[$1.p50]:-0} + $p50" | bc -l)
+  printf "  %-9s rps=%-8.0f p50=%-8sus p99=%-8sus requests=%s errors=%s" "$1" "$rps" "$p50" "$p99" "$n" "$errs"
+  if [ -n "${6:-}" ]; then
+    local c; c=$(echo "($cpu1 - $cpu0) * 1000000 / $(getconf CLK_TCK) / $n" | bc -l)
+    printf " cpu/req=%.0fus" "$c"; SUM[$1.cpu]="${SUM[$1.cpu]:-} $c"
+  fi
+  if [ $REDIS = 1 ]; then
+    printf " redis/req:"
+    join -a2 -e0 -o 0,1.2,2.2 <(echo "$before" | sort) <(cstats | sort) |
+      awk -v n="$n" '($3 - $2) / n >= 0.005 && $1 != "info" { printf " %s=%.2f", $1, ($3 - $2) / n }'
+  fi
+  echo
+  SUM[$1.rps]="${SUM[$1.rps]:-} $rps"; SUM[$1.p50]="${SUM[$1.p50]:-} $p50"
 }
+med() { echo "${SUM[$1]:-0}" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 for r in $(seq 1 "$K"); do
   echo "== round $r/$K: saturation ($C connections, ${D}s each), then one connection (${D}s each); redis: $REDIS"
   run direct "http://$MOCK/v1/chat/completions" "$C" 2
-  run floor "http://$FLOOR/v1/chat/completions" "$C" 2
-  run gateway "http://$GW/v1/chat/completions" "$C" 2
+  run floor "http://$FLOOR/v1/chat/completions" "$C" 2 "$out/post.lua" $FLOORPID
+  run gateway "http://$GW/v1/chat/completions" "$C" 2 "$one" $GWPID
   [ $TRACE = 0 ] || run traced "http://$GWT/v1/chat/completions" "$C" 2
+  [ $MANY = 0 ] || run many "http://$GWM/v1/chat/completions" "$C" 2 "$out/many.lua" $GWMPID
   run direct1 "http://$MOCK/v1/chat/completions" 1 1
-  run floor1 "http://$FLOOR/v1/chat/completions" 1 1
-  run gateway1 "http://$GW/v1/chat/completions" 1 1
+  run floor1 "http://$FLOOR/v1/chat/completions" 1 1 "$out/post.lua" $FLOORPID
+  run gateway1 "http://$GW/v1/chat/completions" 1 1 "$one" $GWPID
   [ $TRACE = 0 ] || run traced1 "http://$GWT/v1/chat/completions" 1 1
+  [ $MANY = 0 ] || run many1 "http://$GWM/v1/chat/completions" 1 1 "$out/many.lua" $GWMPID
 done
-echo "== result (means over $K rounds)"
-echo "${SUM[gateway.rps]} ${SUM[floor.rps]} ${SUM[direct.rps]}" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 0.95), floor/direct = %.3f\n", $1/$2, $2/$3}'
-echo "${SUM[gateway1.p50]} ${SUM[floor1.p50]} ${SUM[direct1.p50]} $K" | awk '{printf "  p50 one at a time: gateway - floor = %+.0f us (target <= 25 us), floor - direct = %+.0f us\n", ($1-$2)/$4, ($2-$3)/$4}'
+echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything)"
+echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 0.95), floor/direct = %.3f\n", $1/$2, $2/$3}'
+echo "$(med gateway1.p50) $(med floor1.p50) $(med direct1.p50)" | awk '{printf "  p50 one at a time: gateway - floor = %+.0f us (target <= 25 us), floor - direct = %+.0f us\n", $1-$2, $2-$3}'
+echo "$(med gateway.cpu) $(med floor.cpu) $(med gateway1.cpu) $(med floor1.cpu)" | awk '{printf "  CPU per request (utime+stime): gateway %.0f us vs floor %.0f us at saturation; %.0f vs %.0f us one at a time\n", $1, $2, $3, $4}'
+if [ $MANY = 1 ]; then
+  echo "$(med many.rps) $(med gateway.rps) $(med many1.p50) $(med gateway1.p50) $(med direct1.p50)" |
+    awk '{printf "  10,000 teams / 100,000 sessions vs one of each: throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
+fi
 if [ $TRACE = 1 ]; then
-  echo "${SUM[traced.rps]} ${SUM[gateway.rps]} ${SUM[traced1.p50]} ${SUM[gateway1.p50]} $K" | awk '{printf "  tracing on (every span exported): throughput traced/untraced = %.3f, p50 one at a time traced - untraced = %+.0f us\n", $1/$2, ($3-$4)/$5}'
+  echo "$(med traced.rps) $(med gateway.rps) $(med traced1.p50) $(med gateway1.p50)" | awk '{printf "  tracing on (every span exported): throughput traced/untraced = %.3f, p50 one at a time traced - untraced = %+.0f us\n", $1/$2, $3-$4}'
   dropped=$(curl -sf "http://$GWT/metrics" | awk '/^switchyard_tracing_spans_dropped_total/ {s+=$2} END {print s+0}')
   exported=$(curl -sf "http://$GWT/metrics" | awk '/^switchyard_tracing_spans_exported_total/ {s+=$2} END {print s+0}')
   echo "  spans exported=$exported dropped=$dropped"

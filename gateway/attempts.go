@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"switchyard/catalog"
@@ -192,7 +193,9 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		cl.hdr.flush(cl.c.Writer.Header())
+		h := cl.c.Writer.Header()
+		cl.hdr.flush(h)
+		h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))} // complete once flushed: finish sends it before its bookkeeping
 		cl.entry.Status = status
 		if err := s.writeBody(cl.c, status, resp.Body); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()

@@ -270,6 +270,12 @@ func (cl *call) allow() bool {
 // outcome to the edge state (SPEC 3: every exit reconciles).
 func (cl *call) finish() {
 	s := cl.s
+	if w := cl.c.Writer; w.Written() {
+		// the answer (with its Content-Length) goes to the client now: the
+		// bookkeeping below (edge hand-off, metrics, log line) is not part
+		// of its latency
+		w.Flush()
+	}
 	if cl.entry.Status == 0 {
 		cl.entry.Status = cl.c.Writer.Status()
 	}

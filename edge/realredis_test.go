@@ -1,0 +1,312 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/catalog"
+	"switchyard/cluster"
+	"switchyard/config"
+	"switchyard/internal/redistest"
+	"switchyard/telemetry"
+)
+
+// replica is one node's edge state on a real Redis, with production client
+// settings (cluster.NewClient) and the writer running.
+func replica(t *testing.T, url string, timeout, lease time.Duration, divisor int) (*Redis, *countObs) {
+	t.Helper()
+	c, br, err := cluster.NewClient(config.Redis{URL: url, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &countObs{}
+	r := NewRedis(c, br, Config{Prefix: "sy:", Timeout: timeout, SlotLease: lease, Divisor: divisor}, nil, nil, nil, obs)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = r.Close(ctx)
+		_ = c.Close()
+	})
+	return r, obs
+}
+
+// burstBegin runs n Begins concurrently, the i-th on states[i%len].
+func burstBegin(t *testing.T, states []State, team *catalog.Team, tokens int64, n int) (allowed int, kinds map[string]int) {
+	t.Helper()
+	var mu sync.Mutex
+	kinds = map[string]int{}
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start.Wait()
+			b, err := states[i%len(states)].Begin(context.Background(), &Request{RequestID: reqID(i), Team: team, Tokens: tokens})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if b.Decision.Allowed {
+				allowed++
+				if b.t.local {
+					kinds["local"]++
+				}
+			} else {
+				kinds[b.Decision.Kind]++
+			}
+		}()
+	}
+	runtime.Gosched()
+	start.Done()
+	wg.Wait()
+	return allowed, kinds
+}
+
+// TestRealClusterExact: three replicas share one real Redis; a burst of 200
+// concurrent admissions spread over them admits exactly min(burst, limit)
+// for each dimension, every one decided in Redis.
+func TestRealClusterExact(t *testing.T) {
+	srv := redistest.Start(t)
+	var states []State
+	var obss []*countObs
+	for range 3 {
+		r, obs := replica(t, srv.URL(), 2*time.Second, 0, 3)
+		states, obss = append(states, r), append(obss, obs)
+	}
+	for _, tc := range []struct {
+		name   string
+		team   limitsOf
+		tokens int64
+		want   int
+	}{
+		{"rpm 60", limitsOf{rpm: 60}, 0, 60},
+		{"max_parallel 10", limitsOf{par: 10}, 0, 10},
+		{"tpm 6000 by 100", limitsOf{tpm: 6000}, 100, 60},
+		{"all at once", limitsOf{rpm: 50, tpm: 100000, par: 40}, 100, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, kinds := burstBegin(t, states, newTeam("exact-"+tc.name, tc.team), tc.tokens, 200)
+			if n != tc.want || kinds["local"] != 0 {
+				t.Fatalf("%d of 200 admitted (%v), want exactly %d, none locally", n, kinds, tc.want)
+			}
+		})
+	}
+	for i, o := range obss {
+		if n := o.fallbacks.Load(); n != 0 {
+			t.Fatalf("replica %d fell back %d times", i, n)
+		}
+	}
+}
+
+// TestRealSequentialMaxParallelOne: on a real Redis with the writer running,
+// a strictly sequential client at max_parallel 1 is never refused.
+func TestRealSequentialMaxParallelOne(t *testing.T) {
+	srv := redistest.Start(t)
+	r, obs := replica(t, srv.URL(), time.Second, 0, 1)
+	team := newTeam("seq", limitsOf{par: 1, rpm: 1e6})
+	for i := range 300 {
+		b := begin(t, r, team, 0)
+		if !b.Decision.Allowed {
+			t.Fatalf("request %d refused: %+v", i, b.Decision)
+		}
+		r.Finish(&b, &Outcome{Served: true})
+	}
+	if n := obs.fallbacks.Load(); n != 0 {
+		t.Fatalf("%d fallbacks: not a test of the shared slots", n)
+	}
+}
+
+// holderEnv makes the test binary a replica process that takes the one slot
+// of a team and holds it, renewing its lease, until it is killed.
+const holderEnv = "SWITCHYARD_EDGE_TEST_HOLDER"
+
+func TestMain_holder(t *testing.T) {
+	url := os.Getenv(holderEnv)
+	if url == "" {
+		t.Skip("helper process for TestRealKilledReplicaFreesSlot")
+	}
+	c := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")})
+	r := NewRedis(c, nil, Config{Prefix: "sy:", Timeout: time.Second, SlotLease: time.Second}, nil, nil, nil, nil)
+	b, err := r.Begin(context.Background(), &Request{RequestID: "hold", Team: newTeam("kill", limitsOf{par: 1})})
+	if err != nil || !b.Decision.Allowed {
+		os.Exit(3)
+	}
+	os.Stdout.WriteString("held\n")
+	time.Sleep(30 * time.Second) // bounded: the parent kills it long before
+	os.Exit(0)
+}
+
+// TestRealKilledReplicaFreesSlot: a replica process SIGKILLed while its
+// request runs frees the slot within one lease (1s here), and not before:
+// while it lives it renews the lease.
+func TestRealKilledReplicaFreesSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMain_holder$")
+	cmd.Env = append(os.Environ(), holderEnv+"="+srv.URL())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- s
+	}()
+	select {
+	case s := <-line:
+		if s != "held\n" {
+			t.Fatalf("holder said %q", s)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("holder process never took the slot")
+	}
+	other, _ := replica(t, srv.URL(), time.Second, time.Second, 1)
+	team := newTeam("kill", limitsOf{par: 1})
+	alive := time.Now().Add(2500 * time.Millisecond) // two and a half leases: renewals must keep it
+	for time.Now().Before(alive) {
+		if begin(t, other, team, 0).Decision.Allowed {
+			t.Fatal("a live replica's slot was taken: its lease was not renewed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for !begin(t, other, team, 0).Decision.Allowed {
+		if time.Since(killed) > 3*time.Second {
+			t.Fatal("the killed replica's slot was still held 3 leases later")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// within one lease of its last renewal (a third of a lease before the kill at worst)
+	if took := time.Since(killed); took > time.Second+500*time.Millisecond {
+		t.Fatalf("slot free %v after the kill, lease 1s", took)
+	}
+	t.Logf("slot of the SIGKILLed replica free %v after the kill (lease 1s)", time.Since(killed).Round(time.Millisecond))
+}
+
+// TestRealRedisClusterMode runs the scripts on a real Redis Cluster (one
+// node owning every slot), where a script whose keys span slots fails with
+// CROSSSLOT: the hash-tag rule (pins included) checked by Redis itself.
+func TestRealRedisClusterMode(t *testing.T) {
+	dir := t.TempDir()
+	srv := redistest.Start(t, "--cluster-enabled", "yes", "--dir", dir, "--cluster-config-file", dir+"/nodes.conf")
+	ctx := context.Background()
+	admin := srv.Client()
+	if err := admin.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatalf("assigning slots: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := admin.ClusterInfo(ctx).Result()
+		if strings.Contains(info, "cluster_state:ok") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cluster not ok")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c, br, err := cluster.NewClient(config.Redis{Addrs: []string{srv.Addr(), srv.Addr()}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cross := []string{cluster.TeamKey("sy:", "a", "tat"), cluster.TeamKey("sy:", "b", "tat")}
+	if cluster.Slot(cross[0]) != cluster.Slot(cross[1]) {
+		if err := c.Eval(ctx, "return redis.call('MGET', KEYS[1], KEYS[2])", cross).Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("cross-slot script: err = %v, want CROSSSLOT", err)
+		}
+	}
+	obs := &countObs{}
+	store := telemetry.NewRedisAudit(c, "sy:", 100, telemetry.NewRing(10))
+	r := NewRedis(c, br, Config{Prefix: "sy:", Timeout: time.Second}, nil, store, nil, obs)
+	team := newTeam("acme", limitsOf{rpm: 5, tpm: 10000, par: 3, usd: 10, period: time.Hour})
+	q := PinQuery{Session: "acme:id:1", TierAlias: "normal", Models: [2]string{"m", "strong"}}
+	var begun []Begun
+	for i := range 6 {
+		b, err := r.Begin(ctx, &Request{RequestID: reqID(i), Team: team, Tokens: 100, Pins: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Decision.Allowed {
+			begun = append(begun, b)
+		}
+	}
+	if len(begun) != 3 {
+		t.Fatalf("%d admitted, want max_parallel 3", len(begun))
+	}
+	for i := range begun {
+		r.Finish(&begun[i], &Outcome{Served: true, Deployment: "d1", PromptTokens: 40, CompletionTokens: 10, CostUSD: 0.1,
+			TierPin: "hard", TierTTL: time.Minute, DepModel: "m", DepPin: "d1", DepTTL: time.Minute,
+			Audit: &telemetry.Entry{RequestID: "x", Team: "acme"}})
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := obs.fallbacks.Load(); n != 0 {
+		t.Fatalf("%d fallbacks: a script failed on Cluster", n)
+	}
+	if got, _ := admin.HGet(ctx, "sy:{team:acme}:budget", "usd").Float64(); math.Abs(got-0.3) > 1e-9 {
+		t.Fatalf("spend %v, want 0.3", got)
+	}
+	if n := admin.ZCard(ctx, "sy:{team:acme}:par").Val(); n != 0 {
+		t.Fatalf("%d slots left after release", n)
+	}
+	if v := admin.Get(ctx, "sy:{team:acme}:pd:acme:id:1|m").Val(); v != "d1" {
+		t.Fatalf("deployment pin on Cluster = %q", v)
+	}
+	if es, _ := store.Lookup(ctx, "x"); len(es) != 3 {
+		t.Fatalf("audit on Cluster: %d entries", len(es))
+	}
+}
+
+// TestTATRoundTrip: the two TATs in one string key come back exactly (bit
+// for bit) from string.format('%.17g'), fractional microseconds included,
+// where Lua's tostring would keep 14 digits; on real Redis and on miniredis.
+func TestTATRoundTrip(t *testing.T) {
+	const probe = tatLua + `
+local now = tonumber(ARGV[1])
+local r = now + 60000000 / 7
+local tt = now + 1 / 3 + 1000 * 60000000 / 6001
+settat(KEYS[1], r, tt, now)
+local a, b = gettat(KEYS[1])
+local ok = 0
+if a == r and b == tt and redis.call('PTTL', KEYS[1]) > 0 then ok = 1 end
+settat(KEYS[1], 0, now, now) -- both full: deleted
+return {ok, redis.call('EXISTS', KEYS[1])}
+`
+	srv := redistest.Start(t)
+	m := miniredis.RunT(t)
+	for name, c := range map[string]*redis.Client{"redis-server": srv.Client(), "miniredis": redis.NewClient(&redis.Options{Addr: m.Addr()})} {
+		for _, now := range []int64{1_700_000_000_123_457, 1_799_999_999_999_999, 4_102_444_800_000_001} {
+			got, err := c.Eval(context.Background(), probe, []string{"sy:{team:rt}:tat"}, now).Int64Slice()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got[0] != 1 || got[1] != 0 {
+				t.Fatalf("%s, now %d: round trip ok=%d, exists after full=%d", name, now, got[0], got[1])
+			}
+		}
+	}
+}
