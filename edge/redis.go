@@ -238,7 +238,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if t.MaxParallel > 0 {
 		slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
-	rel := ts.takeReleases()
+	rel, taken := ts.takeReleases()
 	la := ts.keys.limitArgs(t)
 	args := make([]any, 0, 9+len(rel))
 	args = append(args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], cost, slot, r.lease, len(rel))
@@ -252,7 +252,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		err = errors.New("edge: begin script returned " + strconv.Itoa(len(res)) + " values")
 	}
 	if err != nil {
-		ts.putBackReleases(rel)
+		ts.putBackReleases(rel[:taken])
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, slot)
 	}
 	num := func(i int) int64 { v, _ := res[i].(int64); return v }

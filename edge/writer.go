@@ -196,18 +196,25 @@ func (ts *teamState) ownPins(names *[3]string, slots *[3]int, n int, out *Pins) 
 }
 
 // takeReleases hands this node's pending releases of the team to Begin, so
-// they travel inside the next admission script.
-func (ts *teamState) takeReleases() []string {
+// they travel inside the next admission script, together with the releases
+// of the writer's batch in flight (it may reach Redis after this admission;
+// ZREM twice is harmless). It returns how many of them were taken from the
+// pending list (the rest stay with the batch).
+func (ts *teamState) takeReleases() (rel []string, taken int) {
 	ts.mu.Lock()
-	rel := ts.releases
+	rel = ts.releases
 	if len(rel) > maxBatchItems {
 		rel = rel[:maxBatchItems:maxBatchItems]
 		ts.releases = ts.releases[maxBatchItems:]
 	} else {
 		ts.releases = nil
 	}
+	taken = len(rel)
+	if ts.flight != nil && len(ts.flight.releases) > 0 && taken < maxBatchItems {
+		rel = append(rel[:taken:taken], ts.flight.releases[:min(len(ts.flight.releases), maxBatchItems-taken)]...)
+	}
 	ts.mu.Unlock()
-	return rel
+	return rel, taken
 }
 
 // putBackReleases returns releases whose admission script failed.
