@@ -195,7 +195,8 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		}
 		h := cl.c.Writer.Header()
 		cl.hdr.flush(h)
-		h["Content-Length"] = []string{strconv.Itoa(len(resp.Body))} // complete once flushed: finish sends it before its bookkeeping
+		cl.clen[0] = strconv.Itoa(len(resp.Body))
+		h["Content-Length"] = cl.clen[:] // complete once flushed: finish sends it before its bookkeeping
 		cl.entry.Status = status
 		if err := s.writeBody(cl.c, status, resp.Body); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()

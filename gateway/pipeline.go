@@ -32,10 +32,12 @@ type call struct {
 	format wire.Format
 	op     catalog.Operation
 
-	snap  *catalog.Snapshot
-	req   *wire.Request
-	team  *catalog.Team
-	begun edge.Begun // the edge state's admission and the pins it read (SPEC 9)
+	snap    *catalog.Snapshot
+	req     *wire.Request
+	team    *catalog.Team
+	edgeReq edge.Request
+	clen    [1]string  // the Content-Length header value, held here to spare an allocation
+	begun   edge.Begun // the edge state's admission and the pins it read (SPEC 9)
 
 	alias      string // requested name when it was a tier alias
 	model      string // public model after the tier stage
@@ -130,7 +132,8 @@ func (cl *call) authenticate() bool {
 // tier route, and the deployment pin of each model it may be routed to that
 // keeps one.
 func (cl *call) begin() bool {
-	q := edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
+	q := &cl.edgeReq // in the call, which is on the heap already: no allocation of its own
+	*q = edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
 	route := cl.snap.Routes[cl.req.Model]
 	models := [2]string{cl.req.Model}
 	if route != nil {
@@ -153,7 +156,7 @@ func (cl *call) begin() bool {
 	if cl.span != nil {
 		t0 = time.Now()
 	}
-	b, err := cl.s.Edge.Begin(cl.ctx, &q)
+	b, err := cl.s.Edge.Begin(cl.ctx, q)
 	if cl.span != nil && (b.Limited() || p.Count() > 0) {
 		cl.span.EdgeState(cl.ctx, t0, b.Limited(), p.Count(), b.Local)
 	}
@@ -270,12 +273,6 @@ func (cl *call) allow() bool {
 // outcome to the edge state (SPEC 3: every exit reconciles).
 func (cl *call) finish() {
 	s := cl.s
-	if w := cl.c.Writer; w.Written() {
-		// the answer (with its Content-Length) goes to the client now: the
-		// bookkeeping below (edge hand-off, metrics, log line) is not part
-		// of its latency
-		w.Flush()
-	}
 	if cl.entry.Status == 0 {
 		cl.entry.Status = cl.c.Writer.Status()
 	}
@@ -303,6 +300,15 @@ func (cl *call) finish() {
 		}
 		e.Tier = tv
 	}
+	if cl.span != nil {
+		cl.span.End(spanOutcome(e))
+	}
+	if cl.clen[0] != "" {
+		// the answer (with its Content-Length) goes to the client now: the
+		// bookkeeping below (edge hand-off, metrics, log line) is not part
+		// of its latency (streams are flushed already; errors are small)
+		cl.c.Writer.Flush()
+	}
 	team := e.Team
 	if team == "" {
 		team = "-"
@@ -314,9 +320,6 @@ func (cl *call) finish() {
 	s.Metrics.Requests.WithLabelValues(model, team, strconv.Itoa(e.Status)).Inc()
 	s.Metrics.RequestDuration.WithLabelValues(model).Observe(dur.Seconds())
 	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
-	if cl.span != nil {
-		cl.span.End(spanOutcome(e))
-	}
 	cl.out.Audit = e
 	s.Edge.Finish(&cl.begun, &cl.out)
 	if s.Logger.Enabled(cl.ctx, slog.LevelInfo) {
