@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"switchyard/wire"
 )
 
 // How the edge bounds what a hostile client can make it hold (SPEC 14):
@@ -50,6 +52,12 @@ func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
 }
 
 var errBodyTooLarge = errors.New("request body over the limit")
+
+// shapeLimits are the parse limits of the live configuration (SPEC 14).
+func (s *Server) shapeLimits() wire.Limits {
+	srv := s.cfg().Server
+	return wire.Limits{MaxMessages: srv.MaxMessages, MaxInputItems: srv.MaxInputItems}
+}
 
 // readBounded reads r to its end into a buffer that grows with the bytes
 // read: it starts at bodyChunk (or the announced length when smaller) and

@@ -106,8 +106,7 @@ func (cl *call) parse() bool {
 	if e != nil {
 		return cl.fail(e)
 	}
-	srv := cl.s.cfg().Server
-	req, err := wire.ParseLimited(body, cl.op, cl.format, wire.Limits{MaxMessages: srv.MaxMessages, MaxInputItems: srv.MaxInputItems})
+	req, err := wire.ParseLimited(body, cl.op, cl.format, cl.s.shapeLimits())
 	if err != nil {
 		return cl.fail(fromInputError(err))
 	}

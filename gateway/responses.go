@@ -225,7 +225,7 @@ func (s *Server) handleCountTokens(c *gin.Context) {
 			body = wire.SetTopLevel(body, "max_tokens", []byte("1")) // count_tokens takes none
 		}
 	}
-	req, err := wire.Parse(body, catalog.OpChat, wire.FormatAnthropic)
+	req, err := wire.ParseLimited(body, catalog.OpChat, wire.FormatAnthropic, s.shapeLimits())
 	if err != nil {
 		writeErrorFormat(c, fromInputError(err), wire.FormatAnthropic)
 		return

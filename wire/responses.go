@@ -95,25 +95,25 @@ type TextFormat struct {
 
 // responsesBody is the request as sent.
 type responsesBody struct {
-	Model              string            `json:"model"`
-	Stream             bool              `json:"stream"`
-	Input              json.RawMessage   `json:"input"`
-	Instructions       json.RawMessage   `json:"instructions"`
-	Tools              []json.RawMessage `json:"tools"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	MaxOutputTokens    *int              `json:"max_output_tokens"`
-	Temperature        *float64          `json:"temperature"`
-	TopP               *float64          `json:"top_p"`
-	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
-	Text               json.RawMessage   `json:"text"`
-	Reasoning          json.RawMessage   `json:"reasoning"`
-	Metadata           json.RawMessage   `json:"metadata"`
-	Store              *bool             `json:"store"`
-	PreviousResponseID string            `json:"previous_response_id"`
-	User               string            `json:"user"`
-	PromptCacheKey     string            `json:"prompt_cache_key"`
-	SessionID          string            `json:"session_id"`
-	Conversation       json.RawMessage   `json:"conversation"`
+	Model              string          `json:"model"`
+	Stream             bool            `json:"stream"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       json.RawMessage `json:"instructions"`
+	Tools              json.RawMessage `json:"tools"` // counted, then decoded one by one (SPEC 14)
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	Text               json.RawMessage `json:"text"`
+	Reasoning          json.RawMessage `json:"reasoning"`
+	Metadata           json.RawMessage `json:"metadata"`
+	Store              *bool           `json:"store"`
+	PreviousResponseID string          `json:"previous_response_id"`
+	User               string          `json:"user"`
+	PromptCacheKey     string          `json:"prompt_cache_key"`
+	SessionID          string          `json:"session_id"`
+	Conversation       json.RawMessage `json:"conversation"`
 }
 
 // rawItem is an input item as sent; content and output may be a string or
@@ -226,7 +226,7 @@ func parseResponses(body []byte, maxItems int) (*Request, error) {
 	if err := parseTools(rq, b.Tools); err != nil {
 		return nil, err
 	}
-	if len(b.Tools) > 0 {
+	if len(rq.Tools) > 0 {
 		r.Tools = len(rq.Tools)
 		r.ToolsRaw = toolsSpan(body)
 	}
@@ -276,8 +276,20 @@ func nonNull(raw json.RawMessage) json.RawMessage {
 }
 
 // parseTools keeps function tools; a built-in tool is a 400 naming it.
-func parseTools(rq *Responses, tools []json.RawMessage) error {
-	for i, raw := range tools {
+func parseTools(rq *Responses, tools json.RawMessage) error {
+	if len(tools) == 0 || isNull(tools) {
+		return nil
+	}
+	n := countElements(tools)
+	if n < 0 {
+		return badf("tools", "field \"tools\" has the wrong type: want an array of tools")
+	}
+	if n > maxResponsesTools {
+		return &Error{Param: "tools", Code: "too_many_tools",
+			Message: fmt.Sprintf("\"tools\" has %d tools; at most %d are allowed: declare fewer", n, maxResponsesTools)}
+	}
+	rq.Tools = make([]Tool, 0, n)
+	return eachElement(tools, func(i int, raw []byte) error {
 		var t rawTool
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return badf(fmt.Sprintf("tools[%d]", i), "tools[%d] must be an object like {\"type\":\"function\",\"name\":...}", i)
@@ -293,9 +305,14 @@ func parseTools(rq *Responses, tools []json.RawMessage) error {
 			return badf(fmt.Sprintf("tools[%d].name", i), "tools[%d].name is required for a function tool", i)
 		}
 		rq.Tools = append(rq.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: nonNull(t.Parameters), Strict: t.Strict})
-	}
-	return nil
+		return nil
+	})
 }
+
+// maxResponsesTools bounds the function tools of one Responses request:
+// each is decoded and kept, so their count bounds the allocation (SPEC 14).
+// Far above what providers accept (OpenAI: 128).
+const maxResponsesTools = 1024
 
 func checkToolChoice(raw json.RawMessage) error {
 	if len(raw) == 0 {
@@ -342,28 +359,37 @@ func parseInput(raw json.RawMessage, maxItems int) ([]Item, error) {
 	if raw[0] != '[' {
 		return nil, badf("input", "input must be a string or an array of input items")
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(raw, &raws); err != nil {
+	// counted before anything is decoded, so the count bounds the
+	// allocation (SPEC 14); content parts share one budget of maxItems
+	n := countElements(raw)
+	if n < 0 {
 		return nil, badf("input", "input must be a string or an array of input items")
 	}
-	if len(raws) > maxItems {
-		return nil, badf("input", "input has %d items; at most %d are allowed (server.max_messages)", len(raws), maxItems)
+	if n > maxItems {
+		return nil, &Error{Param: "input", Code: "too_many_messages",
+			Message: fmt.Sprintf("input has %d items; at most %d are allowed (server.max_messages)", n, maxItems)}
 	}
-	items := make([]Item, 0, len(raws))
-	for i, ri := range raws {
-		it, err := parseItem(ri, i)
+	items := make([]Item, 0, n)
+	parts := maxItems
+	err := eachElement(raw, func(i int, ri []byte) error {
+		it, err := parseItem(ri, i, &parts)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if it.Type == "" {
-			continue // a dropped item (reasoning)
+		if it.Type != "" { // else a dropped item (reasoning)
+			items = append(items, it)
 		}
-		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return items, nil
 }
 
-func parseItem(raw json.RawMessage, i int) (Item, error) {
+// parseItem reads input item i; parts is what is left of the request's
+// content-part budget.
+func parseItem(raw json.RawMessage, i int, parts *int) (Item, error) {
 	var ri rawItem
 	if err := json.Unmarshal(raw, &ri); err != nil {
 		return Item{}, badf(fmt.Sprintf("input[%d]", i), "input[%d] must be an object like {\"role\":\"user\",\"content\":\"...\"} or a typed item", i)
@@ -383,11 +409,11 @@ func parseItem(raw json.RawMessage, i int) (Item, error) {
 			return Item{}, badf(fmt.Sprintf("input[%d].role", i), "input[%d].role %q is not one of user, assistant, system, developer", i, ri.Role)
 		}
 		it.Role = ri.Role
-		parts, err := parseParts(ri.Content, ri.Role, i)
+		content, err := parseParts(ri.Content, ri.Role, i, parts)
 		if err != nil {
 			return Item{}, err
 		}
-		it.Content = parts
+		it.Content = content
 	case "function_call":
 		if ri.CallID == "" || ri.Name == "" {
 			return Item{}, badf(fmt.Sprintf("input[%d]", i), "input[%d]: a function_call item needs \"call_id\" and \"name\"", i)
@@ -416,7 +442,7 @@ func parseItem(raw json.RawMessage, i int) (Item, error) {
 	return it, nil
 }
 
-func parseParts(raw json.RawMessage, role string, i int) ([]Part, error) {
+func parseParts(raw json.RawMessage, role string, i int, budget *int) ([]Part, error) {
 	raw = bytes.TrimSpace(raw)
 	textType := "input_text"
 	if role == "assistant" {
@@ -432,7 +458,15 @@ func parseParts(raw json.RawMessage, role string, i int) ([]Part, error) {
 		}
 		return []Part{{Type: textType, Text: s}}, nil
 	}
-	var rps []rawPart
+	n := countElements(raw)
+	if n < 0 {
+		return nil, badf(fmt.Sprintf("input[%d].content", i), "input[%d].content must be a string or an array of content parts", i)
+	}
+	if *budget -= n; *budget < 0 {
+		return nil, &Error{Param: fmt.Sprintf("input[%d].content", i), Code: "too_many_messages",
+			Message: "input has more content parts in all than server.max_messages allows: send fewer"}
+	}
+	rps := make([]rawPart, 0, n) // exact: the decoder fills it without growing
 	if err := json.Unmarshal(raw, &rps); err != nil {
 		return nil, badf(fmt.Sprintf("input[%d].content", i), "input[%d].content must be a string or an array of content parts", i)
 	}
@@ -467,21 +501,10 @@ func outputText(raw json.RawMessage) (string, error) {
 		err := json.Unmarshal(raw, &s)
 		return s, err
 	}
-	var rps []rawPart
-	if err := json.Unmarshal(raw, &rps); err != nil {
-		return "", err
-	}
-	var sb strings.Builder
-	for _, p := range rps {
-		if p.Text == "" {
-			continue
-		}
-		if sb.Len() > 0 {
-			sb.WriteByte('\n')
-		}
-		sb.WriteString(p.Text)
-	}
-	return sb.String(), nil
+	// only the text is kept: the parts are scanned in place, one at a time
+	// (SPEC 14: no per-part allocation however many there are)
+	text, _, err := messageText(raw, maxToolResultDepth)
+	return text, err
 }
 
 // ExpandResponses replaces the request's input with items (the stored turns

@@ -66,6 +66,14 @@ func TestParseAllocationBounded(t *testing.T) {
 			repeatJSON(`{"model":"m","messages":[`, `{"role":"user","content":"hello there"}`, `]}`, 10_000), ""},
 		{"2048 inputs at the limit", catalog.OpEmbeddings, FormatOpenAI,
 			repeatJSON(`{"model":"e","input":[`, `[1,2,3,4,5,6,7,8]`, `]}`, 2048), ""},
+		{"Responses: 3M input items", catalog.OpChat, FormatResponses,
+			repeatJSON(`{"model":"m","input":[`, `{}`, `]}`, 3_000_000), "too_many_messages"},
+		{"Responses: 3M content parts", catalog.OpChat, FormatResponses,
+			repeatJSON(`{"model":"m","input":[{"type":"message","role":"user","content":[`, `{}`, `]}]}`, 3_000_000), "too_many_messages"},
+		{"Responses: 3M tools", catalog.OpChat, FormatResponses,
+			repeatJSON(`{"model":"m","input":"hi","tools":[`, `{}`, `]}`, 3_000_000), "too_many_tools"},
+		{"Responses: 3M output parts", catalog.OpChat, FormatResponses,
+			repeatJSON(`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[`, `{}`, `]}]}`, 3_000_000), ""},
 		{"deep tool_result nesting", catalog.OpChat, FormatAnthropic,
 			[]byte(`{"model":"c","max_tokens":1,"messages":[{"role":"user","content":` +
 				strings.Repeat(`[{"type":"tool_result","content":`, 4000) + `"x"` + strings.Repeat(`}]`, 4000) + `}]}`), ""},
@@ -79,7 +87,7 @@ func TestParseAllocationBounded(t *testing.T) {
 			}
 			if tc.code != "" {
 				var we *Error
-				if !errors.As(err, &we) || we.Code != tc.code || !strings.Contains(we.Message, "server.max_") {
+				if !errors.As(err, &we) || we.Code != tc.code || (tc.code != "too_many_tools" && !strings.Contains(we.Message, "server.max_")) {
 					t.Fatalf("want a 400 with code %s naming the limit, got %v", tc.code, err)
 				}
 			}
