@@ -51,18 +51,23 @@ export function has(cmd) {
   }
 }
 
-/** buildBinary builds cmd/switchyard once (or uses $SWITCHYARD_BIN). */
+/** buildBinary builds cmd/switchyard once (or uses $E2E_SWITCHYARD_BIN). */
 export function buildBinary(dir) {
-  if (process.env.SWITCHYARD_BIN) return process.env.SWITCHYARD_BIN;
+  if (process.env.E2E_SWITCHYARD_BIN) return process.env.E2E_SWITCHYARD_BIN;
   const out = path.join(dir, 'switchyard');
   execFileSync('go', ['build', '-o', out, './cmd/switchyard'], { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'], timeout: 300_000 });
   return out;
 }
 
-/** start runs a process with its output in logFile; stop() ends it by pid. */
+/**
+ * start runs a process with its output in logFile; stop() ends it by pid.
+ * The gateway reads every SWITCHYARD_* variable as a config override, so
+ * none of the caller's reaches it: only those given in env.
+ */
 export function start(cmd, args, logFile, env = {}) {
   const log = fs.openSync(logFile, 'a');
-  const child = spawn(cmd, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHYARD_')));
+  const child = spawn(cmd, args, { stdio: ['ignore', log, log], env: { ...base, ...env } });
   fs.closeSync(log);
   children.add(child);
   const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -140,7 +140,8 @@ async function view(name) {
   await page.waitForFunction(() => /Updated/.test(document.getElementById('updated').textContent));
 }
 
-const row = (text) => page.locator('tbody tr', { hasText: text });
+// a top-level row of a view's table (not a row of a table nested in a cell)
+const row = (text) => page.locator('.grid-table > tbody > tr', { hasText: text });
 
 /**
  * Every control in the view can be found by its role and visible label: a
@@ -225,7 +226,7 @@ test('models: every model and deployment with its per-node state', async () => {
   for (const d of DEPLOYMENTS) await row(d).waitFor();
   const cw = await admin('GET', '/admin/health?node=all');
   if (env.nodes.length > 1 && Array.isArray(cw.body.nodes)) { // cluster-wide health: every node's state
-    const nodes = await row('chat-sim').locator('td').nth(1).textContent();
+    const nodes = await page.getByRole('table', { name: 'chat-sim on each node' }).textContent();
     for (const n of env.nodes) assert.ok(nodes.includes(n.node), `chat-sim lists node ${n.node}: ${nodes}`);
   }
   await assertControlsNamedByLabel('models');

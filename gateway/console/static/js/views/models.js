@@ -53,7 +53,7 @@ function modelCard(first, n, refresh) {
     strategyBox,
     msg,
     h('div', { class: 'scroll' }, h('table', { class: 'grid-table', 'aria-label': `Deployments of ${first.name}` },
-      h('thead', {}, h('tr', {}, ['Deployment', 'Provider', 'Node', 'State', 'Latency estimate', 'In flight', 'Recent outcomes', 'Enabled']
+      h('thead', {}, h('tr', {}, ['Deployment', 'Provider', 'State on each node', 'Enabled']
         .map((c) => h('th', { scope: 'col' }, c)))),
       tbody)),
     charts);
@@ -147,7 +147,7 @@ function deploymentRow(d, msg, refresh) {
   const toggle = h('button', { type: 'button', class: 'small' });
   const enabledText = h('span', { class: 'enabled-text' });
   const tr = h('tr', {},
-    h('th', { scope: 'row' }), h('td'), h('td', { class: 'nowrap' }), h('td'), h('td'), h('td'), h('td'),
+    h('th', { scope: 'row' }), h('td'), h('td', { class: 'nodes-cell' }),
     h('td', { class: 'actions' }, enabledText, toggle));
   let on = true;
   toggle.addEventListener('click', () => busy(toggle, async () => {
@@ -167,29 +167,20 @@ function deploymentRow(d, msg, refresh) {
     setText(c[0], dep.id);
     setText(c[1], dep.provider || '–');
     const per = nodes.map((nd) => ({ node: nd.node, hl: nd.deployments.find((x) => x.id === dep.id) }));
-    perNode(c[2], per, () => null, true);
-    perNode(c[3], per, (x) => stateOf(on, x, now));
-    perNode(c[4], per, (x) => (x ? fmtMs(x.latency_estimate_seconds) : '–'));
-    perNode(c[5], per, (x) => (x ? fmtInt(x.in_flight) : '–'));
-    perNode(c[6], per, (x) => outcomes(x));
+    // one line per node, in a table of its own so the columns line up
+    replace(c[2], h('table', { class: 'per-node', 'aria-label': `${dep.id} on each node` },
+      h('thead', {}, h('tr', {}, ['Node', 'State', 'Latency estimate', 'In flight', 'Recent outcomes'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, per.map(({ node, hl }) => h('tr', {},
+        h('th', { scope: 'row', class: 'nowrap' }, node),
+        h('td', {}, stateOf(on, hl, now)),
+        h('td', { class: 'nowrap' }, hl ? fmtMs(hl.latency_estimate_seconds) : '–'),
+        h('td', {}, hl ? fmtInt(hl.in_flight) : '–'),
+        h('td', {}, outcomes(hl)))))));
     setText(enabledText, on ? 'enabled' : 'disabled');
     setText(toggle, on ? 'Disable' : 'Enable');
     tr.classList.toggle('off', !on);
   };
   return tr;
-}
-
-// perNode fills a cell with one line per node (just the value with one node).
-function perNode(cell, per, value, nodeName) {
-  const lines = per.map(({ node, hl }) => {
-    const v = nodeName ? node : value(hl);
-    return typeof v === 'string' ? h('span', {}, v) : v;
-  });
-  if (lines.length === 1 && !nodeName) {
-    replace(cell, lines[0]);
-    return;
-  }
-  replace(cell, h('ul', { class: 'per-node' }, lines.map((l) => h('li', {}, l))));
 }
 
 function stateOf(enabled, x, now) {

@@ -140,9 +140,8 @@ function teamCard(name, n, refresh) {
       if (usage.shared === false) limits.append(h('p', { class: 'hint' }, `Counted by node ${usage.node || ''} alone: no shared counters in Redis right now.`));
       const b = usage.budget || {};
       if (b.usd) {
-        replace(budget,
-          bar(`${hid}-bud`, 'Budget', b.spent, b.usd, fmtUSD),
-          h('span', { class: 'hint' }, ` period ${b.period || '–'}; resets ${fmtDateTime(b.resets_at)} (${fmtAgo(b.resets_at)})`));
+        limits.append(bar(`${hid}-bud`, 'Budget', b.spent, b.usd, fmtUSD));
+        replace(budget, h('span', { class: 'hint' }, `Budget period ${b.period || '–'}; it resets ${fmtDateTime(b.resets_at)} (${fmtAgo(b.resets_at)}).`));
       } else {
         setText(budget, `Budget: none${b.spent ? ' (spent ' + fmtUSD(b.spent) + ')' : ''}.`);
       }
