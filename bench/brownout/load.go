@@ -77,11 +77,11 @@ type step struct {
 	do func()
 }
 
-// p99 of the latencies of the samples started in [from, to).
-func p99(all []sample, from, to time.Duration) time.Duration {
+// p99 of the latencies of the samples started in [from, to) that keep.
+func p99(all []sample, from, to time.Duration, keep func(sample) bool) time.Duration {
 	var lat []time.Duration
 	for _, s := range all {
-		if s.at >= from && s.at < to {
+		if s.at >= from && s.at < to && keep(s) {
 			lat = append(lat, s.latency)
 		}
 	}
