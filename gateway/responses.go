@@ -105,21 +105,14 @@ func (cl *call) conversation() bool {
 // to the store then, just before the answer's last bytes reach the client,
 // so a client's immediate follow-up on this node finds it, and the shared
 // write (asynchronous, by the store's writer) starts as early as it can.
-func (rs *responsesCall) responsesDone(body []byte) {
+func (rs *responsesCall) responsesDone(body []byte, output []wire.Item) {
 	cl := rs.cl
 	rq := cl.req.Responses
 	if !rq.Store {
 		return
 	}
-	var out struct {
-		Output []wire.Item `json:"output"`
-	}
-	if err := json.Unmarshal(body, &out); err != nil {
-		cl.s.Logger.Warn("response not stored: unreadable response object", "request_id", cl.reqID, "error", err)
-		return
-	}
-	items := make([]wire.Item, 0, len(rq.Input)+len(out.Output))
-	items = append(append(items, rq.Input...), out.Output...)
+	items := make([]wire.Item, 0, len(rq.Input)+len(output))
+	items = append(append(items, rq.Input...), output...)
 	session := rs.session
 	if session == "" {
 		session = cl.sessionKey()

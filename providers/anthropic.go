@@ -104,11 +104,8 @@ func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 			return nil, err
 		}
 	case format == wire.FormatResponses:
-		if raw, usage, err = anthropicToResponses(raw, req.Client.Responses, start.Unix()); err != nil {
+		if raw, usage, err = anthropicToResponses(raw, req.Client.Responses, start.Unix(), req.ResponsesDone); err != nil {
 			return nil, err
-		}
-		if req.ResponsesDone != nil {
-			req.ResponsesDone(raw)
 		}
 	default:
 		usage = anthropicUsageOf(raw)

@@ -148,11 +148,8 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 			return nil, err
 		}
 	case wire.FormatResponses:
-		if raw, usage, err = chatToResponses(raw, req.Client.Responses, start.Unix()); err != nil {
+		if raw, usage, err = chatToResponses(raw, req.Client.Responses, start.Unix(), req.ResponsesDone); err != nil {
 			return nil, err
-		}
-		if req.ResponsesDone != nil {
-			req.ResponsesDone(raw)
 		}
 	}
 	return &Response{Status: resp.StatusCode, Header: h, Body: raw, Usage: usage, TTFB: ttfb}, nil

@@ -57,10 +57,10 @@ type Request struct {
 	// only after its first event, which is its first byte.)
 	FirstByte func()
 	// ResponsesDone, when set, is called once with the final Responses API
-	// object (Client.Format == FormatResponses): with the body of a sync
-	// response, or when a stream's last event has been produced. The
-	// gateway stores it (SPEC 10.1).
-	ResponsesDone func(response []byte)
+	// object and its output items (Client.Format == FormatResponses): with
+	// the body of a sync response, or when a stream's last event has been
+	// produced. The gateway stores it (SPEC 10.1).
+	ResponsesDone ResponsesDone
 	// Header is the client's request headers; an adapter forwards only its
 	// allowlist from them (SPEC 10, 15). May be nil.
 	Header http.Header

@@ -33,10 +33,7 @@ func (s *Simulated) simResponses(ctx context.Context, req *Request, p *simProfil
 			return &Response{Status: http.StatusOK, Stream: st, TTFB: ttfb}, nil
 		}
 		u := Usage{PromptTokens: req.PromptTokens, CompletionTokens: 1}
-		body := buildResponse(rq, respID(rq), created, model, "", "", []respCallIn{{id: callID, name: name, args: "{}"}}, "tool_calls", u)
-		if req.ResponsesDone != nil {
-			req.ResponsesDone(body)
-		}
+		body := buildResponse(rq, respID(rq), created, model, "", "", []respCallIn{{id: callID, name: name, args: "{}"}}, "tool_calls", u, req.ResponsesDone)
 		return &Response{Status: http.StatusOK, Body: body, Usage: u, TTFB: ttfb}, nil
 	}
 	if req.Stream {
@@ -44,14 +41,10 @@ func (s *Simulated) simResponses(ctx context.Context, req *Request, p *simProfil
 		st := &reframedStream{inner: inner, conv: newChatToResponsesStream(rq, model, created, req.ResponsesDone)}
 		return &Response{Status: http.StatusOK, Stream: st, TTFB: ttfb}, nil
 	}
-	chat := appendOpenAIChat(make([]byte, 0, 288+len(model)+n*7), id, created, model, req.PromptTokens, n, finish)
-	body, u, err := chatToResponses(chat, rq, created)
-	if err != nil {
-		return nil, err
-	}
-	if req.ResponsesDone != nil {
-		req.ResponsesDone(body)
-	}
+	// the same answer the chat path builds, straight into the response object
+	u := Usage{PromptTokens: req.PromptTokens, CompletionTokens: n}
+	text := string(appendSimText(make([]byte, 0, n*7), n))
+	body := buildResponse(rq, respID(rq), created, model, text, "", nil, finish, u, req.ResponsesDone)
 	return &Response{Status: http.StatusOK, Body: body, Usage: u, TTFB: ttfb}, nil
 }
 

@@ -30,7 +30,7 @@ func responsesToAnthropicBody(rq *wire.Responses, model string, stream bool) ([]
 
 // anthropicToResponses translates an Anthropic message into a response
 // object.
-func anthropicToResponses(raw []byte, rq *wire.Responses, created int64) ([]byte, Usage, error) {
+func anthropicToResponses(raw []byte, rq *wire.Responses, created int64, done ResponsesDone) ([]byte, Usage, error) {
 	var in anResponse
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, Usage{}, upstreamGarbage(err)
@@ -54,7 +54,7 @@ func anthropicToResponses(raw []byte, rq *wire.Responses, created int64) ([]byte
 	if finish == "content_filter" && text.Len() == 0 {
 		refusal = "the model declined to answer"
 	}
-	return buildResponse(rq, respID(rq), created, in.Model, text.String(), refusal, calls, finish, u), u, nil
+	return buildResponse(rq, respID(rq), created, in.Model, text.String(), refusal, calls, finish, u, done), u, nil
 }
 
 // anthropicToResponsesStream turns Anthropic events into Responses events.
@@ -64,7 +64,7 @@ type anthropicToResponsesStream struct {
 	u      Usage
 }
 
-func newAnthropicToResponsesStream(rq *wire.Responses, model string, created int64, done func([]byte)) *anthropicToResponsesStream {
+func newAnthropicToResponsesStream(rq *wire.Responses, model string, created int64, done ResponsesDone) *anthropicToResponsesStream {
 	return &anthropicToResponsesStream{e: newRespEmitter(rq, created, model, done)}
 }
 

@@ -26,6 +26,33 @@ func NewResponseID() string {
 	return "resp_" + hex.EncodeToString(b[:])
 }
 
+// ResponsesDone receives a finished response object and its output items
+// (the same items, typed, so the store need not parse the object again).
+type ResponsesDone func(response []byte, output []wire.Item)
+
+// toItems types output items for the store.
+func toItems(out []any) []wire.Item {
+	items := make([]wire.Item, 0, len(out))
+	for _, o := range out {
+		switch v := o.(type) {
+		case respMessage:
+			it := wire.Item{Type: "message", ID: v.ID, Role: "assistant", Status: v.Status}
+			for _, c := range v.Content {
+				switch p := c.(type) {
+				case respText:
+					it.Content = append(it.Content, wire.Part{Type: "output_text", Text: p.Text})
+				case respRefusal:
+					it.Content = append(it.Content, wire.Part{Type: "refusal", Text: p.Refusal})
+				}
+			}
+			items = append(items, it)
+		case respCall:
+			items = append(items, wire.Item{Type: "function_call", ID: v.ID, Status: v.Status, CallID: v.CallID, Name: v.Name, Arguments: v.Arguments})
+		}
+	}
+	return items
+}
+
 // respID is the request's assigned id, or a fresh one (mockllm, tests).
 func respID(rq *wire.Responses) string {
 	if rq.ID != "" {
@@ -213,8 +240,9 @@ func (o *respObject) settle(finish string, u Usage) {
 // respCallIn is one tool call of a finished upstream answer.
 type respCallIn struct{ id, name, args string }
 
-// buildResponse renders a finished answer (sync) as a response object.
-func buildResponse(rq *wire.Responses, id string, created int64, model, text, refusal string, calls []respCallIn, finish string, u Usage) []byte {
+// buildResponse renders a finished answer (sync) as a response object and
+// hands it to done (may be nil).
+func buildResponse(rq *wire.Responses, id string, created int64, model, text, refusal string, calls []respCallIn, finish string, u Usage, done ResponsesDone) []byte {
 	o := baseResponse(rq, id, created, model)
 	n := 0
 	if text != "" || refusal != "" || len(calls) == 0 {
@@ -234,6 +262,9 @@ func buildResponse(rq *wire.Responses, id string, created int64, model, text, re
 	}
 	o.settle(finish, u)
 	body, _ := json.Marshal(o)
+	if done != nil {
+		done(body, toItems(o.Output))
+	}
 	return body
 }
 
@@ -247,7 +278,7 @@ type respEmitter struct {
 	id      string
 	created int64
 	model   string
-	done    func([]byte) // called with the final response object, may be nil
+	done    ResponsesDone // called with the final response object, may be nil
 
 	out     []byte
 	seq     int
@@ -266,7 +297,7 @@ type respEmitter struct {
 	keys   map[int]bool
 }
 
-func newRespEmitter(rq *wire.Responses, created int64, model string, done func([]byte)) *respEmitter {
+func newRespEmitter(rq *wire.Responses, created int64, model string, done ResponsesDone) *respEmitter {
 	return &respEmitter{rq: rq, id: respID(rq), created: created, model: model, done: done}
 }
 
@@ -447,6 +478,6 @@ func (e *respEmitter) finish(finish string, u Usage) {
 	e.emit(name, evResponse{Type: name, Response: o, SequenceNumber: e.seq})
 	if e.done != nil {
 		body, _ := json.Marshal(o)
-		e.done(body)
+		e.done(body, toItems(o.Output))
 	}
 }

@@ -31,15 +31,15 @@ func FuzzResponsesTranslators(f *testing.F) {
 	base, _ := wire.Parse([]byte(`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}]}`), catalog.OpChat, wire.FormatResponses)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rq := base.Responses
-		_, _, _ = chatToResponses(body, rq, 1)
-		_, _, _ = anthropicToResponses(body, rq, 1)
+		_, _, _ = chatToResponses(body, rq, 1, nil)
+		_, _, _ = anthropicToResponses(body, rq, 1, nil)
 		if r, err := wire.Parse(body, catalog.OpChat, wire.FormatResponses); err == nil {
 			_, _ = responsesToChatBody(r.Responses, "m", true)
 			_, _ = responsesToAnthropicBody(r.Responses, "m", false)
 		}
 		for i := range 2 {
 			var stored []byte
-			done := func(b []byte) { stored = b }
+			done := func(b []byte, _ []wire.Item) { stored = b }
 			var conv converter = newChatToResponsesStream(rq, "m", 1, done)
 			if i == 1 {
 				conv = newAnthropicToResponsesStream(rq, "m", 1, done)

@@ -173,7 +173,7 @@ func responsesToChatBody(rq *wire.Responses, model string, stream bool) ([]byte,
 }
 
 // chatToResponses translates a chat completion into a response object.
-func chatToResponses(raw []byte, rq *wire.Responses, created int64) ([]byte, Usage, error) {
+func chatToResponses(raw []byte, rq *wire.Responses, created int64, done ResponsesDone) ([]byte, Usage, error) {
 	var in oaResponse
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, Usage{}, upstreamGarbage(err)
@@ -201,7 +201,7 @@ func chatToResponses(raw []byte, rq *wire.Responses, created int64) ([]byte, Usa
 			}
 		}
 	}
-	return buildResponse(rq, respID(rq), created, in.Model, text, refusal, calls, finish, u), u, nil
+	return buildResponse(rq, respID(rq), created, in.Model, text, refusal, calls, finish, u, done), u, nil
 }
 
 // chatToResponsesStream turns chat chunks into Responses events.
@@ -211,7 +211,7 @@ type chatToResponsesStream struct {
 	u      Usage
 }
 
-func newChatToResponsesStream(rq *wire.Responses, model string, created int64, done func([]byte)) *chatToResponsesStream {
+func newChatToResponsesStream(rq *wire.Responses, model string, created int64, done ResponsesDone) *chatToResponsesStream {
 	return &chatToResponsesStream{e: newRespEmitter(rq, created, model, done)}
 }
 

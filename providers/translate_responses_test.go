@@ -109,9 +109,9 @@ func TestResponsesResponseGolden(t *testing.T) {
 			var u Usage
 			var err error
 			if tt.anthropic {
-				got, u, err = anthropicToResponses(raw, rq, 1700000000)
+				got, u, err = anthropicToResponses(raw, rq, 1700000000, func(b []byte, out []wire.Item) { checkItems(t, b, out) })
 			} else {
-				got, u, err = chatToResponses(raw, rq, 1700000000)
+				got, u, err = chatToResponses(raw, rq, 1700000000, func(b []byte, out []wire.Item) { checkItems(t, b, out) })
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -162,7 +162,8 @@ func TestResponsesStreamGolden(t *testing.T) {
 		t.Run(tt.upstream, func(t *testing.T) {
 			rq := responsesReq(t, tt.req+".json")
 			var stored []byte
-			done := func(b []byte) { stored = b }
+			var items []wire.Item
+			done := func(b []byte, out []wire.Item) { stored, items = b, out }
 			var c converter
 			if tt.anthropic {
 				c = newAnthropicToResponsesStream(rq, "up", 1700000000, done)
@@ -191,7 +192,24 @@ func TestResponsesStreamGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertJSON(t, stored, string(fin.Response))
+			checkItems(t, stored, items)
 		})
+	}
+}
+
+// checkItems: the typed items handed to the store are the object's output.
+func checkItems(t *testing.T, body []byte, items []wire.Item) {
+	t.Helper()
+	var o struct {
+		Output []wire.Item `json:"output"`
+	}
+	if err := json.Unmarshal(body, &o); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(o.Output)
+	b, _ := json.Marshal(items)
+	if string(a) != string(b) {
+		t.Fatalf("store items differ from the output:\n%s\n%s", a, b)
 	}
 }
 
