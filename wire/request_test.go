@@ -134,9 +134,10 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s), uint8(0))
 	}
+	f.Add([]byte(`{"model":"r","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"o"}]}],"tools":[{"type":"function","name":"f"}]}`), uint8(6))
 	f.Fuzz(func(t *testing.T, body []byte, sel uint8) {
 		op := []catalog.Operation{catalog.OpChat, catalog.OpEmbeddings, catalog.OpImages}[int(sel)%3]
-		format := Format(sel / 3 % 2)
+		format := Format(sel / 3 % 3) // OpenAI, Anthropic, Responses
 		r, err := Parse(body, op, format)
 		if err != nil {
 			return
