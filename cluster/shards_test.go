@@ -198,3 +198,28 @@ func TestUnassignedSlot(t *testing.T) {
 		t.Fatal("unassigned slot did not ask for a reload")
 	}
 }
+
+// FuzzBuildMap: a slot map built from any CLUSTER SLOTS reply (ranges out of
+// order, overlapping, outside 0-16383, empty node lists, odd addresses)
+// never panics, and every slot it assigns names a master of the reply.
+func FuzzBuildMap(f *testing.F) {
+	f.Add(0, 5460, "10.0.0.1:7000", 5461, 16383, ":7001")
+	f.Add(-5, 99999, "127.0.0.1:1", 3, 2, "?:0")
+	f.Add(16383, 16383, "[::1]:6379", 0, 0, "")
+	f.Fuzz(func(t *testing.T, s1, e1 int, a1 string, s2, e2 int, a2 string) {
+		s := newShardSet(nil, &redis.Options{}, time.Millisecond, Options{}, NewBreaker(0, 0, nil))
+		reply := []redis.ClusterSlot{
+			{Start: s1, End: min(e1, s1+20000), Nodes: []redis.ClusterNode{{Addr: a1}}},
+			{Start: s2, End: min(e2, s2+20000), Nodes: []redis.ClusterNode{{Addr: a2}, {Addr: a1}}},
+			{Start: 0, End: 10},
+		}
+		fillHosts(reply, a1)
+		m := s.buildMap(reply)
+		for slot, i := range m.owner {
+			if int(i) > len(m.masters) {
+				t.Fatalf("slot %d owned by master %d of %d", slot, i, len(m.masters))
+			}
+		}
+		_ = nodeKey(a1)
+	})
+}
