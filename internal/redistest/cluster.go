@@ -71,7 +71,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 				return false
 			}
 		}
-		return len(c.Shards()) == masters && c.replicated()
+		return c.agreed(masters)
 	})
 	return c
 }
@@ -125,10 +125,26 @@ func (c *Cluster) Shards() []Shard {
 	return out
 }
 
-// replicated: every master in the slot map has at least one replica.
-func (c *Cluster) replicated() bool {
-	for _, sh := range c.Shards() {
-		if len(sh.Replicas) == 0 {
+// agreed: every node's CLUSTER SLOTS shows masters masters, each with a
+// replica (nodes learn of each other's replicas by gossip, one after the
+// other: a client that loads the map from a node that does not know a
+// replica yet would never warm it).
+func (c *Cluster) agreed(masters int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, s := range c.Nodes {
+		slots, err := s.admin().ClusterSlots(ctx).Result()
+		if err != nil {
+			return false
+		}
+		seen := map[string]bool{}
+		for _, r := range slots {
+			if len(r.Nodes) < 2 {
+				return false
+			}
+			seen[r.Nodes[0].Addr] = true
+		}
+		if len(seen) != masters {
 			return false
 		}
 	}
