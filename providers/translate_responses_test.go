@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,4 +272,24 @@ func TestResponsesRequestRefusals(t *testing.T) {
 	rq.Input = []wire.Item{{Type: "item_reference", ID: "msg_1"}}
 	_, err = responsesToChatBody(rq, "m", false)
 	wantClass(t, err, routing.ClassBadRequest)
+}
+
+// TestForwardAllowlist: only listed client headers go upstream, never a
+// credential or hop-by-hop header, whatever the list says (SPEC 15).
+func TestForwardAllowlist(t *testing.T) {
+	u := newHTTPUpstream(http.Header{"Authorization": {"Bearer up-key"}}, []string{"x-trace-tag", "Authorization", "X-Api-Key", "Cookie", "Host", " X-Trace-Tag "})
+	if len(u.forward) != 1 || u.forward[0] != "X-Trace-Tag" {
+		t.Fatalf("allowlist %v", u.forward)
+	}
+	client := http.Header{"Authorization": {"Bearer client-key"}, "X-Api-Key": {"k"}, "Cookie": {"c"}, "X-Trace-Tag": {"t"}}
+	h := u.headers(false, client)
+	if h.Get("Authorization") != "Bearer up-key" || h.Get("X-Api-Key") != "" || h.Get("Cookie") != "" || h.Get("X-Trace-Tag") != "t" {
+		t.Fatalf("headers %v", h)
+	}
+	if u.sync.Get("X-Trace-Tag") != "" {
+		t.Fatal("the shared prebuilt headers must not be modified")
+	}
+	if got := u.headers(true, http.Header{}); got.Get("Accept") != "text/event-stream" || got.Get("X-Trace-Tag") != "" {
+		t.Fatalf("no client header: the prebuilt stream map, got %v", got)
+	}
 }
