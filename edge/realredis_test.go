@@ -113,6 +113,25 @@ func TestRealClusterExact(t *testing.T) {
 	}
 }
 
+// TestRealBurstOneReplica: a burst of several thousand concurrent
+// admissions, far more than the connection pool, on one replica with the
+// production redis.timeout admits exactly the limit: an admission that
+// could not be decided in Redis in time is decided by a local state that
+// mirrors what Redis admitted, never on top of it.
+func TestRealBurstOneReplica(t *testing.T) {
+	srv := redistest.Start(t)
+	r, _ := replica(t, srv.URL(), cluster.DefaultTimeout, 0, 1)
+	// warm the pool and the script cache, as a node does before it is ready
+	for range 20 {
+		begin(t, r, newTeam("warm", limitsOf{rpm: 1e9}), 0)
+	}
+	n, kinds := burstBegin(t, []State{r}, newTeam("burst", limitsOf{rpm: 100}), 0, 3000)
+	t.Logf("3000 concurrent: %d admitted, %v", n, kinds)
+	if n != 100 {
+		t.Fatalf("rpm 100, 3000 concurrent admissions on one replica: %d admitted (%v), want exactly 100", n, kinds)
+	}
+}
+
 // TestRealSequentialMaxParallelOne: on a real Redis with the writer running,
 // a strictly sequential client at max_parallel 1 is never refused.
 func TestRealSequentialMaxParallelOne(t *testing.T) {

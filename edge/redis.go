@@ -208,7 +208,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if !r.sharedFor(ts.keys.base) {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen)
 	}
-	keys := make([]string, 0, 3+n)
+	keys := make([]string, 0, n)
 	if !lim {
 		for _, nm := range names[:n] {
 			keys = append(keys, ts.keys.base+nm)
@@ -229,30 +229,19 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		return b, nil
 	}
 
-	keys = append(keys, ts.keys.begin...)
 	for _, nm := range names[:n] {
 		keys = append(keys, ts.keys.base+nm)
 	}
-	cost := ratelimit.Reservation(q.Tokens, t.TPM)
-	var slot string
+	ac := &admitCall{cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys}
 	if t.MaxParallel > 0 {
-		slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
+		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
-	rel, taken := ts.takeReleases()
-	la := ts.keys.limitArgs(t)
-	args := make([]any, 0, 9+len(rel))
-	args = append(args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], cost, slot, r.lease, len(rel))
-	for _, id := range rel {
-		args = append(args, id)
-	}
-	cctx, cancel := context.WithTimeout(ctx, r.timeout)
-	res, err := beginScript.Run(cctx, r.c, keys, args...).Slice()
-	cancel()
+	cost, slot := ac.cost, ac.slot
+	res, err := r.admit(ctx, ts, t, ac)
 	if err == nil && len(res) != 8+n {
 		err = errors.New("edge: begin script returned " + strconv.Itoa(len(res)) + " values")
 	}
 	if err != nil {
-		ts.putBackReleases(rel[:taken])
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, slot)
 	}
 	num := func(i int) int64 { v, _ := res[i].(int64); return v }
@@ -288,6 +277,148 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		ts.hold(t, slot)
 	}
 	return b, nil
+}
+
+// admitCall is one admission waiting to be decided in Redis, alone or in a
+// batch with the other admissions of its team that arrived meanwhile.
+type admitCall struct {
+	cost  int64
+	slot  string
+	pins  []string // full pin keys to read
+	state atomic.Int32
+	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
+	lead  bool
+	batch []*admitCall // to run when lead
+	res   []any
+	err   error
+}
+
+// Call states.
+const (
+	callWaiting int32 = iota
+	callTaken         // in a batch being sent: its result will come
+	callGaveUp        // waited past redis.timeout: decided locally, never sent
+)
+
+// errQueued is the fallback cause of an admission that waited past
+// twice redis.timeout behind its team's batches.
+var errQueued = errors.New("edge: admission waited past redis.timeout for its team's batch")
+
+// admit decides ac in Redis. Concurrent admissions of one team share one
+// script call (group commit): the first runs at once; those that arrive while
+// a call is in flight queue up, and the next batch is sent as soon as the
+// call returns, by the first of them. A burst far larger than the connection
+// pool therefore costs a few round trips, not a pool wait each, and is
+// decided exactly in Redis. No goroutine is started; one at a time nothing
+// waits. A queued admission waits for the call in flight and then its own
+// batch, each bounded by redis.timeout, so at most twice redis.timeout; past
+// that it gives up and is decided locally, unless its batch was already sent
+// (then it waits for that batch's answer, itself bounded by redis.timeout).
+// A queued admission that gave up at once (after one timeout) would be
+// decided by a local state that has not yet learnt what the batch in flight
+// admits: both, which SPEC 9 rules out.
+func (r *Redis) admit(ctx context.Context, ts *teamState, t *catalog.Team, ac *admitCall) ([]any, error) {
+	ts.cmu.Lock()
+	if !ts.busy {
+		ts.busy = true
+		ts.cmu.Unlock()
+		ac.state.Store(callTaken)
+		r.lead(ctx, ts, t, ac, []*admitCall{ac})
+		return ac.res, ac.err
+	}
+	ac.done = make(chan struct{}, 1)
+	ts.queue = append(ts.queue, ac)
+	ts.cmu.Unlock()
+	timer := time.NewTimer(2 * r.timeout) // the batch in flight (<= timeout), then its own (<= timeout)
+	select {
+	case <-ac.done:
+	case <-timer.C:
+		if ac.state.CompareAndSwap(callWaiting, callGaveUp) {
+			return nil, errQueued
+		}
+		<-ac.done
+	}
+	timer.Stop()
+	if ac.lead {
+		r.lead(ctx, ts, t, ac, ac.batch)
+	}
+	return ac.res, ac.err
+}
+
+// lead sends batch (leader is in it, already taken), then hands the team's
+// next batch to its first live member, or marks the team idle.
+func (r *Redis) lead(ctx context.Context, ts *teamState, t *catalog.Team, leader *admitCall, batch []*admitCall) {
+	r.runBatch(ctx, ts, t, leader, batch)
+	for {
+		ts.cmu.Lock()
+		if len(ts.queue) == 0 {
+			ts.busy = false
+			ts.cmu.Unlock()
+			return
+		}
+		next := ts.queue
+		ts.queue = nil
+		ts.cmu.Unlock()
+		for _, c := range next {
+			if c.state.CompareAndSwap(callWaiting, callTaken) {
+				c.lead, c.batch = true, next
+				c.done <- struct{}{}
+				return
+			}
+		}
+		// every one of them gave up: look again
+	}
+}
+
+// runBatch sends one beginLua call for the live calls of batch and hands
+// each its part of the answer.
+func (r *Redis) runBatch(ctx context.Context, ts *teamState, t *catalog.Team, leader *admitCall, batch []*admitCall) {
+	live := batch[:0:0]
+	npins := 0
+	for _, c := range batch {
+		if c == leader || c.state.CompareAndSwap(callWaiting, callTaken) {
+			live = append(live, c)
+			npins += len(c.pins)
+		}
+	}
+	keys := make([]string, 0, 3+npins)
+	keys = append(keys, ts.keys.begin...)
+	for _, c := range live {
+		keys = append(keys, c.pins...)
+	}
+	rel, taken := ts.takeReleases()
+	la := ts.keys.limitArgs(t)
+	args := make([]any, 0, 9+len(rel)+3*len(live))
+	args = append(args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], r.lease, len(rel))
+	for _, id := range rel {
+		args = append(args, id)
+	}
+	args = append(args, len(live))
+	for _, c := range live {
+		args = append(args, c.cost, c.slot, len(c.pins))
+	}
+	if len(live) > 1 {
+		ctx = context.WithoutCancel(ctx) // the leader's client going away must not fail the others
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	res, err := beginScript.Run(cctx, r.c, keys, args...).Slice()
+	cancel()
+	if err != nil {
+		ts.putBackReleases(rel[:taken])
+	}
+	off := 0
+	for _, c := range live {
+		c.err = err
+		if err == nil {
+			if end := off + 8 + len(c.pins); end <= len(res) {
+				c.res = res[off:end:end]
+			}
+			off += 8 + len(c.pins)
+		}
+		if c != leader {
+			c.done <- struct{}{}
+		}
+	}
 }
 
 // beginLocal answers Begin from local state after the shared call failed

@@ -45,6 +45,12 @@ type teamState struct {
 	pins     map[string]pinWrite // coalesced per key: the last write wins
 	flight   *batch              // sent and not acknowledged; resent as is
 	dirty    bool                // queued in writer.dirty
+
+	// The admission combiner (Redis.admit): cmu guards busy (a call of this
+	// team is in flight) and queue (admissions waiting for the next batch).
+	cmu   sync.Mutex
+	busy  bool
+	queue []*admitCall
 }
 
 // refund is one reservation's unused tokens and the end of that

@@ -778,3 +778,187 @@ func TestClusterExpectedReplicasZero(t *testing.T) {
 	}
 	rs.Restart() // the nodes' Close then flushes at once instead of waiting out its bound
 }
+
+// cutProxy forwards TCP to target until it is cut: then it drops every
+// connection and refuses new ones (a Redis that is gone, with its data kept
+// for when it is back).
+type cutProxy struct {
+	ln    net.Listener
+	down  atomic.Bool
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if p.down.Load() {
+				c.Close()
+				continue
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[u] = true, true
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.down.Store(true)
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+	p.mu.Unlock()
+}
+
+// TestClusterRedisDownLongUsageExact: Redis becomes unreachable under load
+// over three replicas and stays away for a while: no request fails, p99
+// during the outage stays within redis.timeout (plus scheduling slack on a
+// loaded machine) of p99 before it, and once Redis is back the usage in
+// Redis (requests and tokens per team and deployment) equals what was
+// served, to the request and the token.
+func TestClusterRedisDownLongUsageExact(t *testing.T) {
+	rs := redistest.Start(t)
+	proxy := newCutProxy(t, rs.Addr())
+	var nodes []*Node
+	var srvs []*httptest.Server
+	for i := range 3 {
+		yml := strings.NewReplacer("${REDIS}", "redis://"+proxy.ln.Addr().String()+"/0", "${NODE}", fmt.Sprintf("down-%d", i), "${TIMEOUT}", "50ms").Replace(clusterYAML)
+		cfg, err := config.Load([]byte(yml), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: int64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(n.Handler())
+		t.Cleanup(srv.Close)
+		nodes, srvs = append(nodes, n), append(srvs, srv)
+	}
+	var (
+		mu             sync.Mutex
+		served, tokens int
+		failed         int
+		before, during []time.Duration
+		phase          atomic.Int32 // 0 before, 1 during, 2 after
+		stop           = make(chan struct{})
+		wg             sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ph := phase.Load()
+				start := time.Now()
+				resp, body := post(t, srvs[(w+i)%3].URL+"/v1/chat/completions", "sk-budget", chatBody)
+				took := time.Since(start)
+				var r struct {
+					Usage struct {
+						TotalTokens int `json:"total_tokens"`
+					} `json:"usage"`
+				}
+				mu.Lock()
+				if resp == nil || resp.StatusCode != 200 || json.Unmarshal([]byte(body), &r) != nil {
+					failed++
+				} else {
+					served++
+					tokens += r.Usage.TotalTokens
+				}
+				switch ph {
+				case 0:
+					before = append(before, took)
+				case 1:
+					during = append(during, took)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	proxy.cut()
+	phase.Store(1)
+	time.Sleep(3 * time.Second)
+	proxy.down.Store(false)
+	phase.Store(2)
+	waitUntilTrue(t, "every node back on shared state", func() bool {
+		for _, n := range nodes {
+			if n.RedisState() != "up" {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	for _, n := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := n.Close(ctx); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		cancel()
+	}
+	p99 := func(d []time.Duration) time.Duration {
+		if len(d) == 0 {
+			return 0
+		}
+		slices.Sort(d)
+		return d[len(d)*99/100]
+	}
+	pb, pd := p99(before), p99(during)
+	t.Logf("served %d (%d before, %d during the outage), failed %d; p99 before %v, during %v", served, len(before), len(during), failed, pb, pd)
+	if failed != 0 {
+		t.Fatalf("%d requests failed while Redis was gone", failed)
+	}
+	if len(during) == 0 {
+		t.Fatal("no request during the outage")
+	}
+	if pd > pb+50*time.Millisecond+150*time.Millisecond {
+		t.Fatalf("p99 during the outage %v, before %v: more than redis.timeout (+150ms slack) apart", pd, pb)
+	}
+	h, err := rs.Client().HGetAll(context.Background(), "sytest:{team:budget}:usage").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req, tok int
+	for k, v := range h {
+		var n int
+		fmt.Sscan(v, &n)
+		if strings.HasSuffix(k, "|req") {
+			req += n
+		} else if strings.HasSuffix(k, "|tok") {
+			tok += n
+		}
+	}
+	if req != served || tok != tokens {
+		t.Fatalf("usage in Redis after the outage: %d requests, %d tokens; served %d requests, %d tokens", req, tok, served, tokens)
+	}
+}

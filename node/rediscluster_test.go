@@ -49,7 +49,33 @@ func (h *beginCounter) count(cmd redis.Cmder) {
 		h.bad[strings.TrimSuffix(k1, "tat")]++
 		return
 	}
-	h.ok[strings.TrimSuffix(k1, "tat")]++
+	h.ok[strings.TrimSuffix(k1, "tat")] += admissions(a)
+}
+
+// admissions is how many admissions one Begin script call decided: the
+// edge state sends the concurrent admissions of a team in one call (ARGV 7
+// is the number of releases, followed by them and the number of admissions).
+func admissions(a []any) int {
+	nk, ok := a[2].(int)
+	if !ok || len(a) < 3+nk+8 {
+		return 1
+	}
+	argv := a[3+nk:]
+	nrel := asInt(argv[6])
+	if len(argv) <= 7+nrel {
+		return 1
+	}
+	return max(1, asInt(argv[7+nrel]))
+}
+
+func asInt(v any) int {
+	switch x := v.(type) {
+	case int:
+		return x
+	case int64:
+		return int(x)
+	}
+	return 0
 }
 
 func (h *beginCounter) of(prefix, team string) int {
