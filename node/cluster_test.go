@@ -336,10 +336,23 @@ func TestClusterRedisKilledMidLoad(t *testing.T) {
 		}(w)
 	}
 	time.Sleep(300 * time.Millisecond)
+	versions := make([]int64, len(nodes))
+	for i, n := range nodes {
+		versions[i] = n.Catalog.Load().Version
+	}
 	rs.Kill()
 	time.Sleep(700 * time.Millisecond)
 	down := nodes[0].RedisState()
-	rs.Restart()
+	rs.Restart() // empty: --save ""
+	for i, srv := range srvs {
+		// ready while Redis is gone and once it is back empty; the catalog kept
+		if w := do(t, srv.Config.Handler, "GET", "/readyz", "", ""); w.Code != 200 {
+			t.Fatalf("/readyz on node %d after Redis restarted empty: %d %s", i, w.Code, w.Body)
+		}
+		if v := nodes[i].Catalog.Load().Version; v != versions[i] {
+			t.Fatalf("node %d catalog version %d after Redis restarted empty, was %d: not kept", i, v, versions[i])
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for nodes[0].RedisState() != "up" || nodes[1].RedisState() != "up" || nodes[2].RedisState() != "up" {
 		if time.Now().After(deadline) {
