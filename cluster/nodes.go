@@ -17,6 +17,10 @@ type NodeInfo struct {
 	Redis          string    `json:"redis"`
 	Started        time.Time `json:"started"`
 	Seen           time.Time `json:"seen"`
+	// Health is the node's deployment health snapshot (SPEC 6) as of this
+	// beat, so GET /admin/health?node=all on any replica answers for every
+	// live node (SPEC 11). Opaque JSON here: cluster does not know routing.
+	Health json.RawMessage `json:"health,omitempty"`
 }
 
 // Heartbeat announces this node every interval: a key with a TTL of three

@@ -459,3 +459,21 @@ func TestAdminRequestsList(t *testing.T) {
 		wantErr(t, adm(t, n, "GET", "/admin/requests?"+q.q, ""), 400, q.field)
 	}
 }
+
+func TestAdminHealthNodeAllLocal(t *testing.T) {
+	n, _ := teamsNode(t)
+	self := n.Config.Server.NodeID
+	w := adm(t, n, "GET", "/admin/health?node=all", "")
+	var all struct {
+		Nodes []NodeHealth
+	}
+	decodeJSON(t, w, &all)
+	if w.Code != 200 || len(all.Nodes) != 1 || all.Nodes[0].Node != self || !strings.Contains(string(all.Nodes[0].Deployments), `"id":"a1"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if w := adm(t, n, "GET", "/admin/health?node="+self, ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"id":"b1"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	wantErr(t, adm(t, n, "GET", "/admin/health?node=ghost", ""), 404, "node")
+	wantErr(t, adm(t, n, "GET", "/admin/health?node=", ""), 400, "node")
+}

@@ -2,15 +2,9 @@ package gateway
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 )
-
-// handleAdminHealth shows each deployment's live state on this node (SPEC 6).
-func (s *Server) handleAdminHealth(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"node": s.Config.Server.NodeID, "deployments": s.router().Health(time.Now())})
-}
 
 // handleAdminRequest returns the audit entry of a request id (SPEC 12.2);
 // a reused id names several entries, possibly of several teams, and all of

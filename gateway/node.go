@@ -185,6 +185,12 @@ func (n *Node) OnClose(fn func(context.Context) error) { n.closers = append(n.cl
 // SetCluster sets the GET /admin/cluster node listing; call before serving.
 func (n *Node) SetCluster(fn func(ctx context.Context) (any, error)) { n.Server.Cluster = fn }
 
+// SetClusterHealth sets where GET /admin/health?node=all reads the health
+// snapshots the live nodes publish; call before serving.
+func (n *Node) SetClusterHealth(fn func(ctx context.Context) ([]NodeHealth, error)) {
+	n.Server.ClusterHealth = fn
+}
+
 // Close flushes pending writes (usage, pins, audit) and releases resources,
 // waiting at most until ctx's deadline (10s when it has none). Only the
 // first call does the work; later calls return its result.

@@ -54,6 +54,9 @@ type Deps struct {
 	RedisState func() string
 	// Cluster lists the nodes seen recently (GET /admin/cluster); nil = this node only.
 	Cluster func(ctx context.Context) (any, error)
+	// ClusterHealth lists the health snapshots the live nodes published with
+	// their heartbeats (GET /admin/health?node=all); nil = this node only.
+	ClusterHealth func(ctx context.Context) ([]NodeHealth, error)
 	// Live is what a reload replaces (config, router, adapters, classifier);
 	// nil: New publishes Config, Router, Adapters and Tier as the only set.
 	// The request path reads these through it, never the fields above.

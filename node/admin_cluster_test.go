@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -188,5 +189,67 @@ func TestClusterUsageAnsweredByAnyNode(t *testing.T) {
 		if u.Parallel.InFlight != 0 || math.Abs(u.Budget.Spent-spend) > 1e-9 {
 			t.Fatalf("%s: in flight %d spent %g, want 0 and %g: %s", s.URL, u.Parallel.InFlight, u.Budget.Spent, spend, body)
 		}
+	}
+}
+
+// TestClusterHealthAllNodes: GET /admin/health?node=all on any replica
+// answers for every live node from the snapshots published with the
+// heartbeats: a request served by node 2 shows in node 2's entry, read
+// through node 1, and not in node 1's own.
+func TestClusterHealthAllNodes(t *testing.T) {
+	rs, _, srvs := startCluster(t, 3, "2s")
+	resp, b := post(t, srvs[1].URL+"/v1/chat/completions", "sk-open", `{"model":"strong","messages":[{"role":"user","content":"hi"}]}`)
+	if resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %s", resp, b)
+	}
+	// node 2's next heartbeat carries the outcome: wait until it is in Redis
+	c := rs.Client()
+	waitUntilTrue(t, "node-2's heartbeat with the outcome", func() bool {
+		v, _ := c.Get(context.Background(), "sytest:{nodes}:node:node-2").Result()
+		return strings.Contains(v, `"ok":1`)
+	})
+	status, body := adminReq(t, "GET", srvs[0].URL+"/admin/health?node=all", "")
+	if status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	var all struct {
+		Nodes []struct {
+			Node        string
+			Seen        time.Time
+			Deployments []struct {
+				ID     string
+				Recent map[string]int64 `json:"recent_outcomes"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Nodes) != 3 || all.Nodes[0].Node != "node-1" || all.Nodes[1].Node != "node-2" || all.Nodes[2].Node != "node-3" {
+		t.Fatalf("want every live node: %s", body)
+	}
+	okOn := func(i int) int64 {
+		for _, d := range all.Nodes[i].Deployments {
+			if d.ID == "h1" {
+				return d.Recent["ok"]
+			}
+		}
+		t.Fatalf("node %d lists no h1: %s", i, body)
+		return 0
+	}
+	if okOn(1) != 1 || okOn(0) != 0 || okOn(2) != 0 {
+		t.Fatalf("scoring state is per node: h1 ok on node-1 %d, node-2 %d, node-3 %d", okOn(0), okOn(1), okOn(2))
+	}
+	if status, body := adminReq(t, "GET", srvs[2].URL+"/admin/health?node=node-2", ""); status != 200 || !strings.Contains(body, `"node":"node-2"`) || !strings.Contains(body, `"ok":1`) {
+		t.Fatalf("one node by id: %d %s", status, body)
+	}
+	if status, _ := adminReq(t, "GET", srvs[0].URL+"/admin/health?node=ghost", ""); status != 404 {
+		t.Fatalf("unknown node: %d", status)
+	}
+	if status, _ := adminReq(t, "GET", srvs[0].URL+"/admin/health?node=", ""); status != 400 {
+		t.Fatalf("empty node: %d", status)
+	}
+	if _, body := adminReq(t, "GET", srvs[0].URL+"/admin/cluster", ""); strings.Contains(body, "recent_outcomes") {
+		t.Fatal("the cluster listing must stay small: health is under /admin/health?node=all")
 	}
 }

@@ -142,7 +142,8 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 	}
 	hb := cluster.NewHeartbeat(c, prefix, 2*time.Second, func() cluster.NodeInfo {
-		return cluster.NodeInfo{Node: cfg.Server.NodeID, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started()}
+		return cluster.NodeInfo{Node: cfg.Server.NodeID, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started(),
+			Health: gn.HealthJSON()}
 	})
 	if cfg.Redis.ExpectedReplicas == 0 {
 		// the fallback divides by the live node count it last saw (SPEC 9)
@@ -150,7 +151,26 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	}
 	n.hb = hb
 	go hb.Run(ctx)
-	gn.SetCluster(func(ctx context.Context) (any, error) { return hb.Nodes(ctx) })
+	gn.SetCluster(func(ctx context.Context) (any, error) {
+		ns, err := hb.Nodes(ctx)
+		for i := range ns {
+			ns[i].Health = nil // GET /admin/health?node=all answers it; the listing stays small
+		}
+		return ns, err
+	})
+	gn.SetClusterHealth(func(ctx context.Context) ([]gateway.NodeHealth, error) {
+		ns, err := hb.Nodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]gateway.NodeHealth, 0, len(ns))
+		for _, n := range ns {
+			if len(n.Health) > 0 {
+				out = append(out, gateway.NodeHealth{Node: n.Node, Seen: n.Seen, Deployments: n.Health})
+			}
+		}
+		return out, nil
+	})
 	return n, nil
 }
 
