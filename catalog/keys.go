@@ -29,9 +29,10 @@ func HashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
 // ParseKey returns the digest of a key as the config gives it: a clear key,
 // or "sha256:" and 64 hex digits in any case (the same key either way,
-// SPEC 15). ok is false for an empty or malformed entry.
+// SPEC 15). It is config.KeyDigest, the one key-identity rule, with ok
+// false for an empty or malformed entry.
 func ParseKey(k string) (digest [32]byte, ok bool) {
-	d, err := config.KeyDigest(k) // the one definition of key identity
+	d, err := config.KeyDigest(k)
 	return d, err == nil
 }
 
