@@ -24,7 +24,7 @@ const PAD = { l: 54, r: 12, t: 10, b: 24 };
  * window [now - spanMs, now]. yFormat renders axis values. yMax fixes the
  * top of the axis (e.g. 1 for shares); otherwise it follows the data.
  */
-export function lineChart({ label, series, spanMs, now = Date.now(), yFormat = String, yMax }) {
+export function lineChart({ label, series, spanMs, now = Date.now(), yFormat = String, yMax, minTop = 0 }) {
   const t0 = now - spanMs;
   let top = yMax || 0;
   let samples = 0;
@@ -32,7 +32,7 @@ export function lineChart({ label, series, spanMs, now = Date.now(), yFormat = S
   if (samples === 0) {
     return h('figure', { class: 'chart-box' }, h('figcaption', {}, label), h('p', { class: 'na' }, 'No samples yet: the chart fills while this page is open and the deployments get traffic.'));
   }
-  if (!yMax) top = niceTop(top);
+  if (!yMax) top = niceTop(Math.max(top, minTop));
   const x = (t) => PAD.l + ((t - t0) / spanMs) * (W - PAD.l - PAD.r);
   const y = (v) => H - PAD.b - (v / top) * (H - PAD.t - PAD.b);
   const grid = [];

@@ -78,7 +78,8 @@ export default {
         label: 'Upstream attempts in the last 1–2 minutes, by node',
         series: nodes.map((n) => ({ name: n.node, points: history('node-attempts:' + n.node) })),
         spanMs: SPAN_MS,
-        yFormat: (v) => (v >= 10 ? Math.round(v) : v.toFixed(1)),
+        minTop: 4, // counts: whole numbers on the axis
+        yFormat: (v) => String(Math.round(v)),
       }));
     }
     return { refresh };
