@@ -163,8 +163,8 @@ func (r *Redis) Delete(ctx context.Context, team, id string) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	keys := []string{r.recKey(team, id)}
-	for _, it := range rec.Items {
-		if it.ID != "" {
+	for i := max(rec.First, 0); i < len(rec.Items); i++ {
+		if it := &rec.Items[i]; it.ID != "" {
 			keys = append(keys, r.itemKey(team, it.ID))
 		}
 	}

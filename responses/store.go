@@ -33,8 +33,11 @@ type Record struct {
 	// Response is the response object as returned to the client (GET).
 	Response json.RawMessage `json:"response"`
 	// First is the index in Items of the first item this turn added; items
-	// from there on that carry an id are indexed for item_reference.
-	First int `json:"-"`
+	// from there on that carry an id are indexed for item_reference, and
+	// only those go when the response is deleted (earlier turns' items
+	// belong to earlier responses). Stored, so a Delete on another node
+	// removes the same items.
+	First int `json:"first,omitempty"`
 }
 
 // Lookup is what Load found.

@@ -131,6 +131,48 @@ func TestStoreScenarios(t *testing.T) {
 	}
 }
 
+// Deleting a follow-up removes only the items that turn added: a reference
+// to an earlier turn's output still resolves, here and on another node.
+func TestDeleteKeepsEarlierTurns(t *testing.T) {
+	ctx := context.Background()
+	for name, mk := range impls(t, Config{TTL: time.Hour, MaxLocal: 100}) {
+		t.Run(name, func(t *testing.T) {
+			im := mk()
+			s := im.store
+			r1 := rec("resp_1", msg("", "user", "hi"), msg("msg_1", "assistant", "hello"))
+			s.Save("team-a", r1)
+			r2 := rec("resp_2", msg("", "user", "hi"), msg("msg_1", "assistant", "hello"),
+				msg("", "user", "more"), msg("msg_2", "assistant", "sure"))
+			r2.First = 2
+			s.Save("team-a", r2)
+			im.flush()
+			del := s
+			if im.other != nil {
+				del = im.other() // the delete arrives on another node
+			}
+			if ok, err := del.Delete(ctx, "team-a", "resp_2"); !ok || err != nil {
+				t.Fatalf("delete: %v %v", ok, err)
+			}
+			views := []Store{s}
+			if im.other != nil {
+				views = append(views, im.other())
+			}
+			for i, v := range views {
+				lk, err := v.Load(ctx, "team-a", "", []string{"msg_1", "msg_2"})
+				if err != nil {
+					t.Fatalf("view %d: %v", i, err)
+				}
+				if _, ok := lk.Items["msg_1"]; !ok {
+					t.Errorf("view %d: turn 1's item went with turn 2", i)
+				}
+				if _, ok := lk.Items["msg_2"]; ok && im.other != nil && i > 0 {
+					t.Errorf("view %d: turn 2's item outlived its response", i)
+				}
+			}
+		})
+	}
+}
+
 func TestLocalBounded(t *testing.T) {
 	c := fakeclock.New(t0)
 	l := NewLocal(c.Now, Config{TTL: time.Hour, MaxLocal: 3})
