@@ -66,7 +66,9 @@ gwyaml "$GW" "$out/team1" > "$out/gw.yaml"
 GWMPID=""
 if [ $MANY = 1 ]; then
   awk -v l="$limits" 'BEGIN { for (i = 0; i < 10000; i++) printf "  - {name: t%d, keys: [\"sk-t%d\"], models: [\"*\"]%s}\n", i, i, l }' > "$out/teams"
-  gwyaml "$GWM" "$out/teams" > "$out/gwm.yaml"
+  # its own key prefix: the catalog (teams included) stored by the first gateway is not its
+  rm=""; [ $REDIS = 0 ] || rm="redis: {url: \"redis://127.0.0.1:$RPORT/0\", key_prefix: \"many:\"}"
+  redis_yaml="$rm" gwyaml "$GWM" "$out/teams" > "$out/gwm.yaml"
   "$out/switchyard" serve -config "$out/gwm.yaml" 2>"$out/gwm.log" & GWMPID=$!; pids+=($GWMPID)
 fi
 if [ $TRACE = 1 ]; then
