@@ -13,6 +13,7 @@ import (
 // NodeInfo is what a node announces in its heartbeat (GET /admin/cluster).
 type NodeInfo struct {
 	Node           string    `json:"node"`
+	Version        string    `json:"version,omitempty"` // the build's version
 	CatalogVersion int64     `json:"catalog_version"`
 	Redis          string    `json:"redis"`
 	Started        time.Time `json:"started"`

@@ -38,7 +38,7 @@ func (s *Server) handleAdminCluster(c *gin.Context) {
 		}
 		out["nodes"] = nodes
 	} else {
-		out["nodes"] = []gin.H{{"node": s.Config.Server.NodeID, "catalog_version": s.Catalog.Load().Version, "redis": s.RedisState()}}
+		out["nodes"] = []gin.H{{"node": s.Config.Server.NodeID, "version": s.Version, "catalog_version": s.Catalog.Load().Version, "redis": s.RedisState()}}
 	}
 	c.JSON(http.StatusOK, out)
 }

@@ -221,3 +221,21 @@ func TestAdminConcurrentWrites(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+// The cluster view names each node's build version (the console's Version column).
+func TestAdminClusterNamesVersion(t *testing.T) {
+	cfg, err := config.Load([]byte(adminYAML), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = ""
+	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1, Version: "v9.9.9-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	w := adm(t, n, "GET", "/admin/cluster", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"version":"v9.9.9-test"`) {
+		t.Fatalf("%d %s", w.Code, w.Body.String())
+	}
+}

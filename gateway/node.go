@@ -153,7 +153,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
 		Tier: live.Load().Tier, Audit: audit, Responses: respStore,
 		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState, Tracer: tracer,
-		Live: live, Reloader: reloader,
+		Live: live, Reloader: reloader, Version: opt.Version,
 	}
 	n.Server = New(deps)
 	admin := NewAdmin(func() *config.Config { return live.Load().Config }, holder, store, func(st *catalog.State) { n.publish(st) })

@@ -50,6 +50,8 @@ type Deps struct {
 	Logger   *slog.Logger
 	Tracer   *tracing.Tracer // nil: tracing off (SPEC 12.5)
 	Admin    *Admin          // nil: no admin write API (read endpoints still serve when a key is set)
+	// Version is the build's version, shown for this node in /admin/cluster.
+	Version string
 	// RedisState reports "up", "down" or "disabled" for /readyz and /admin/cluster.
 	RedisState func() string
 	// Cluster lists the nodes seen recently (GET /admin/cluster); nil = this node only.

@@ -142,7 +142,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 	}
 	hb := cluster.NewHeartbeat(c, prefix, 2*time.Second, func() cluster.NodeInfo {
-		return cluster.NodeInfo{Node: cfg.Server.NodeID, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started(),
+		return cluster.NodeInfo{Node: cfg.Server.NodeID, Version: opt.Version, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started(),
 			Health: gn.HealthJSON()}
 	})
 	if cfg.Redis.ExpectedReplicas == 0 {
