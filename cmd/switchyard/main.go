@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -131,6 +133,14 @@ func serveDemo(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo config: %v\n", err)
 		return 1
 	}
+	// The demo includes the console, which needs the admin API: without
+	// SWITCHYARD_ADMIN_KEY it gets a fresh random admin key per start
+	// (never a well-known one: the demo listens on every interface).
+	adminKey := ""
+	if cfg.Admin.Key == "" {
+		adminKey = demoAdminKey()
+		cfg.Admin.Key = adminKey
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return listenAndServe(ctx, cfg, "", newLogger(stderr), func(addr string) {
@@ -159,7 +169,19 @@ Try:
   curl -s http://%[3]s/metrics | grep switchyard_requests_total
 
 `, addr, config.DemoKey, host)
+		if adminKey != "" {
+			fmt.Fprintf(stdout, "Operator console: http://%s/ui/  (admin key for this run: %s)\n\n", host, adminKey)
+		} else {
+			fmt.Fprintf(stdout, "Operator console: http://%s/ui/  (sign in with SWITCHYARD_ADMIN_KEY)\n\n", host)
+		}
 	})
+}
+
+// demoAdminKey is a random admin key for one demo run.
+func demoAdminKey() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return "sy-admin-" + hex.EncodeToString(b)
 }
 
 // listenAndServe serves cfg until ctx ends, then drains. path is the file

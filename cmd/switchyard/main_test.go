@@ -63,3 +63,12 @@ func TestVersionAndUnknown(t *testing.T) {
 		t.Fatalf("%d %s", code, errs)
 	}
 }
+
+// The demo serves the console: without SWITCHYARD_ADMIN_KEY it gets a
+// random admin key per run, never a fixed one.
+func TestDemoAdminKeyRandom(t *testing.T) {
+	a, b := demoAdminKey(), demoAdminKey()
+	if a == b || len(a) < len("sy-admin-")+32 {
+		t.Fatalf("demo admin keys %q %q", a, b)
+	}
+}
