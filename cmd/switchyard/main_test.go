@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"switchyard/config"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -71,4 +77,34 @@ func TestDemoAdminKeyRandom(t *testing.T) {
 	if a == b || len(a) < len("sy-admin-")+32 {
 		t.Fatalf("demo admin keys %q %q", a, b)
 	}
+}
+
+// serveForTest serves the config file at path with listenAndServe (the
+// production serve path, reload included) until the test ends, and returns
+// a context that ends when the server is asked to stop.
+func serveForTest(t *testing.T, path string) context.Context {
+	t.Helper()
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan int, 1)
+	go func() {
+		done <- listenAndServe(ctx, cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)), func(string) { close(ready) })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("server did not stop")
+		}
+	})
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not start")
+	}
+	return ctx
 }

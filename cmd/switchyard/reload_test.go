@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"switchyard/config"
 )
 
 const hupYAML = `
@@ -68,29 +65,7 @@ func TestSIGHUPReloadUnderLoad(t *testing.T) {
 		}
 	}
 	write("round_robin")
-	cfg, err := config.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan int, 1)
-	go func() {
-		done <- listenAndServe(ctx, cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)), func(string) { close(ready) })
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("server did not stop")
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("server did not start")
-	}
+	ctx := serveForTest(t, path)
 	base := "http://" + addr
 
 	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"switchyard/config"
 )
 
 const walkthroughYAML = `
@@ -66,28 +63,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan int, 1)
-	go func() {
-		done <- listenAndServe(ctx, cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)), func(string) { close(ready) })
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("server did not stop")
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("server did not start")
-	}
+	ctx := serveForTest(t, path)
 	gw := "http://" + addr
 
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
