@@ -46,6 +46,20 @@ type Server struct {
 	MaxMessages int `koanf:"max_messages"`
 	// MaxInputItems is the most embedding inputs one request may carry; default 2048.
 	MaxInputItems int `koanf:"max_input_items"`
+	// MaxInflightBodyBytes bounds the request-body bytes the whole node
+	// holds at once (SPEC 14), counted as the bytes that really arrived
+	// (the body buffers' size), never as Content-Length announces them. A
+	// body that would pass it is answered 503 with Retry-After. 0 (the
+	// default) is DefaultMaxInflightBodyBytes(MaxBodyBytes); set, it must be
+	// at least twice MaxBodyBytes, so one largest body always fits.
+	MaxInflightBodyBytes int64 `koanf:"max_inflight_body_bytes"`
+}
+
+// DefaultMaxInflightBodyBytes is server.max_inflight_body_bytes when it is
+// 0: 16 largest bodies or 256 MiB, whichever is smaller, and never less
+// than two largest bodies.
+func DefaultMaxInflightBodyBytes(maxBody int64) int64 {
+	return max(min(16*maxBody, 256<<20), 2*maxBody)
 }
 
 // Admin configures the admin API (SPEC 11).

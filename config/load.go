@@ -40,6 +40,7 @@ func defaults() map[string]any {
 		"server.idle_timeout":              "120s",
 		"server.max_messages":              10000,
 		"server.max_input_items":           2048,
+		"server.max_inflight_body_bytes":   0, // derived from max_body_bytes in applyItemDefaults
 		"data_dir":                         "./data",
 		"redis.timeout":                    "50ms",
 		"redis.slot_lease":                 "30s",
@@ -240,6 +241,9 @@ func joinPath(a, b string) string {
 func applyItemDefaults(c *Config) {
 	if c.Server.NodeID == "" {
 		c.Server.NodeID, _ = os.Hostname()
+	}
+	if c.Server.MaxInflightBodyBytes == 0 && c.Server.MaxBodyBytes > 0 {
+		c.Server.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes(c.Server.MaxBodyBytes)
 	}
 	for i := range c.Deployments {
 		ApplyDeploymentDefaults(&c.Deployments[i])

@@ -26,6 +26,39 @@ func TestServerHostileDefaults(t *testing.T) {
 	}
 }
 
+// server.max_inflight_body_bytes (SPEC 14): 0 is min(16 bodies, 256 MiB)
+// but never under two bodies; set, it must hold two largest bodies.
+func TestMaxInflightBodyBytes(t *testing.T) {
+	for _, tc := range []struct {
+		server string
+		want   int64
+	}{
+		{"", 160 << 20}, // 16 x the default 10 MiB
+		{"server: {max_body_bytes: 1048576}", 16 << 20}, // 16 x 1 MiB
+		{"server: {max_body_bytes: 104857600}", 256 << 20},
+		{"server: {max_body_bytes: 209715200}", 400 << 20}, // two 200 MiB bodies beat the 256 MiB cap
+		{"server: {max_inflight_body_bytes: 30000000}", 30000000},
+	} {
+		c, err := Load([]byte(minimal+tc.server+"\n"), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.server, err)
+		}
+		if got := c.Server.MaxInflightBodyBytes; got != tc.want {
+			t.Errorf("%q: max_inflight_body_bytes %d, want %d", tc.server, got, tc.want)
+		}
+	}
+	c, err := Load([]byte(minimal), []string{"SWITCHYARD_SERVER_MAX_INFLIGHT_BODY_BYTES=50000000"})
+	if err != nil || c.Server.MaxInflightBodyBytes != 50000000 {
+		t.Fatalf("env override: %v %+v", err, c)
+	}
+	for _, bad := range []string{"server: {max_inflight_body_bytes: 20971519}", "server: {max_inflight_body_bytes: -1}"} {
+		_, err := Load([]byte(minimal+bad+"\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), "server.max_inflight_body_bytes: must be at least twice server.max_body_bytes (20971520)") {
+			t.Errorf("%q: want a problem naming the key and the minimum, got %v", bad, err)
+		}
+	}
+}
+
 func TestKeyDigestIdentity(t *testing.T) {
 	sum := sha256.Sum256([]byte("sk-team-key"))
 	lower := "sha256:" + hex.EncodeToString(sum[:])

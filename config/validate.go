@@ -54,6 +54,9 @@ func Validate(c *Config) Problems {
 			add("server.%s: must be > 0, got %s", d.name, d.v)
 		}
 	}
+	if n, b := c.Server.MaxInflightBodyBytes, c.Server.MaxBodyBytes; b > 0 && n < 2*b {
+		add("server.max_inflight_body_bytes: must be at least twice server.max_body_bytes (%d), so one largest body always fits; got %d (0 = the default, min(16 x max_body_bytes, 256 MiB))", 2*b, n)
+	}
 	if c.Server.MaxMessages < 1 {
 		add("server.max_messages: must be >= 1, got %d (default 10000)", c.Server.MaxMessages)
 	}

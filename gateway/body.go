@@ -5,10 +5,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"switchyard/config"
 	"switchyard/wire"
 )
 
@@ -21,11 +24,14 @@ import (
 // at least; a Content-Length never sizes it before the bytes arrive.
 const bodyChunk = 16 << 10
 
-// readBody reads the request body, at most limit bytes, within the read
-// deadline. It answers 413 over the limit and 408 when the client is too
-// slow. The buffer doubles only once it is full of bytes that really
-// arrived, so a client announcing 10 MiB and sending one byte costs 16 KiB.
-func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
+// readBody reads the request body, at most server.max_body_bytes, within
+// the read deadline, holding its buffer's bytes in the node's body budget
+// through lease (the caller releases it when the request ends, on every
+// exit). It answers 413 over the limit, 408 when the client is too slow
+// and 503 when the node already holds server.max_inflight_body_bytes. The
+// buffer doubles only once it is full of bytes that really arrived, so a
+// client announcing 10 MiB and sending one byte costs 16 KiB.
+func (s *Server) readBody(c *gin.Context, lease *bodyLease) ([]byte, *apiError) {
 	r := c.Request
 	srv := s.cfg().Server
 	limit := srv.MaxBodyBytes
@@ -37,12 +43,26 @@ func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
 			_ = d.SetReadDeadline(time.Now().Add(t))
 		}
 	}
-	body, err := readBounded(r.Body, r.ContentLength, limit)
+	lease.budget, lease.size = &s.bodies, srv.MaxInflightBodyBytes
+	if lease.size <= 0 { // a Config not built by config.Load
+		lease.size = config.DefaultMaxInflightBodyBytes(limit)
+	}
+	body, err := readBounded(r.Body, r.ContentLength, limit, lease)
+	if err != nil {
+		lease.release() // the buffer is garbage now; callers may release again
+	}
 	switch {
 	case err == nil:
 		return body, nil
 	case errors.Is(err, errBodyTooLarge):
 		return nil, errTooLarge(limit)
+	case errors.Is(err, errBodyBudget):
+		s.Metrics.BodyBudgetRejected.Inc()
+		c.Header("Connection", "close") // the rest of the body is never read
+		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "body_budget_exhausted",
+			RetryAfter: time.Second,
+			Message: "this node is reading too many request bodies at once (server.max_inflight_body_bytes, " +
+				strconv.FormatInt(lease.size, 10) + " bytes): retry shortly"}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.Header("Connection", "close")
 		return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
@@ -51,7 +71,10 @@ func (s *Server) readBody(c *gin.Context) ([]byte, *apiError) {
 	return nil, errBadRequest("", "could not read the request body: "+err.Error())
 }
 
-var errBodyTooLarge = errors.New("request body over the limit")
+var (
+	errBodyTooLarge = errors.New("request body over the limit")
+	errBodyBudget   = errors.New("node body budget exhausted")
+)
 
 // shapeLimits are the parse limits of the live configuration (SPEC 14).
 func (s *Server) shapeLimits() wire.Limits {
@@ -63,10 +86,15 @@ func (s *Server) shapeLimits() wire.Limits {
 // read: it starts at bodyChunk (or the announced length when smaller) and
 // doubles only when full, never past the announced length (plus one byte
 // to see the end) or limit+1. More than limit bytes is errBodyTooLarge.
-func readBounded(r io.Reader, announced, limit int64) ([]byte, error) {
+// Each buffer's growth is taken from lease first; a growth the budget
+// cannot hold is errBodyBudget.
+func readBounded(r io.Reader, announced, limit int64, lease *bodyLease) ([]byte, error) {
 	first := min(int64(bodyChunk), limit+1)
 	if announced >= 0 {
 		first = min(first, announced+1)
+	}
+	if !lease.grow(first) {
+		return nil, errBodyBudget
 	}
 	buf := make([]byte, 0, first)
 	for {
@@ -76,6 +104,9 @@ func readBounded(r io.Reader, announced, limit int64) ([]byte, error) {
 				next = min(next, announced+1)
 			}
 			next = min(next, limit+1)
+			if !lease.grow(next - int64(cap(buf))) {
+				return nil, errBodyBudget
+			}
 			nb := make([]byte, len(buf), next)
 			copy(nb, buf)
 			buf = nb
@@ -91,6 +122,68 @@ func readBounded(r io.Reader, announced, limit int64) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+}
+
+// bodyBudget is the node's budget of request-body bytes held at once
+// (server.max_inflight_body_bytes, SPEC 14): without it, N authenticated
+// uploads hold N body limits, whatever the per-request bound. It counts
+// the body buffers' capacity, which grows only with bytes that arrived.
+// Lock-free: reserving is one compare-and-swap, releasing one add.
+type bodyBudget struct {
+	held atomic.Int64 // bytes reserved by the bodies being read or served
+}
+
+// take reserves n bytes when the budget then holds at most limit; it never
+// lets held pass limit, even for a moment, so the gauge is exact.
+func (b *bodyBudget) take(n, limit int64) bool {
+	for {
+		cur := b.held.Load()
+		if cur+n > limit {
+			return false
+		}
+		if b.held.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+// smallBodyShare: the growth of a body past its first buffer may use the
+// budget only up to size - size/smallBodyShare. The rest is for first
+// buffers (at most bodyChunk each), so ordinary small requests keep being
+// served while large uploads hold the budget.
+const smallBodyShare = 8
+
+// bodyLease is one request's share of the body budget. The zero value
+// holds nothing; release is idempotent. Not safe for concurrent use (one
+// request's goroutine owns it).
+type bodyLease struct {
+	budget *bodyBudget
+	size   int64 // the budget's size when the request started (server.max_inflight_body_bytes)
+	held   int64 // bytes this request holds
+}
+
+// grow takes n more bytes for this request's buffer: the first buffer
+// against the whole budget, later growth against all but the small-body
+// share.
+func (l *bodyLease) grow(n int64) bool {
+	limit := l.size
+	if l.held > 0 {
+		limit -= l.size / smallBodyShare
+	}
+	if !l.budget.take(n, limit) {
+		return false
+	}
+	l.held += n
+	return true
+}
+
+// release gives this request's bytes back; every exit of a request that
+// read a body calls it (deferred by the handler).
+func (l *bodyLease) release() {
+	if l.held != 0 {
+		l.budget.held.Add(-l.held)
+		l.held = 0
 	}
 }
 

@@ -37,6 +37,7 @@ type call struct {
 	team    *catalog.Team
 	edgeReq edge.Request
 	clen    [1]string  // the Content-Length header value, held here to spare an allocation
+	body    bodyLease  // the body's bytes in the node's body budget, released when serve returns
 	begun   edge.Begun // the edge state's admission and the pins it read (SPEC 9)
 
 	alias      string // requested name when it was a tier alias
@@ -84,6 +85,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg().Server.RequestTimeout)
 	defer cancel()
 	cl.ctx, cl.span = s.Tracer.StartRequest(ctx, c.Request, c.FullPath())
+	defer cl.body.release() // after finish: the body is referenced until the request ends
 	defer cl.finish()
 
 	_ = cl.authenticate() && cl.parse() && cl.conversation() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
@@ -102,7 +104,7 @@ func (cl *call) fail(e *apiError) bool {
 // parse reads the bounded body once and parses it under the shape limits
 // (SPEC 2.2, 14).
 func (cl *call) parse() bool {
-	body, e := cl.s.readBody(cl.c)
+	body, e := cl.s.readBody(cl.c, &cl.body)
 	if e != nil {
 		return cl.fail(e)
 	}

@@ -208,7 +208,9 @@ func (s *Server) handleCountTokens(c *gin.Context) {
 	if team == nil {
 		return
 	}
-	body, e := s.readBody(c)
+	var lease bodyLease
+	defer lease.release()
+	body, e := s.readBody(c, &lease)
 	if e != nil {
 		writeErrorFormat(c, e, wire.FormatAnthropic)
 		return

@@ -78,6 +78,7 @@ type Server struct {
 	adminOn  bool
 	idPrefix string
 	idSeq    atomic.Uint64
+	bodies   bodyBudget // request-body bytes held node-wide (SPEC 14); survives reloads
 
 	adminGroup *gin.RouterGroup // Assemble registers the write API on it
 }
@@ -117,6 +118,11 @@ func New(d Deps) *Server {
 		c.Abort()
 	}), s.deadlines)
 	s.routes()
+	if d.Registry != nil {
+		d.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "switchyard", Name: "body_bytes_in_flight",
+			Help: "Request-body bytes this node holds now (read or being read), against server.max_inflight_body_bytes."},
+			func() float64 { return float64(s.bodies.held.Load()) }))
+	}
 	return s
 }
 

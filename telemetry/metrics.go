@@ -40,6 +40,10 @@ type Metrics struct {
 	RedisFallback *prometheus.CounterVec // component
 	UsageDropped  prometheus.Counter
 	AuditDropped  prometheus.Counter
+
+	// BodyBudgetRejected counts requests answered 503 because the node
+	// already held server.max_inflight_body_bytes of request bodies (SPEC 14).
+	BodyBudgetRejected prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them, plus the Go and
@@ -101,13 +105,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Usage deltas that could not be written to Redis at all."}),
 		AuditDropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "audit_dropped_total",
 			Help: "Audit entries that could not be stored."}),
+
+		BodyBudgetRejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "body_budget_rejected_total",
+			Help: "Requests answered 503 because the node held server.max_inflight_body_bytes of request bodies."}),
 	}
 	reg.MustRegister(
 		m.Requests, m.RequestDuration, m.Overhead, m.Attempts, m.UpstreamLatency, m.UpstreamTTFB,
 		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
-		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.BodyBudgetRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m

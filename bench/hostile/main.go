@@ -6,7 +6,7 @@
 // its key, sends an endless SSE event, or streams without end. Every phase
 // is bounded; every process it starts is stopped when it exits.
 //
-//	go run ./bench/hostile -gateway ./switchyard [-conns 200]
+//	go run ./bench/hostile -gateway ./switchyard [-conns 200] [-uploads 40] [-inflight BYTES]
 package main
 
 import (
@@ -35,18 +35,20 @@ const upstreamKey = "sk-upstream-ECHOED-SECRET-0123456789"
 func main() {
 	bin := flag.String("gateway", "", "path to the switchyard binary (required)")
 	conns := flag.Int("conns", 200, "connections per slow-client phase")
+	uploads := flag.Int("uploads", 40, "concurrent authenticated ~10 MiB uploads in the upload phase")
+	inflight := flag.Int64("inflight", 0, "the gateway's server.max_inflight_body_bytes (0: its default, 160 MiB here)")
 	flag.Parse()
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "hostile: -gateway PATH is required")
 		os.Exit(2)
 	}
-	if err := run(*bin, *conns); err != nil {
+	if err := run(*bin, *conns, *uploads, *inflight); err != nil {
 		fmt.Fprintln(os.Stderr, "hostile:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, conns int) error {
+func run(bin string, conns, uploads int, inflight int64) error {
 	up := httptest.NewServer(upstream())
 	defer up.Close()
 	dir, err := os.MkdirTemp("", "hostile")
@@ -60,7 +62,7 @@ func run(bin string, conns int) error {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfg := fmt.Sprintf(`server: {listen: %q, read_header_timeout: 2s, read_timeout: 1s, write_timeout: 1s, idle_timeout: 5s, upstream_timeout: 10s, request_timeout: 60s}
+	cfg := fmt.Sprintf(`server: {listen: %q, read_header_timeout: 2s, read_timeout: 1s, write_timeout: 1s, idle_timeout: 5s, upstream_timeout: 10s, request_timeout: 60s, max_inflight_body_bytes: %d}
 data_dir: ""
 admin: {key: adm}
 providers:
@@ -75,7 +77,7 @@ routing:
   fallbacks: [{primary: endless, reason: general, models: [fine]}]
 teams:
   - {name: t, keys: ["sk-hostile"], models: ["*"]}
-`, addr, up.URL, upstreamKey)
+`, addr, inflight, up.URL, upstreamKey)
 	cfgPath := filepath.Join(dir, "gw.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return err
@@ -110,6 +112,7 @@ teams:
 	}{
 		{fmt.Sprintf("%d slow 10 MiB bodies, no key", conns), func(g *gw) string { return g.slowBodies(conns, "") }},
 		{fmt.Sprintf("%d slow 10 MiB bodies, with key", conns), func(g *gw) string { return g.slowBodies(conns, "sk-hostile") }},
+		{fmt.Sprintf("%d ~10 MiB uploads in 0.5s each, with key", uploads), func(g *gw) string { return g.slowUploads(uploads) }},
 		{fmt.Sprintf("%d never-ending headers", conns), func(g *gw) string { return g.slowHeaders(conns) }},
 		{"20x 806k messages + 20x 3M inputs, no key", func(g *gw) string { return g.hugeShapes(20, "") }},
 		{"20x 806k messages + 20x 3M inputs, key", func(g *gw) string { return g.hugeShapes(20, "sk-hostile") }},
@@ -150,6 +153,7 @@ func upstream() http.Handler {
 	chunk := `{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("x", 200) + `"}}]}`
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20)) // a large upload forwarded whole
 		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		w.Header().Set("X-Request-Id", "req-"+key)
 		switch {
@@ -219,22 +223,7 @@ func (g *gw) rss() int64 {
 }
 
 // goroutines reads go_goroutines from the gateway's /metrics.
-func (g *gw) goroutines() int {
-	resp, err := http.Get("http://" + g.addr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			n, _ := strconv.ParseFloat(v, 64)
-			return int(n)
-		}
-	}
-	return -1
-}
+func (g *gw) goroutines() int { return int(g.metric("go_goroutines")) }
 
 // sampleRSS samples RSS every 20ms until the returned stop, which returns
 // the peak.
@@ -367,6 +356,84 @@ func readUntilClosed(c net.Conn, d time.Duration) string {
 			return "closed"
 		}
 	}
+}
+
+// slowUploads sends n authenticated chat bodies of 10 MiB minus 1 KiB at
+// once, each in 512 KiB writes 25ms apart (about 0.5s, inside the 1s
+// read_timeout), and reports the answers and the peak of the gateway's
+// switchyard_body_bytes_in_flight. Without a node-wide body budget they all
+// held their whole buffer together (40 peaked at 607-736 MiB RSS); with it,
+// the uploads past server.max_inflight_body_bytes get 503 at once.
+func (g *gw) slowUploads(n int) string {
+	const size, piece = 10<<20 - 1<<10, 512 << 10
+	head, tail := `{"model":"fine","messages":[{"role":"user","content":"`, `"}]}`
+	body := []byte(head + strings.Repeat("x", size-len(head)-len(tail)) + tail)
+	var peak atomic.Int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if v := g.metric("switchyard_body_bytes_in_flight"); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	t := g.eachConn(n, func(c net.Conn, t *tally) {
+		start := time.Now()
+		go func() {
+			if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer sk-hostile\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body)); err != nil {
+				return
+			}
+			for off := 0; off < len(body); off += piece {
+				if _, err := c.Write(body[off:min(off+piece, len(body))]); err != nil {
+					return // answered (503) and closed: the rest is never read
+				}
+				time.Sleep(25 * time.Millisecond)
+			}
+		}()
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.add("no answer", time.Since(start))
+			return
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		code := ""
+		if i := bytes.Index(b, []byte(`"code":"`)); i >= 0 {
+			code = string(b[i+8:])
+			code = " " + code[:strings.IndexByte(code, '"')]
+		}
+		t.add(fmt.Sprintf("%d%s", resp.StatusCode, code), time.Since(start))
+	})
+	close(done)
+	<-sampled
+	return statuses(t.m) + fmt.Sprintf("; body bytes in flight peak %.1f MiB; slowest %s", mib(peak.Load()), t.slowest.Round(time.Millisecond))
+}
+
+// metric reads one unlabelled gauge or counter from the gateway's /metrics
+// (-1 when it is missing).
+func (g *gw) metric(name string) int64 {
+	resp, err := http.Get("http://" + g.addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return int64(f)
+		}
+	}
+	return -1
 }
 
 // slowHeaders opens n connections whose headers never end.
