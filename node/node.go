@@ -181,13 +181,19 @@ type observer struct{ m *telemetry.Metrics }
 // OnFallback implements edge.Observer.
 func (o *observer) OnFallback(component string) { o.m.RedisFallback.WithLabelValues(component).Inc() }
 
-// OnDropped implements edge.Observer.
+// OnDropped implements edge.Observer: lost audit entries in
+// switchyard_audit_dropped_total, every other kind (pins, releases, usage)
+// in switchyard_edge_dropped_total{kind}, and usage also in
+// switchyard_usage_dropped_total, which counts usage deltas only.
 func (o *observer) OnDropped(kind string, n int) {
-	if kind == "audit" {
+	switch kind {
+	case "audit":
 		o.m.AuditDropped.Add(float64(n))
 		return
+	case "usage":
+		o.m.UsageDropped.Add(float64(n))
 	}
-	o.m.UsageDropped.Add(float64(n))
+	o.m.EdgeDropped.WithLabelValues(kind).Add(float64(n))
 }
 
 // usageObserver is the observer as ratelimit.Observer.

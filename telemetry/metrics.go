@@ -40,6 +40,10 @@ type Metrics struct {
 	RedisFallback *prometheus.CounterVec // component
 	UsageDropped  prometheus.Counter
 	AuditDropped  prometheus.Counter
+	// EdgeDropped counts the shared-state writes lost because a writer's
+	// bound was reached, by kind: pins, releases, usage (the last also in
+	// UsageDropped). Audit entries have AuditDropped.
+	EdgeDropped *prometheus.CounterVec
 
 	// BodyBudgetRejected counts requests answered 503 because the node
 	// already held server.max_inflight_body_bytes of request bodies (SPEC 14).
@@ -105,6 +109,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Usage deltas that could not be written to Redis at all."}),
 		AuditDropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "audit_dropped_total",
 			Help: "Audit entries that could not be stored."}),
+		EdgeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_dropped_total",
+			Help: "Shared-state writes lost because a writer's bound was reached, by kind (pins, releases, usage)."}, []string{"kind"}),
 
 		BodyBudgetRejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "body_budget_rejected_total",
 			Help: "Requests answered 503 because the node held server.max_inflight_body_bytes of request bodies."}),
@@ -114,8 +120,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
-		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.BodyBudgetRejected,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.EdgeDropped, m.BodyBudgetRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	for _, kind := range EdgeDropKinds {
+		m.EdgeDropped.WithLabelValues(kind) // shown at 0 before the first loss
+	}
 	return m
 }
+
+// EdgeDropKinds are the kind labels of switchyard_edge_dropped_total.
+var EdgeDropKinds = []string{"pins", "releases", "usage"}
