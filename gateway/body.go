@@ -58,6 +58,7 @@ func (s *Server) readBody(c *gin.Context, lease *bodyLease) ([]byte, *apiError) 
 		return nil, errTooLarge(limit)
 	case errors.Is(err, errBodyBudget):
 		s.Metrics.BodyBudgetRejected.Inc()
+		s.warnBodyBudget(lease.size)
 		c.Header("Connection", "close") // the rest of the body is never read
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "body_budget_exhausted",
 			RetryAfter: time.Second,
@@ -69,6 +70,21 @@ func (s *Server) readBody(c *gin.Context, lease *bodyLease) ([]byte, *apiError) 
 			Message: "the request body did not arrive within server.read_timeout (" + srv.ReadTimeout.String() + "): send it faster"}
 	}
 	return nil, errBadRequest("", "could not read the request body: "+err.Error())
+}
+
+// bodyLogEvery spaces the body-budget warnings: a flood of rejections is
+// one log line per interval (the metric counts each).
+const bodyLogEvery = 10 * time.Second
+
+// warnBodyBudget logs that the body budget is exhausted, at most once per
+// bodyLogEvery.
+func (s *Server) warnBodyBudget(size int64) {
+	now, last := time.Now().UnixNano(), s.bodyLogAt.Load()
+	if now-last < int64(bodyLogEvery) || !s.bodyLogAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.Logger.Warn("request bodies over server.max_inflight_body_bytes: answering 503 until some end (raise it, or add memory or replicas, if this persists; switchyard_body_budget_rejected_total counts them)",
+		"max_inflight_body_bytes", size, "held", s.bodies.held.Load())
 }
 
 var (
@@ -87,7 +103,8 @@ func (s *Server) shapeLimits() wire.Limits {
 // doubles only when full, never past the announced length (plus one byte
 // to see the end) or limit+1. More than limit bytes is errBodyTooLarge.
 // Each buffer's growth is taken from lease first; a growth the budget
-// cannot hold is errBodyBudget.
+// cannot hold is errBodyBudget. announced is -1 (unknown) or at most limit
+// (readBody answers 413 before reading a larger announcement).
 func readBounded(r io.Reader, announced, limit int64, lease *bodyLease) ([]byte, error) {
 	first := min(int64(bodyChunk), limit+1)
 	if announced >= 0 {

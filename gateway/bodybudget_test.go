@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -165,6 +167,9 @@ func TestBodyBudgetBoundsConcurrentUploads(t *testing.T) {
 			t.Fatalf("rejection: Retry-After %q, closes %v: %s", a.resp.Header.Get("Retry-After"), a.resp.Close, a.body)
 		}
 	}
+	if n := strings.Count(g.logs.String(), "server.max_inflight_body_bytes: answering 503"); n != 1 {
+		t.Errorf("%d body-budget warnings for %d rejections within seconds, want 1", n, len(rejected))
+	}
 	if got, want := metricLine(t, g, "switchyard_body_budget_rejected_total"), fmt.Sprintf("switchyard_body_budget_rejected_total %d", len(rejected)); got != want {
 		t.Errorf("metric %q, want %q", got, want)
 	}
@@ -306,4 +311,64 @@ func TestBodyLeaseAllocatesNothing(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("%v allocations per lease", n)
 	}
+}
+
+// chunkReader returns data in pieces of the sizes steps cycles through.
+type chunkReader struct {
+	data  []byte
+	steps []byte
+	i     int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := len(r.data)
+	if len(r.steps) > 0 {
+		n = min(n, int(r.steps[r.i%len(r.steps)])*97+1)
+		r.i++
+	}
+	n = copy(p, r.data[:n])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// readBounded with a lease, whatever the body, its pieces, the announced
+// length, the limit and the budget: a body within both comes back whole
+// and holds exactly its buffer; otherwise the error says which bound; the
+// budget is never passed and is empty after release.
+func FuzzReadBounded(f *testing.F) {
+	f.Add([]byte(`{"model":"m"}`), []byte{1}, int64(13), int64(1<<17), int64(1<<19))
+	f.Add(bytes.Repeat([]byte("x"), 70000), []byte{200, 3}, int64(-1), int64(100000), int64(50000))
+	f.Add(bytes.Repeat([]byte("y"), 40000), []byte{}, int64(10), int64(30000), int64(1<<20))
+	f.Fuzz(func(t *testing.T, data, steps []byte, announced, limit, size int64) {
+		// readBody's contract: 0 <= announced <= limit, or -1 (unknown)
+		if limit < 1 || limit > 1<<17 || size < 1 || size > 1<<19 || announced < -1 || announced > limit || len(data) > 1<<17 {
+			return
+		}
+		var b bodyBudget
+		lease := bodyLease{budget: &b, size: size}
+		body, err := readBounded(&chunkReader{data: data, steps: steps}, announced, limit, &lease)
+		if h := b.held.Load(); h > size || h != lease.held {
+			t.Fatalf("held %d (lease %d) over a budget of %d", h, lease.held, size)
+		}
+		switch {
+		case err == nil:
+			if !bytes.Equal(body, data) || int64(cap(body)) != lease.held {
+				t.Fatalf("body of %d bytes, cap %d, lease %d; sent %d", len(body), cap(body), lease.held, len(data))
+			}
+		case errors.Is(err, errBodyTooLarge):
+			if int64(len(data)) <= limit {
+				t.Fatalf("%d bytes within the limit %d called too large", len(data), limit)
+			}
+		case errors.Is(err, errBodyBudget):
+		default:
+			t.Fatalf("unexpected error %v", err)
+		}
+		lease.release()
+		if b.held.Load() != 0 {
+			t.Fatalf("%d held after release", b.held.Load())
+		}
+	})
 }

@@ -69,18 +69,21 @@ type Deps struct {
 	Responses responses.Store
 }
 
-// Server is the HTTP edge. Its fields are immutable after New; the live
-// catalog is read through Deps.Catalog.
+// Server is the HTTP edge. Its fields are immutable after New except the
+// atomic counters; the live catalog is read through Deps.Catalog.
 type Server struct {
 	Deps
 	engine   *gin.Engine
 	adminKey [32]byte
 	adminOn  bool
 	idPrefix string
-	idSeq    atomic.Uint64
-	bodies   bodyBudget // request-body bytes held node-wide (SPEC 14); survives reloads
 
 	adminGroup *gin.RouterGroup // Assemble registers the write API on it
+
+	// Atomic, shared by every request; they survive reloads.
+	idSeq     atomic.Uint64
+	bodies    bodyBudget   // request-body bytes held node-wide (SPEC 14)
+	bodyLogAt atomic.Int64 // unix ns of the last body-budget warning (one per bodyLogEvery)
 }
 
 // New builds the server and its routes.
