@@ -247,6 +247,11 @@ func (c *Conn) Available(key string) bool {
 	return c.shards.available(key)
 }
 
+// OneShard reports whether every key lives on one Redis server
+// (standalone or Sentinel), so calls on keys of different hash tags may
+// share a pipeline without one shard holding up another.
+func (c *Conn) OneShard() bool { return c.shards == nil }
+
 // BreakerFor is the breaker guarding key: the one breaker, or on Cluster the
 // breaker of the node now serving key's slot (nil until the slot map is
 // loaded, when Available answers from the seeds).

@@ -62,6 +62,11 @@ type Config struct {
 	FlushEvery time.Duration // how often the writer sends what is pending (default 10ms)
 	MaxPins    int           // pending pin writes kept while Redis is away (default 100,000)
 	MaxAudit   int           // audit entries queued for the stream (default 10,000)
+	// OneShard is set when every key lives on one Redis server (standalone
+	// or Sentinel, not Cluster): concurrent admissions of different teams
+	// then share one pipelined round trip. On Cluster each team batches
+	// alone, so a slow or lost shard never holds up another shard's teams.
+	OneShard bool
 }
 
 // DefaultSlotLease is redis.slot_lease when the config leaves it zero.
@@ -104,6 +109,7 @@ type Redis struct {
 
 	seq   atomic.Uint64
 	teams sync.Map // team name -> *teamState
+	comb  combiner // the node's admission combiner when cfg.OneShard
 }
 
 // NewRedis returns the Redis edge state over c and starts its writer.
@@ -232,12 +238,12 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	for _, nm := range names[:n] {
 		keys = append(keys, ts.keys.base+nm)
 	}
-	ac := &admitCall{cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys}
+	ac := &admitCall{ts: ts, team: t, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys}
 	if t.MaxParallel > 0 {
 		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
 	cost, slot := ac.cost, ac.slot
-	res, err := r.admit(ctx, ts, t, ac)
+	res, err := r.admit(ctx, ac)
 	if err == nil && len(res) != 8+n {
 		err = errors.New("edge: begin script returned " + strconv.Itoa(len(res)) + " values")
 	}
@@ -282,6 +288,8 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 // admitCall is one admission waiting to be decided in Redis, alone or in a
 // batch with the other admissions of its team that arrived meanwhile.
 type admitCall struct {
+	ts    *teamState
+	team  *catalog.Team
 	cost  int64
 	slot  string
 	pins  []string // full pin keys to read
@@ -304,31 +312,51 @@ const (
 // twice redis.timeout behind its team's batches.
 var errQueued = errors.New("edge: admission waited past redis.timeout for its team's batch")
 
-// admit decides ac in Redis. Concurrent admissions of one team share one
-// script call (group commit): the first runs at once; those that arrive while
-// a call is in flight queue up, and the next batch is sent as soon as the
-// call returns, by the first of them. A burst far larger than the connection
-// pool therefore costs a few round trips, not a pool wait each, and is
-// decided exactly in Redis. No goroutine is started; one at a time nothing
-// waits. A queued admission waits for the call in flight and then its own
-// batch, each bounded by redis.timeout, so at most twice redis.timeout; past
-// that it gives up and is decided locally, unless its batch was already sent
-// (then it waits for that batch's answer, itself bounded by redis.timeout).
-// A queued admission that gave up at once (after one timeout) would be
-// decided by a local state that has not yet learnt what the batch in flight
-// admits: both, which SPEC 9 rules out.
-func (r *Redis) admit(ctx context.Context, ts *teamState, t *catalog.Team, ac *admitCall) ([]any, error) {
-	ts.cmu.Lock()
-	if !ts.busy {
-		ts.busy = true
-		ts.cmu.Unlock()
+// combiner batches admissions (group commit): mu guards busy (a call is in
+// flight) and queue (admissions waiting for the next batch).
+type combiner struct {
+	mu    sync.Mutex
+	busy  bool
+	queue []*admitCall
+}
+
+// combinerFor is the combiner ac joins: the node's on one shard (every
+// team's admissions share a round trip), the team's own on Cluster.
+func (r *Redis) combinerFor(ac *admitCall) *combiner {
+	if r.cfg.OneShard {
+		return &r.comb
+	}
+	return &ac.ts.comb
+}
+
+// admit decides ac in Redis. Concurrent admissions share one round trip
+// (group commit): the first runs at once; those that arrive while a call is
+// in flight queue up, and the next batch is sent as soon as the call
+// returns, by the first of them. In a batch the admissions of one team go in
+// one script call, and the calls of different teams (one shard only) in one
+// pipeline. A burst far larger than the connection pool therefore costs a
+// few round trips, not a pool wait each, and is decided exactly in Redis;
+// and 10,000 teams cost what one does. No goroutine is started; one at a
+// time nothing waits. A queued admission waits for the call in flight and
+// then its own batch, each bounded by redis.timeout, so at most twice
+// redis.timeout; past that it gives up and is decided locally, unless its
+// batch was already sent (then it waits for that batch's answer, itself
+// bounded by redis.timeout). A queued admission that gave up at once (after
+// one timeout) would be decided by a local state that has not yet learnt
+// what the batch in flight admits: both, which SPEC 9 rules out.
+func (r *Redis) admit(ctx context.Context, ac *admitCall) ([]any, error) {
+	cb := r.combinerFor(ac)
+	cb.mu.Lock()
+	if !cb.busy {
+		cb.busy = true
+		cb.mu.Unlock()
 		ac.state.Store(callTaken)
-		r.lead(ctx, ts, t, ac, []*admitCall{ac})
+		r.lead(ctx, cb, ac, []*admitCall{ac})
 		return ac.res, ac.err
 	}
 	ac.done = make(chan struct{}, 1)
-	ts.queue = append(ts.queue, ac)
-	ts.cmu.Unlock()
+	cb.queue = append(cb.queue, ac)
+	cb.mu.Unlock()
 	timer := time.NewTimer(2 * r.timeout) // the batch in flight (<= timeout), then its own (<= timeout)
 	select {
 	case <-ac.done:
@@ -340,25 +368,25 @@ func (r *Redis) admit(ctx context.Context, ts *teamState, t *catalog.Team, ac *a
 	}
 	timer.Stop()
 	if ac.lead {
-		r.lead(ctx, ts, t, ac, ac.batch)
+		r.lead(ctx, cb, ac, ac.batch)
 	}
 	return ac.res, ac.err
 }
 
-// lead sends batch (leader is in it, already taken), then hands the team's
-// next batch to its first live member, or marks the team idle.
-func (r *Redis) lead(ctx context.Context, ts *teamState, t *catalog.Team, leader *admitCall, batch []*admitCall) {
-	r.runBatch(ctx, ts, t, leader, batch)
+// lead sends batch (leader is in it, already taken), then hands the
+// combiner's next batch to its first live member, or marks it idle.
+func (r *Redis) lead(ctx context.Context, cb *combiner, leader *admitCall, batch []*admitCall) {
+	r.runBatch(ctx, leader, batch)
 	for {
-		ts.cmu.Lock()
-		if len(ts.queue) == 0 {
-			ts.busy = false
-			ts.cmu.Unlock()
+		cb.mu.Lock()
+		if len(cb.queue) == 0 {
+			cb.busy = false
+			cb.mu.Unlock()
 			return
 		}
-		next := ts.queue
-		ts.queue = nil
-		ts.cmu.Unlock()
+		next := cb.queue
+		cb.queue = nil
+		cb.mu.Unlock()
 		for _, c := range next {
 			if c.state.CompareAndSwap(callWaiting, callTaken) {
 				c.lead, c.batch = true, next
@@ -370,44 +398,128 @@ func (r *Redis) lead(ctx context.Context, ts *teamState, t *catalog.Team, leader
 	}
 }
 
-// runBatch sends one beginLua call for the live calls of batch and hands
-// each its part of the answer.
-func (r *Redis) runBatch(ctx context.Context, ts *teamState, t *catalog.Team, leader *admitCall, batch []*admitCall) {
-	live := batch[:0:0]
-	npins := 0
+// teamBatch is the live admissions of one team in a batch: one script call.
+type teamBatch struct {
+	calls []*admitCall
+	keys  []string
+	args  []any
+	rel   []string // releases it carries
+	taken int      // how many of rel came from the pending list
+}
+
+// runBatch sends the live calls of batch, one beginLua call per team (in one
+// pipeline when there are several), and hands each its part of the answer.
+func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitCall) {
+	var groups []*teamBatch
+	var index map[*teamState]*teamBatch // for large mixed batches
 	for _, c := range batch {
-		if c == leader || c.state.CompareAndSwap(callWaiting, callTaken) {
-			live = append(live, c)
-			npins += len(c.pins)
+		if c != leader && !c.state.CompareAndSwap(callWaiting, callTaken) {
+			continue
+		}
+		var g *teamBatch
+		if index != nil {
+			g = index[c.ts]
+		} else {
+			for _, h := range groups {
+				if h.calls[0].ts == c.ts {
+					g = h
+					break
+				}
+			}
+		}
+		if g != nil {
+			g.calls = append(g.calls, c)
+			continue
+		}
+		g = &teamBatch{calls: []*admitCall{c}}
+		groups = append(groups, g)
+		switch {
+		case index != nil:
+			index[c.ts] = g
+		case len(groups) > 8:
+			index = make(map[*teamState]*teamBatch, len(batch))
+			for _, h := range groups {
+				index[h.calls[0].ts] = h
+			}
 		}
 	}
-	keys := make([]string, 0, 3+npins)
-	keys = append(keys, ts.keys.begin...)
-	for _, c := range live {
-		keys = append(keys, c.pins...)
+	for _, g := range groups {
+		r.buildBegin(g)
 	}
-	rel, taken := ts.takeReleases()
-	la := ts.keys.limitArgs(t)
-	args := make([]any, 0, 9+len(rel)+3*len(live))
-	args = append(args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], r.lease, len(rel))
-	for _, id := range rel {
-		args = append(args, id)
-	}
-	args = append(args, len(live))
-	for _, c := range live {
-		args = append(args, c.cost, c.slot, len(c.pins))
-	}
-	if len(live) > 1 {
+	if len(batch) > 1 {
 		ctx = context.WithoutCancel(ctx) // the leader's client going away must not fail the others
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
-	res, err := beginScript.Run(cctx, r.c, keys, args...).Slice()
-	cancel()
+	defer cancel()
+	if len(groups) == 1 {
+		g := groups[0]
+		res, err := beginScript.Run(cctx, r.c, g.keys, g.args...).Slice()
+		r.settleBegin(g, leader, res, err)
+		return
+	}
+	cmds := make([]*redis.Cmd, len(groups))
+	_, _ = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for i, g := range groups {
+			cmds[i] = beginScript.EvalSha(cctx, p, g.keys, g.args...)
+		}
+		return nil
+	})
+	// NOSCRIPT: the script cache was flushed (a restart, a failover); those
+	// calls did not run: EVAL them (which caches the script again)
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		_, _ = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for _, i := range again {
+				cmds[i] = beginScript.Eval(cctx, p, groups[i].keys, groups[i].args...)
+			}
+			return nil
+		})
+	}
+	for i, g := range groups {
+		res, err := cmds[i].Slice()
+		r.settleBegin(g, leader, res, err)
+	}
+}
+
+// buildBegin builds g's beginLua call: the team's keys, its pending
+// releases, and each admission's reservation, slot and pin keys.
+func (r *Redis) buildBegin(g *teamBatch) {
+	ts, t := g.calls[0].ts, g.calls[0].team
+	npins := 0
+	for _, c := range g.calls {
+		npins += len(c.pins)
+	}
+	g.keys = make([]string, 0, 3+npins)
+	g.keys = append(g.keys, ts.keys.begin...)
+	for _, c := range g.calls {
+		g.keys = append(g.keys, c.pins...)
+	}
+	g.rel, g.taken = ts.takeReleases()
+	la := ts.keys.limitArgs(t)
+	g.args = make([]any, 0, 9+len(g.rel)+3*len(g.calls))
+	g.args = append(g.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], r.lease, len(g.rel))
+	for _, id := range g.rel {
+		g.args = append(g.args, id)
+	}
+	g.args = append(g.args, len(g.calls))
+	for _, c := range g.calls {
+		g.args = append(g.args, c.cost, c.slot, len(c.pins))
+	}
+}
+
+// settleBegin hands each call of g its part of the script's answer (or the
+// error), and puts back the releases of a failed call.
+func (r *Redis) settleBegin(g *teamBatch, leader *admitCall, res []any, err error) {
 	if err != nil {
-		ts.putBackReleases(rel[:taken])
+		g.calls[0].ts.putBackReleases(g.rel[:g.taken])
 	}
 	off := 0
-	for _, c := range live {
+	for _, c := range g.calls {
 		c.err = err
 		if err == nil {
 			if end := off + 8 + len(c.pins); end <= len(res) {

@@ -46,11 +46,9 @@ type teamState struct {
 	flight   *batch              // sent and not acknowledged; resent as is
 	dirty    bool                // queued in writer.dirty
 
-	// The admission combiner (Redis.admit): cmu guards busy (a call of this
-	// team is in flight) and queue (admissions waiting for the next batch).
-	cmu   sync.Mutex
-	busy  bool
-	queue []*admitCall
+	// comb batches this team's admissions on Redis Cluster (Redis.admit);
+	// on one shard the node's combiner batches every team's.
+	comb combiner
 }
 
 // refund is one reservation's unused tokens and the end of that

@@ -85,6 +85,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	es := edge.NewRedis(c, conn, edge.Config{
 		Prefix: prefix, Timeout: cfg.Redis.Timeout, SlotLease: cfg.Redis.SlotLease,
 		Divisor: cfg.Redis.ExpectedReplicas, Clock: clock, MaxAudit: cfg.Audit.MaxEntries,
+		OneShard: conn.OneShard(),
 	}, ring, audit, usage, obs)
 	store := opt.Store
 	if store == nil {

@@ -1,0 +1,78 @@
+package edge
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/cluster"
+	"switchyard/config"
+	"switchyard/internal/redistest"
+)
+
+// floorScript is bench/floorproxy's one call per request: the baseline the
+// edge's Begin is compared with.
+var floorScript = redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], 60000) end
+return n`)
+
+// BenchmarkBegin measures one request's edge work against a real
+// redis-server, one request at a time: Begin and Finish of a limited team
+// (the writer running as in production), next to the floor's one EVALSHA
+// with go-redis's default client and with the node's client.
+func BenchmarkBegin(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	b.Run("floor-default-client", func(b *testing.B) {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer c.Close()
+		for b.Loop() {
+			if err := floorScript.Run(ctx, c, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	conn, err := cluster.Connect(config.Redis{URL: srv.URL(), Timeout: cluster.DefaultTimeout}, cluster.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	b.Run("floor-node-client", func(b *testing.B) {
+		for b.Loop() {
+			if err := floorScript.Run(ctx, conn.Client, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("begin-finish", func(b *testing.B) { benchBeginFinish(b, conn) })
+	if err := conn.Warm(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("floor-node-client-warm", func(b *testing.B) {
+		for b.Loop() {
+			if err := floorScript.Run(ctx, conn.Client, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("begin-finish-warm", func(b *testing.B) { benchBeginFinish(b, conn) })
+}
+
+func benchBeginFinish(b *testing.B, conn *cluster.Conn) {
+	ctx := context.Background()
+	{
+		r := NewRedis(conn.Client, conn, Config{}, nil, nil, nil, nil)
+		defer r.Close(ctx)
+		team := newTeam("bench", limitsOf{rpm: 1e8, tpm: 1e11})
+		b.ReportAllocs()
+		for b.Loop() {
+			bg, err := r.Begin(ctx, &Request{RequestID: "r", Team: team, Tokens: 25})
+			if err != nil || !bg.Decision.Allowed || bg.Local {
+				b.Fatal(err, bg.Decision.Allowed, bg.Local)
+			}
+			r.Finish(&bg, &Outcome{Served: true, Deployment: "mock-1", PromptTokens: 9, CompletionTokens: 16})
+		}
+	}
+}
