@@ -159,7 +159,8 @@ return out
 //	KEYS: 1 rpm+tpm TATs, 2 budget hash, 3 parallel slots, 4 this node's
 //	      applied-batch mark, 5 usage hash, 6... pins to write
 //	ARGV: 1 tpm, 2 tokens to charge (>= 0), 3 usd, 4 budget period (s),
-//	      5 batch seq, 6 mark ttl (ms), 7 slot lease (ms), 8 usage ttl (s),
+//	      5 batch seq, 6 mark ttl (ms), 7 slot lease (ms), 8 usage ttl (s;
+//	      negative when its refresh is not due: only a new field sets it),
 //	      then: n refunds and n pairs (tokens, reservation end us),
 //	            n releases and their slot ids,
 //	            n renewals and their slot ids,
@@ -182,16 +183,25 @@ local last = tonumber(redis.call('GET', KEYS[4]) or -1)
 if seq <= last then return 0 end
 redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local W = 60000000
 local tpm, charge, usd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local period = tonumber(ARGV[4]) * 1000000
 local lease = tonumber(ARGV[7])
 local i = 9
+-- Redis's clock, read only by the parts that need it (a batch of usage and
+-- pins alone does not)
+local now = nil
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return now
+end
 
 local nref = tonumber(ARGV[i]); i = i + 1
 if tpm > 0 and (charge > 0 or nref > 0) then
+  clock()
   local rtat, tat = gettat(KEYS[1])
   if tat < now then tat = now end
   tat = tat + charge * W / tpm
@@ -207,6 +217,7 @@ else
   i = i + 2 * nref
 end
 if usd > 0 and period > 0 then
+  clock()
   local p = math.floor(now / period)
   if tonumber(redis.call('HGET', KEYS[2], 'p')) == p then
     redis.call('HINCRBYFLOAT', KEYS[2], 'usd', ARGV[3])
@@ -222,6 +233,7 @@ if nrel > 0 then
 end
 local nren = tonumber(ARGV[i]); i = i + 1
 if nren > 0 then
+  clock()
   for j = i, i + nren - 1 do
     redis.call('ZADD', KEYS[3], 'XX', now + lease * 1000, ARGV[j])
   end
@@ -230,16 +242,20 @@ if nren > 0 then
 end
 local nuse = tonumber(ARGV[i]); i = i + 1
 if nuse > 0 then
+  local fresh = false
   for j = 1, nuse do
     local d = ARGV[i]
-    redis.call('HINCRBY', KEYS[5], d .. '|req', ARGV[i + 1])
+    -- a new field (a new hash, or a deployment new to it) gets the TTL now;
+    -- otherwise it is refreshed when the writer says it is due (ARGV 8 > 0)
+    if redis.call('HINCRBY', KEYS[5], d .. '|req', ARGV[i + 1]) == tonumber(ARGV[i + 1]) then fresh = true end
     redis.call('HINCRBY', KEYS[5], d .. '|tok', ARGV[i + 2])
     if tonumber(ARGV[i + 3]) > 0 then
       redis.call('HINCRBYFLOAT', KEYS[5], d .. '|usd', ARGV[i + 3])
     end
     i = i + 4
   end
-  redis.call('EXPIRE', KEYS[5], ARGV[8])
+  local uttl = tonumber(ARGV[8])
+  if fresh or uttl > 0 then redis.call('EXPIRE', KEYS[5], math.abs(uttl)) end
 end
 for k = 6, #KEYS do
   local v, ttl, mode = ARGV[i], ARGV[i + 1], ARGV[i + 2]

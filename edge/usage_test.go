@@ -43,3 +43,42 @@ func TestUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageTTLRenewedDaily: a team's usage hash gets its TTL with its first
+// write and has it renewed once a day, not with every flush (an EXPIRE per
+// team per flush was one Redis write per request with 10,000 teams).
+func TestUsageTTLRenewedDaily(t *testing.T) {
+	g := newMiniRig(t, Config{}, false)
+	team := newTeam("u", limitsOf{})
+	const key = "sy:{team:u}:usage"
+	serve := func(dep string) {
+		b := begin(t, g.r, team, 10)
+		g.r.Finish(&b, &Outcome{Served: true, Deployment: dep, PromptTokens: 7, CompletionTokens: 3})
+		if !g.step(t) {
+			t.Fatal("writer step failed")
+		}
+	}
+	serve("d0")
+	if got := g.m.TTL(key); got != usageTTL {
+		t.Fatalf("TTL after the first write %v, want %v", got, usageTTL)
+	}
+	g.m.SetTTL(key, time.Hour)
+	g.advance(time.Hour / 2)
+	serve("d0")
+	if got := g.m.TTL(key); got != time.Hour {
+		t.Fatalf("TTL renewed within the day: %v", got)
+	}
+	serve("d1") // a deployment new to the hash sets it at once
+	if got := g.m.TTL(key); got != usageTTL {
+		t.Fatalf("TTL after a new field %v, want %v", got, usageTTL)
+	}
+	g.m.SetTTL(key, time.Hour)
+	g.advance(usageRefresh)
+	serve("d0")
+	if got := g.m.TTL(key); got != usageTTL {
+		t.Fatalf("TTL a day later %v, want %v renewed", got, usageTTL)
+	}
+	if got := g.m.HGet(key, "d0|req"); got != "3" {
+		t.Fatalf("d0 requests %s, want 3", got)
+	}
+}

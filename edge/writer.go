@@ -24,6 +24,7 @@ const (
 	maxAuditPerFlush   = 1_024                 // XADDs per pipeline
 	markTTL            = 24 * time.Hour        // life of a node's applied-batch mark
 	usageTTL           = 40 * 24 * time.Hour   // life of a team's usage hash after its last write
+	usageRefresh       = 24 * time.Hour        // how often a busy team's usage TTL is renewed
 	retryMin, retryMax = 50 * time.Millisecond, time.Second
 )
 
@@ -45,6 +46,7 @@ type teamState struct {
 	pins     map[string]pinWrite // coalesced per key: the last write wins
 	flight   *batch              // sent and not acknowledged; resent as is
 	dirty    bool                // queued in writer.dirty
+	usageExp time.Time           // when the usage hash's TTL is next renewed
 
 	// comb batches this team's admissions on Redis Cluster (Redis.admit);
 	// on one shard the node's combiner batches every team's.
@@ -251,13 +253,14 @@ type batch struct {
 	releases []string
 	renew    []string
 	usage    map[string]*usageRow
+	usageTTL int64 // seconds; negative when the renewal is not due
 	pins     map[string]pinWrite
 }
 
 // take snapshots the team's pending writes into a batch (nil when there is
 // nothing to send). A team with a batch in flight resends that batch.
 // renew adds the slots this node holds, to extend their leases.
-func (ts *teamState) take(seq *int64, renew bool, wr *writer) *batch {
+func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *batch {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.dirty = false
@@ -265,6 +268,10 @@ func (ts *teamState) take(seq *int64, renew bool, wr *writer) *batch {
 		return ts.flight
 	}
 	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, usage: ts.usage}
+	b.usageTTL = -int64(usageTTL.Seconds())
+	if len(b.usage) > 0 && !now.Before(ts.usageExp) {
+		b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
+	}
 	ts.charge, ts.refunds, ts.usd, ts.usage = 0, nil, 0, nil
 	if n := len(ts.releases); n > maxBatchItems {
 		b.releases = ts.releases[:maxBatchItems:maxBatchItems]
@@ -325,7 +332,7 @@ func (b *batch) call(lease any) (keys []string, args []any) {
 	t := b.team
 	args = make([]any, 0, 12+2*len(b.refunds)+len(b.releases)+len(b.renew)+4*len(b.usage)+3*len(b.pins))
 	args = append(args, max(0, t.TPM), b.charge, b.usd, max(1, int64(ratelimit.BudgetPeriod(t).Seconds())),
-		b.seq, markTTL.Milliseconds(), lease, int64(usageTTL.Seconds()))
+		b.seq, markTTL.Milliseconds(), lease, b.usageTTL)
 	args = append(args, len(b.refunds))
 	for _, r := range b.refunds {
 		args = append(args, r.tokens, r.end)
@@ -481,7 +488,7 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 	}
 	var batches []*batch
 	for _, ts := range dirty {
-		if b := ts.take(&w.seq, renew, w); b != nil {
+		if b := ts.take(&w.seq, now, renew, w); b != nil {
 			batches = append(batches, b)
 		}
 	}
