@@ -164,3 +164,79 @@ func TestPipelinedAdmissionsAfterScriptFlush(t *testing.T) {
 		t.Fatalf("%d fallbacks", rig.obs.fallbacks.Load())
 	}
 }
+
+// lossyClient runs pipelines but, while lose is set, reports every command
+// failed (the reply was lost: a timeout in an unknown state).
+type lossyClient struct {
+	Client
+	lose        atomic.Bool
+	pipes, cmds atomic.Int64
+}
+
+func (l *lossyClient) Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	l.pipes.Add(1)
+	cmds, err := l.Client.Pipelined(ctx, fn)
+	l.cmds.Add(int64(len(cmds)))
+	if l.lose.Load() {
+		for _, c := range cmds {
+			c.SetErr(context.DeadlineExceeded)
+		}
+		return cmds, context.DeadlineExceeded
+	}
+	return cmds, err
+}
+
+// TestOneShardWriterOneCallPerFlush: on one shard a flush carries every
+// team's writes in one finishLua call under the node's mark; a call whose
+// reply was lost is resent as it was (applied once), and what arrived
+// meanwhile follows in the next call: usage exact for every team.
+func TestOneShardWriterOneCallPerFlush(t *testing.T) {
+	g := newMiniRig(t, Config{OneShard: true}, false)
+	lc := &lossyClient{Client: g.c}
+	g.r.c = lc
+	const teams = 50
+	serve := func(round int) {
+		for i := range teams {
+			tm := newTeam(fmt.Sprintf("t%d", i), limitsOf{rpm: 1000, tpm: 100_000})
+			b := begin(t, g.r, tm, 10)
+			g.r.Finish(&b, &Outcome{Served: true, Deployment: "d", PromptTokens: 4, CompletionTokens: 2, DepModel: "m", DepPin: fmt.Sprintf("r%d", round), DepTTL: time.Hour})
+		}
+	}
+	serve(0) // the first call also loads the script (NOSCRIPT, then EVAL)
+	if !g.step(t) {
+		t.Fatal("step failed")
+	}
+	serve(1)
+	before := lc.cmds.Load()
+	if !g.step(t) {
+		t.Fatal("step failed")
+	}
+	if n := lc.cmds.Load() - before; n != 1 {
+		t.Fatalf("one flush of %d teams sent %d commands; want one finishLua call", teams, n)
+	}
+	// the next call is applied but its reply lost: resent as it was, no-op
+	serve(2)
+	lc.lose.Store(true)
+	g.advance(time.Second)
+	if g.step(t) {
+		t.Fatal("a lost reply reported success")
+	}
+	lc.lose.Store(false)
+	serve(3) // arrives while the call is unacknowledged
+	for i := 0; i < 4 && (!g.r.w.empty() || g.r.w.inflight != nil); i++ {
+		g.advance(2 * time.Second)
+		g.step(t)
+	}
+	if !g.r.w.empty() {
+		t.Fatal("writes still pending")
+	}
+	for i := range teams {
+		key := fmt.Sprintf("sy:{team:t%d}:usage", i)
+		if got := g.m.HGet(key, "d|req"); got != "4" {
+			t.Fatalf("team %d: %s requests in Redis, want 4 (resend applied twice or lost)", i, got)
+		}
+		if got := g.m.HGet(key, "d|tok"); got != "24" {
+			t.Fatalf("team %d: %s tokens, want 24", i, got)
+		}
+	}
+}

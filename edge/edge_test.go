@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -189,7 +190,13 @@ func TestLateRefundBounded(t *testing.T) {
 // team (and deployment) while Redis is down, however many requests, and
 // written exactly once when it is back.
 func TestUsageExactThroughOutage(t *testing.T) {
-	g := newMiniRig(t, Config{}, false)
+	for _, one := range []bool{false, true} {
+		t.Run(fmt.Sprintf("one-shard=%v", one), func(t *testing.T) { usageExactThroughOutage(t, one) })
+	}
+}
+
+func usageExactThroughOutage(t *testing.T, oneShard bool) {
+	g := newMiniRig(t, Config{OneShard: oneShard}, false)
 	team := newTeam("u", limitsOf{rpm: 1_000_000, usd: 1000, period: time.Hour})
 	g.m.Close()
 	const n = 5000

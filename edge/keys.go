@@ -17,7 +17,8 @@ import (
 //	<prefix>{team:<name>}:par              max_parallel slots (leases)
 //	<prefix>{team:<name>}:budget           budget spend of the period
 //	<prefix>{team:<name>}:usage            served requests, tokens and USD by deployment
-//	<prefix>{team:<name>}:applied:<node>   this node's last applied writer batch
+//	<prefix>{team:<name>}:applied:<node>   this node's last applied writer call for the team (Cluster)
+//	<prefix>applied:<node>                 this node's last applied writer call (one shard)
 //	<prefix>{team:<name>}:pt:<session>|<alias>   tier pin
 //	<prefix>{team:<name>}:pd:<session>|<model>   deployment pin
 //
@@ -30,7 +31,8 @@ import (
 type teamKeys struct {
 	base   string   // <prefix>{team:<name>}:
 	begin  []string // tat, par, budget
-	finish []string // tat, budget, par, applied mark, usage
+	finish []string // tat, budget, par, usage
+	mark   string   // this node's applied-call mark for the team (Cluster)
 
 	limits atomic.Pointer[boxedLimits]
 }
@@ -40,9 +42,14 @@ func newTeamKeys(prefix, team, node string) *teamKeys {
 	return &teamKeys{
 		base:   base,
 		begin:  []string{base + "tat", base + "par", base + "budget"},
-		finish: []string{base + "tat", base + "budget", base + "par", base + "applied:" + node, base + "usage"},
+		finish: []string{base + "tat", base + "budget", base + "par", base + "usage"},
+		mark:   base + "applied:" + node,
 	}
 }
+
+// nodeMarkKey names this node's applied-call mark on one shard, where one
+// writer call carries many teams.
+func nodeMarkKey(prefix, node string) string { return prefix + "applied:" + node }
 
 // tierPinKey names a session's tier pin for a tier route alias (SPEC 4:
 // pins are per team, alias and session).

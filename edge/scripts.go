@@ -152,44 +152,44 @@ if added then redis.call('PEXPIRE', KEYS[2], 2 * lease) end
 return out
 `
 
-// finishLua applies one coalesced batch of a team's post-response writes,
-// sent by the writer once per team per flush, whatever the number of
-// requests it carries.
+// finishLua applies coalesced batches of post-response writes, sent by the
+// writer: on Redis Cluster one call per team per flush (its keys share the
+// team's hash tag), on one shard one call per flush for every team with
+// something to write, whatever the number of requests they carry.
 //
-//	KEYS: 1 rpm+tpm TATs, 2 budget hash, 3 parallel slots, 4 this node's
-//	      applied-batch mark, 5 usage hash, 6... pins to write
-//	ARGV: 1 tpm, 2 tokens to charge (>= 0), 3 usd, 4 budget period (s),
-//	      5 batch seq, 6 mark ttl (ms), 7 slot lease (ms), 8 usage ttl (s;
-//	      negative when its refresh is not due: only a new field sets it),
-//	      then: n refunds and n pairs (tokens, reservation end us),
+//	KEYS: 1 the applied-batch mark (the team's on Cluster, the node's on one
+//	      shard), then per team: rpm+tpm TATs, budget hash, parallel slots,
+//	      usage hash, and the pins to write
+//	ARGV: 1 call seq, 2 mark ttl (ms), 3 slot lease (ms), 4 number of teams,
+//	      then per team: number of pins, tpm, tokens to charge (>= 0), usd,
+//	            budget period (s), usage ttl (s; negative when its renewal
+//	            is not due: only a new field sets it),
+//	            n refunds and n pairs (tokens, reservation end us),
 //	            n releases and their slot ids,
 //	            n renewals and their slot ids,
 //	            n usage rows and (deployment, requests, tokens, usd) each,
 //	            for each pin key: (value, ttl ms, mode: 0 set, 1 keep a
 //	            higher tier, 2 delete)
-//	returns 1 when applied, 0 when this batch was already applied
+//	returns 1 when applied, 0 when this call was already applied
 //
-// The mark makes the batch idempotent: the writer resends a batch whose
-// first send failed in an unknown state (a timeout) with the same seq, and
-// seqs of one node only grow, so a resend of an applied batch is a no-op.
+// The mark makes a call idempotent: the writer resends a call whose first
+// send failed in an unknown state (a timeout) as it was, with the same seq,
+// before it sends anything else under that mark, and seqs of one node only
+// grow, so a resend of an applied call is a no-op.
 //
 // A refund returns at most what its reservation still holds: the part of it
 // still ahead of now (end - now), so a refund that arrives after its
 // reservation has decayed returns nothing, and the TAT never moves below
 // now (SPEC 3). The rpm part is kept as it is.
 const finishLua = tatLua + `
-local seq = tonumber(ARGV[5])
-local last = tonumber(redis.call('GET', KEYS[4]) or -1)
+local seq = tonumber(ARGV[1])
+local last = tonumber(redis.call('GET', KEYS[1]) or -1)
 if seq <= last then return 0 end
-redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[6])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 
 local W = 60000000
-local tpm, charge, usd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local period = tonumber(ARGV[4]) * 1000000
-local lease = tonumber(ARGV[7])
-local i = 9
--- Redis's clock, read only by the parts that need it (a batch of usage and
--- pins alone does not)
+local lease = tonumber(ARGV[3])
+-- Redis's clock, read only when a part needs it (usage and pins do not)
 local now = nil
 local function clock()
   if not now then
@@ -199,75 +199,85 @@ local function clock()
   return now
 end
 
-local nref = tonumber(ARGV[i]); i = i + 1
-if tpm > 0 and (charge > 0 or nref > 0) then
-  clock()
-  local rtat, tat = gettat(KEYS[1])
-  if tat < now then tat = now end
-  tat = tat + charge * W / tpm
-  for j = 1, nref do
-    local back = tonumber(ARGV[i]) * W / tpm
-    local hold = tonumber(ARGV[i + 1]) - now
-    if hold > 0 then tat = tat - math.min(back, hold) end
-    i = i + 2
-  end
-  if tat < now then tat = now end
-  settat(KEYS[1], rtat, tat, now)
-else
-  i = i + 2 * nref
-end
-if usd > 0 and period > 0 then
-  clock()
-  local p = math.floor(now / period)
-  if tonumber(redis.call('HGET', KEYS[2], 'p')) == p then
-    redis.call('HINCRBYFLOAT', KEYS[2], 'usd', ARGV[3])
-  else
-    redis.call('HSET', KEYS[2], 'p', p, 'usd', ARGV[3])
-  end
-  redis.call('PEXPIRE', KEYS[2], math.ceil(((p + 1) * period - now) / 1000) + 60000)
-end
-local nrel = tonumber(ARGV[i]); i = i + 1
-if nrel > 0 then
-  redis.call('ZREM', KEYS[3], unpack(ARGV, i, i + nrel - 1))
-  i = i + nrel
-end
-local nren = tonumber(ARGV[i]); i = i + 1
-if nren > 0 then
-  clock()
-  for j = i, i + nren - 1 do
-    redis.call('ZADD', KEYS[3], 'XX', now + lease * 1000, ARGV[j])
-  end
-  redis.call('PEXPIRE', KEYS[3], 2 * lease)
-  i = i + nren
-end
-local nuse = tonumber(ARGV[i]); i = i + 1
-if nuse > 0 then
-  local fresh = false
-  for j = 1, nuse do
-    local d = ARGV[i]
-    -- a new field (a new hash, or a deployment new to it) gets the TTL now;
-    -- otherwise it is refreshed when the writer says it is due (ARGV 8 > 0)
-    if redis.call('HINCRBY', KEYS[5], d .. '|req', ARGV[i + 1]) == tonumber(ARGV[i + 1]) then fresh = true end
-    redis.call('HINCRBY', KEYS[5], d .. '|tok', ARGV[i + 2])
-    if tonumber(ARGV[i + 3]) > 0 then
-      redis.call('HINCRBYFLOAT', KEYS[5], d .. '|usd', ARGV[i + 3])
+local i, k = 5, 2
+for team = 1, tonumber(ARGV[4]) do
+  local np, tpm, charge = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local usds, period, uttl = ARGV[i + 3], tonumber(ARGV[i + 4]) * 1000000, tonumber(ARGV[i + 5])
+  local usd = tonumber(usds)
+  local ktat, kbudget, kpar, kusage = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  k = k + 4
+  i = i + 6
+
+  local nref = tonumber(ARGV[i]); i = i + 1
+  if tpm > 0 and (charge > 0 or nref > 0) then
+    clock()
+    local rtat, tat = gettat(ktat)
+    if tat < now then tat = now end
+    tat = tat + charge * W / tpm
+    for j = 1, nref do
+      local back = tonumber(ARGV[i]) * W / tpm
+      local hold = tonumber(ARGV[i + 1]) - now
+      if hold > 0 then tat = tat - math.min(back, hold) end
+      i = i + 2
     end
-    i = i + 4
-  end
-  local uttl = tonumber(ARGV[8])
-  if fresh or uttl > 0 then redis.call('EXPIRE', KEYS[5], math.abs(uttl)) end
-end
-for k = 6, #KEYS do
-  local v, ttl, mode = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  i = i + 3
-  if mode == '2' then
-    redis.call('DEL', KEYS[k])
-  elseif mode == '1' then
-    if not redis.call('SET', KEYS[k], v, 'NX', 'PX', ttl) then
-      redis.call('PEXPIRE', KEYS[k], ttl)
-    end
+    if tat < now then tat = now end
+    settat(ktat, rtat, tat, now)
   else
-    redis.call('SET', KEYS[k], v, 'PX', ttl)
+    i = i + 2 * nref
+  end
+  if usd > 0 and period > 0 then
+    clock()
+    local p = math.floor(now / period)
+    if tonumber(redis.call('HGET', kbudget, 'p')) == p then
+      redis.call('HINCRBYFLOAT', kbudget, 'usd', usds)
+    else
+      redis.call('HSET', kbudget, 'p', p, 'usd', usds)
+    end
+    redis.call('PEXPIRE', kbudget, math.ceil(((p + 1) * period - now) / 1000) + 60000)
+  end
+  local nrel = tonumber(ARGV[i]); i = i + 1
+  if nrel > 0 then
+    redis.call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1))
+    i = i + nrel
+  end
+  local nren = tonumber(ARGV[i]); i = i + 1
+  if nren > 0 then
+    clock()
+    for j = i, i + nren - 1 do
+      redis.call('ZADD', kpar, 'XX', now + lease * 1000, ARGV[j])
+    end
+    redis.call('PEXPIRE', kpar, 2 * lease)
+    i = i + nren
+  end
+  local nuse = tonumber(ARGV[i]); i = i + 1
+  if nuse > 0 then
+    local fresh = false
+    for j = 1, nuse do
+      local d = ARGV[i]
+      -- a new field (a new hash, or a deployment new to it) gets the TTL
+      -- now; otherwise it is renewed when the writer says it is due
+      if redis.call('HINCRBY', kusage, d .. '|req', ARGV[i + 1]) == tonumber(ARGV[i + 1]) then fresh = true end
+      redis.call('HINCRBY', kusage, d .. '|tok', ARGV[i + 2])
+      if tonumber(ARGV[i + 3]) > 0 then
+        redis.call('HINCRBYFLOAT', kusage, d .. '|usd', ARGV[i + 3])
+      end
+      i = i + 4
+    end
+    if fresh or uttl > 0 then redis.call('EXPIRE', kusage, math.abs(uttl)) end
+  end
+  for j = 1, np do
+    local v, ttl, mode = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    i = i + 3
+    if mode == '2' then
+      redis.call('DEL', KEYS[k])
+    elseif mode == '1' then
+      if not redis.call('SET', KEYS[k], v, 'NX', 'PX', ttl) then
+        redis.call('PEXPIRE', KEYS[k], ttl)
+      end
+    else
+      redis.call('SET', KEYS[k], v, 'PX', ttl)
+    end
+    k = k + 1
   end
 end
 return 1

@@ -22,6 +22,7 @@ const (
 	maxReleases        = 10_000                // pending slot releases per team; beyond, the lease frees them
 	maxBatchItems      = 1_000                 // releases, renewals or pins per script call (Lua unpack limit)
 	maxAuditPerFlush   = 1_024                 // XADDs per pipeline
+	maxTeamsPerCall    = 512                   // teams per finishLua call on one shard
 	markTTL            = 24 * time.Hour        // life of a node's applied-batch mark
 	usageTTL           = 40 * 24 * time.Hour   // life of a team's usage hash after its last write
 	usageRefresh       = 24 * time.Hour        // how often a busy team's usage TTL is renewed
@@ -324,15 +325,12 @@ func (ts *teamState) settle(b *batch, err error) (again bool) {
 	return true
 }
 
-// args builds the finishLua call of b.
-func (b *batch) call(lease any) (keys []string, args []any) {
+// appendTo adds b's part of a finishLua call: its keys and arguments.
+func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	tk := b.ts.keys
-	keys = make([]string, 0, 5+len(b.pins))
 	keys = append(keys, tk.finish...)
 	t := b.team
-	args = make([]any, 0, 12+2*len(b.refunds)+len(b.releases)+len(b.renew)+4*len(b.usage)+3*len(b.pins))
-	args = append(args, max(0, t.TPM), b.charge, b.usd, max(1, int64(ratelimit.BudgetPeriod(t).Seconds())),
-		b.seq, markTTL.Milliseconds(), lease, b.usageTTL)
+	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, max(1, int64(ratelimit.BudgetPeriod(t).Seconds())), b.usageTTL)
 	args = append(args, len(b.refunds))
 	for _, r := range b.refunds {
 		args = append(args, r.tokens, r.end)
@@ -354,6 +352,32 @@ func (b *batch) call(lease any) (keys []string, args []any) {
 		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
 	}
 	return keys, args
+}
+
+// finishCall is one finishLua call: the batches it carries (one team's on
+// Cluster, every team's of a flush on one shard), built once, so a resend is
+// the same call.
+type finishCall struct {
+	keys    []string
+	args    []any
+	batches []*batch
+}
+
+// newFinishCall builds the call applying batches under mark with seq.
+func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishCall {
+	nk, na := 1, 4
+	for _, b := range batches {
+		nk += 4 + len(b.pins)
+		na += 10 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins)
+	}
+	keys := make([]string, 1, nk)
+	keys[0] = mark
+	args := make([]any, 0, na)
+	args = append(args, seq, markTTL.Milliseconds(), lease, len(batches))
+	for _, b := range batches {
+		keys, args = b.appendTo(keys, args)
+	}
+	return &finishCall{keys: keys, args: args, batches: batches}
 }
 
 // writer is the node's one background writer (SPEC 9): it sends the teams'
@@ -383,6 +407,8 @@ type writer struct {
 
 	// The writer goroutine's own (no lock).
 	seq        int64
+	mark       string      // the node's applied-call mark (one shard)
+	inflight   *finishCall // one shard: the call sent and not acknowledged
 	nextRenew  time.Time
 	nextUsage  time.Time
 	retryAt    time.Time
@@ -402,7 +428,7 @@ func newWriter(r *Redis, store *telemetry.RedisAudit, usage *ratelimit.RedisUsag
 		r.cfg.MaxAudit = defaultMaxAudit
 	}
 	return &writer{
-		r: r, store: store, usage: usage, every: every,
+		r: r, store: store, usage: usage, every: every, mark: nodeMarkKey(r.cfg.Prefix, r.node),
 		flushTTL: max(4*r.cfg.Timeout, 250*time.Millisecond),
 		auditQ:   make(chan *telemetry.Entry, r.cfg.MaxAudit),
 		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
@@ -419,6 +445,21 @@ func (w *writer) audit(e *telemetry.Entry) {
 	case w.auditQ <- e:
 	default:
 		w.r.obs.OnDropped("audit", 1)
+	}
+}
+
+// requeue puts teams that are still dirty back for the next round, which it
+// asks for at once.
+func (w *writer) requeue(teams []*teamState) {
+	if len(teams) == 0 {
+		return
+	}
+	w.dmu.Lock()
+	w.dirty = append(w.dirty, teams...)
+	w.dmu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -486,10 +527,34 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 			return true
 		})
 	}
-	var batches []*batch
-	for _, ts := range dirty {
-		if b := ts.take(&w.seq, now, renew, w); b != nil {
-			batches = append(batches, b)
+	var calls []*finishCall
+	switch {
+	case !w.r.cfg.OneShard:
+		for _, ts := range dirty {
+			if b := ts.take(&w.seq, now, renew, w); b != nil {
+				calls = append(calls, newFinishCall(ts.keys.mark, b.seq, w.r.lease, []*batch{b}))
+			}
+		}
+	case w.inflight != nil:
+		// a call under the node's mark is resent as it was before anything
+		// else is sent under it (the mark keeps only the highest seq)
+		w.requeue(dirty)
+		calls = append(calls, w.inflight)
+	default:
+		var batches []*batch
+		for i, ts := range dirty {
+			if len(batches) == maxTeamsPerCall {
+				w.requeue(dirty[i:])
+				break
+			}
+			if b := ts.take(&w.seq, now, renew, w); b != nil {
+				batches = append(batches, b)
+			}
+		}
+		if len(batches) > 0 {
+			w.seq++
+			w.inflight = newFinishCall(w.mark, w.seq, w.r.lease, batches)
+			calls = append(calls, w.inflight)
 		}
 	}
 	entries := w.auditRetry
@@ -504,8 +569,8 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 		break
 	}
 	ok := true
-	if len(batches) > 0 || len(entries) > 0 {
-		ok = w.send(ctx, batches, entries)
+	if len(calls) > 0 || len(entries) > 0 {
+		ok = w.send(ctx, calls, entries)
 	}
 	if w.usage != nil && !now.Before(w.nextUsage) {
 		w.nextUsage = now.Add(ratelimit.DefaultUsageInterval)
@@ -529,17 +594,14 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 }
 
 // send writes one round in one pipeline and settles each part.
-func (w *writer) send(ctx context.Context, batches []*batch, entries []*telemetry.Entry) bool {
+func (w *writer) send(ctx context.Context, calls []*finishCall, entries []*telemetry.Entry) bool {
 	ctx, cancel := context.WithTimeout(ctx, w.flushTTL)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(batches))
-	calls := make([][2]any, len(batches))
+	cmds := make([]*redis.Cmd, len(calls))
 	var auditCmds []redis.Cmder
 	_, _ = w.r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, b := range batches {
-			keys, args := b.call(w.r.lease)
-			calls[i] = [2]any{keys, args}
-			cmds[i] = finishScript.EvalSha(ctx, p, keys, args...)
+		for i, c := range calls {
+			cmds[i] = finishScript.EvalSha(ctx, p, c.keys, c.args...)
 		}
 		if len(entries) > 0 && w.store != nil {
 			auditCmds = w.store.Queue(ctx, p, entries)
@@ -557,19 +619,23 @@ func (w *writer) send(ctx context.Context, batches []*batch, entries []*telemetr
 	if len(again) > 0 {
 		_, _ = w.r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range again {
-				cmds[i] = finishScript.Eval(ctx, p, calls[i][0].([]string), calls[i][1].([]any)...) // EVAL caches it again
+				cmds[i] = finishScript.Eval(ctx, p, calls[i].keys, calls[i].args...) // EVAL caches it again
 			}
 			return nil
 		})
 	}
 	ok := true
-	for i, b := range batches {
+	for i, c := range calls {
 		err := cmds[i].Err()
 		if err != nil {
 			ok = false
+		} else if c == w.inflight {
+			w.inflight = nil
 		}
-		if b.ts.settle(b, err) {
-			w.markDirty(b.ts, false)
+		for _, b := range c.batches {
+			if b.ts.settle(b, err) {
+				w.markDirty(b.ts, false)
+			}
 		}
 	}
 	for _, c := range auditCmds {
