@@ -78,7 +78,7 @@ type pinWrite struct {
 }
 
 func newTeamState(k *teamKeys) *teamState {
-	return &teamState{keys: k, live: map[string]struct{}{}}
+	return &teamState{keys: k} // live is made by the first slot: most teams have no max_parallel
 }
 
 // finishWrite is what one Finish adds to its team's pending writes.
@@ -239,6 +239,9 @@ func (ts *teamState) putBackReleases(rel []string) {
 func (ts *teamState) hold(t *catalog.Team, slot string) {
 	ts.mu.Lock()
 	ts.team = t
+	if ts.live == nil {
+		ts.live = map[string]struct{}{}
+	}
 	ts.live[slot] = struct{}{}
 	ts.mu.Unlock()
 }

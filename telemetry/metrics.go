@@ -12,15 +12,15 @@ import (
 
 // Metrics holds every collector of SPEC 12.1.
 type Metrics struct {
-	Requests        *prometheus.CounterVec   // model, team, status
+	Requests        *CounterTable            // model, team, status
 	RequestDuration *prometheus.HistogramVec // model
 	Overhead        prometheus.Histogram     // gateway time excluding upstream
 	Attempts        *prometheus.CounterVec   // deployment, class
 	UpstreamLatency *prometheus.HistogramVec // deployment
 	UpstreamTTFB    *prometheus.HistogramVec // deployment
-	EdgeRejections  *prometheus.CounterVec   // team, kind
-	Tokens          *prometheus.CounterVec   // team, deployment, direction
-	Cost            *prometheus.CounterVec   // team, deployment
+	EdgeRejections  *CounterTable            // team, kind
+	Tokens          *CounterTable            // team, deployment, direction
+	Cost            *CounterTable            // team, deployment
 	StreamErrors    *prometheus.CounterVec   // deployment
 
 	SmartRequests    *prometheus.CounterVec   // alias, tier
@@ -56,8 +56,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "switchyard"
 	latencyBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	m := &Metrics{
-		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
-			Help: "Client requests by public model, team and final HTTP status."}, []string{"model", "team", "status"}),
+		Requests: NewCounterTable(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
+			Help: "Client requests by public model, team and final HTTP status."}, "model", "team", "status"),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "request_duration_seconds",
 			Help: "Whole client request duration.", Buckets: latencyBuckets}, []string{"model"}),
 		Overhead: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "overhead_seconds",
@@ -68,12 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Upstream attempt duration.", Buckets: latencyBuckets}, []string{"deployment"}),
 		UpstreamTTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_ttfb_seconds",
 			Help: "Upstream time to first byte.", Buckets: latencyBuckets}, []string{"deployment"}),
-		EdgeRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_rejections_total",
-			Help: "Requests rejected at the edge by team and kind (rpm, tpm, parallel, budget)."}, []string{"team", "kind"}),
-		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_total",
-			Help: "Tokens by team, deployment and direction (prompt, completion)."}, []string{"team", "deployment", "direction"}),
-		Cost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "cost_usd_total",
-			Help: "Spend in USD by team and deployment."}, []string{"team", "deployment"}),
+		EdgeRejections: NewCounterTable(prometheus.CounterOpts{Namespace: ns, Name: "edge_rejections_total",
+			Help: "Requests rejected at the edge by team and kind (rpm, tpm, parallel, budget)."}, "team", "kind"),
+		Tokens: NewCounterTable(prometheus.CounterOpts{Namespace: ns, Name: "tokens_total",
+			Help: "Tokens by team, deployment and direction (prompt, completion)."}, "team", "deployment", "direction"),
+		Cost: NewCounterTable(prometheus.CounterOpts{Namespace: ns, Name: "cost_usd_total",
+			Help: "Spend in USD by team and deployment."}, "team", "deployment"),
 		StreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_errors_total",
 			Help: "Streams that failed after the first byte reached the client."}, []string{"deployment"}),
 
