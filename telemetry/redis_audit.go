@@ -43,10 +43,7 @@ func NewRedisAudit(c StreamClient, prefix string, maxEntries int, local *Ring) *
 func (a *RedisAudit) Queue(ctx context.Context, p redis.Pipeliner, entries []*Entry) []redis.Cmder {
 	out := make([]redis.Cmder, 0, len(entries)+1)
 	for _, e := range entries {
-		b, err := json.Marshal(e)
-		if err != nil {
-			continue
-		}
+		b := e.AppendJSON(make([]byte, 0, 512))
 		out = append(out, p.XAdd(ctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true,
 			Values: []any{"id", e.RequestID, "team", e.Team, "model", e.RequestedModel, "routed", e.RoutedModel,
 				"status", strconv.Itoa(e.Status), "entry", b}}))
