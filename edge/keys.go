@@ -27,24 +27,28 @@ import (
 // nowhere else (tierPinKey, depPinKey); the local pin store uses the same
 // names without the prefix.
 
-// teamKeys are one team's keys, built once (no allocation per call).
+// teamKeys are one team's keys, built once (no allocation per call) in one
+// string they all slice, so 10,000 teams add few objects for the GC to mark.
 type teamKeys struct {
-	base   string   // <prefix>{team:<name>}:
-	begin  []string // tat, par, budget
-	finish []string // tat, budget, par, usage
-	mark   string   // this node's applied-call mark for the team (Cluster)
+	base   string    // <prefix>{team:<name>}:
+	begin  [3]string // tat, par, budget
+	finish [4]string // tat, budget, par, usage
+	mark   string    // this node's applied-call mark for the team (Cluster)
 
 	limits atomic.Pointer[boxedLimits]
 }
 
 func newTeamKeys(prefix, team, node string) *teamKeys {
-	base := cluster.TeamKey(prefix, team, "")
-	return &teamKeys{
-		base:   base,
-		begin:  []string{base + "tat", base + "par", base + "budget"},
-		finish: []string{base + "tat", base + "budget", base + "par", base + "usage"},
-		mark:   base + "applied:" + node,
-	}
+	b := cluster.TeamKey(prefix, team, "")
+	all := b + "tat" + b + "par" + b + "budget" + b + "usage" + b + "applied:" + node
+	n := len(b)
+	k := &teamKeys{base: all[:n]}
+	cut := func(suffix int) string { s := all[:n+suffix]; all = all[n+suffix:]; return s }
+	tat, par, budget, usage := cut(3), cut(3), cut(6), cut(5)
+	k.mark = all
+	k.begin = [3]string{tat, par, budget}
+	k.finish = [4]string{tat, budget, par, usage}
+	return k
 }
 
 // nodeMarkKey names this node's applied-call mark on one shard, where one

@@ -495,7 +495,7 @@ func (r *Redis) buildBegin(g *teamBatch) {
 		npins += len(c.pins)
 	}
 	g.keys = make([]string, 0, 3+npins)
-	g.keys = append(g.keys, ts.keys.begin...)
+	g.keys = append(g.keys, ts.keys.begin[:]...)
 	for _, c := range g.calls {
 		g.keys = append(g.keys, c.pins...)
 	}

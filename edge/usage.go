@@ -53,7 +53,7 @@ func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
 	k := r.team(t).keys
 	ctx, cancel := context.WithTimeout(ctx, max(r.timeout, usageTimeout))
 	defer cancel()
-	res, err := usageScript.Run(ctx, r.c, k.begin).Slice()
+	res, err := usageScript.Run(ctx, r.c, k.begin[:]).Slice()
 	if err != nil || len(res) != 5 {
 		return TeamUsage{TeamUsage: r.local.Usage(t)}, nil
 	}

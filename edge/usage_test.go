@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -80,5 +81,15 @@ func TestUsageTTLRenewedDaily(t *testing.T) {
 	}
 	if got := g.m.HGet(key, "d0|req"); got != "3" {
 		t.Fatalf("d0 requests %s, want 3", got)
+	}
+}
+
+func TestTeamKeys(t *testing.T) {
+	k := newTeamKeys("sy:", "acme", "n1")
+	want := []string{"sy:{team:acme}:", "sy:{team:acme}:tat", "sy:{team:acme}:par", "sy:{team:acme}:budget",
+		"sy:{team:acme}:tat", "sy:{team:acme}:budget", "sy:{team:acme}:par", "sy:{team:acme}:usage", "sy:{team:acme}:applied:n1"}
+	got := append(append(append([]string{k.base}, k.begin[:]...), k.finish[:]...), k.mark)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("keys %q\nwant %q", got, want)
 	}
 }

@@ -331,7 +331,7 @@ func (ts *teamState) settle(b *batch, err error) (again bool) {
 // appendTo adds b's part of a finishLua call: its keys and arguments.
 func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	tk := b.ts.keys
-	keys = append(keys, tk.finish...)
+	keys = append(keys, tk.finish[:]...)
 	t := b.team
 	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, max(1, int64(ratelimit.BudgetPeriod(t).Seconds())), b.usageTTL)
 	args = append(args, len(b.refunds))
