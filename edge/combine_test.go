@@ -240,3 +240,35 @@ func TestOneShardWriterOneCallPerFlush(t *testing.T) {
 		}
 	}
 }
+
+// kindObs counts dropped writes by kind.
+type kindObs struct {
+	mu    sync.Mutex
+	kinds map[string]int
+}
+
+func (o *kindObs) OnFallback(string) {}
+func (o *kindObs) OnDropped(kind string, n int) {
+	o.mu.Lock()
+	o.kinds[kind] += n
+	o.mu.Unlock()
+}
+
+// TestDroppedReleasesCounted: slot releases beyond the writer's bound are
+// reported as "releases" (the lease frees them), not as pins.
+func TestDroppedReleasesCounted(t *testing.T) {
+	g := newMiniRig(t, Config{}, false)
+	obs := &kindObs{kinds: map[string]int{}}
+	g.r.obs = obs
+	team := newTeam("p", limitsOf{par: maxReleases + 10})
+	ts := g.r.team(team)
+	g.m.Close() // the writer cannot send: the releases pile up
+	for i := range maxReleases + 3 {
+		ts.add(team, &finishWrite{slot: fmt.Sprint("slot-", i)}, g.r.w, defaultMaxPins)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.kinds["releases"] != 3 || obs.kinds["pins"] != 0 {
+		t.Fatalf("dropped %v; want 3 releases and no pins", obs.kinds)
+	}
+}

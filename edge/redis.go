@@ -38,7 +38,8 @@ type Observer interface {
 	// "ratelimit" or "sessions").
 	OnFallback(component string)
 	// OnDropped: n writes of a kind ("audit", "pins", "releases") were not
-	// kept for Redis because the writer's bound was reached.
+	// kept for Redis because the writer's bound was reached. (The node's
+	// deployment usage writer reports "usage" to the same observer.)
 	OnDropped(kind string, n int)
 }
 

@@ -99,14 +99,14 @@ type finishWrite struct {
 // add folds w in; it reports whether a slot release was queued (the writer
 // sends those at once, so other nodes see the slot free soon too).
 func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins int) (urgent bool) {
-	dropped := 0
+	dropped, relDropped := 0, 0
 	ts.mu.Lock()
 	ts.team = t
 	if w.slot != "" {
 		delete(ts.live, w.slot)
 		if len(ts.releases) >= maxReleases {
 			ts.releases = ts.releases[1:] // the oldest: its lease runs out first
-			dropped++
+			relDropped++
 		}
 		ts.releases = append(ts.releases, w.slot)
 		urgent = true
@@ -151,6 +151,9 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	ts.mu.Unlock()
 	if dropped > 0 {
 		wr.r.obs.OnDropped("pins", dropped)
+	}
+	if relDropped > 0 {
+		wr.r.obs.OnDropped("releases", relDropped)
 	}
 	return urgent
 }
