@@ -76,3 +76,30 @@ func benchBeginFinish(b *testing.B, conn *cluster.Conn) {
 		}
 	}
 }
+
+// cannedClient answers every admission script at once with an admitted
+// decision: BenchmarkBeginCPU measures the edge's own work per request.
+type cannedClient struct{ Client }
+
+func (cannedClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetVal([]any{int64(1), int64(0), int64(0), int64(99), int64(600), int64(9999), int64(600), int64(1_796_000_000_000_000)})
+	return c
+}
+
+// BenchmarkBeginCPU is Begin and Finish of a limited team against a client
+// that answers at once: the CPU the edge adds to a request besides the
+// round trip.
+func BenchmarkBeginCPU(b *testing.B) {
+	r := newRedis(cannedClient{}, nil, Config{OneShard: true}, nil, nil, nil, nil)
+	team := newTeam("bench", limitsOf{rpm: 1e8, tpm: 1e11})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		bg, err := r.Begin(ctx, &Request{RequestID: "r", Team: team, Tokens: 25})
+		if err != nil || !bg.Decision.Allowed || bg.Local {
+			b.Fatal(err, bg.Decision.Allowed, bg.Local)
+		}
+		r.Finish(&bg, &Outcome{Served: true, Deployment: "mock-1", PromptTokens: 9, CompletionTokens: 16})
+	}
+}
