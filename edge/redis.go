@@ -465,22 +465,7 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 		}
 		return nil
 	})
-	// NOSCRIPT: the script cache was flushed (a restart, a failover); those
-	// calls did not run: EVAL them (which caches the script again)
-	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		_, _ = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for _, i := range again {
-				cmds[i] = beginScript.Eval(cctx, p, groups[i].keys, groups[i].args...)
-			}
-			return nil
-		})
-	}
+	rerunNoScript(cctx, r.c, beginScript, cmds, func(i int) ([]string, []any) { return groups[i].keys, groups[i].args })
 	for i, g := range groups {
 		res, err := cmds[i].Slice()
 		r.settleBegin(g, leader, res, err)

@@ -1,6 +1,10 @@
 package edge
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The Lua scripts run on Redis's clock (TIME, in microseconds) so replicas
 // with skewed clocks agree, touch only keys of one team (one hash tag, one
@@ -289,3 +293,26 @@ var (
 	beginScript  = redis.NewScript(beginLua)
 	finishScript = redis.NewScript(finishLua)
 )
+
+// rerunNoScript sends again, with EVAL (which caches the script again), the
+// pipelined calls of cmds that Redis refused with NOSCRIPT: its script cache
+// was flushed (a restart, a failover), so they did not run. call(i) is the
+// keys and arguments of cmds[i].
+func rerunNoScript(ctx context.Context, c Client, s *redis.Script, cmds []*redis.Cmd, call func(i int) ([]string, []any)) {
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range again {
+			keys, args := call(i)
+			cmds[i] = s.Eval(ctx, p, keys, args...)
+		}
+		return nil
+	})
+}

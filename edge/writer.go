@@ -614,22 +614,7 @@ func (w *writer) send(ctx context.Context, calls []*finishCall, entries []*telem
 		}
 		return nil
 	})
-	// NOSCRIPT: the script cache was flushed (a restart, a failover); those
-	// calls did not run: load the script and send them once more
-	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		_, _ = w.r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range again {
-				cmds[i] = finishScript.Eval(ctx, p, calls[i].keys, calls[i].args...) // EVAL caches it again
-			}
-			return nil
-		})
-	}
+	rerunNoScript(ctx, w.r.c, finishScript, cmds, func(i int) ([]string, []any) { return calls[i].keys, calls[i].args })
 	ok := true
 	for i, c := range calls {
 		err := cmds[i].Err()
