@@ -516,7 +516,16 @@ func TestStalledStreamClientReleased(t *testing.T) {
 	if n := st.InFlight(); n != 0 {
 		t.Fatalf("in-flight still %d: a stalled client holds the upstream call", n)
 	}
-	// the team's only slot is free again
+	// the team's only slot is free again: released by the handler's finish,
+	// which runs just after the upstream call ends
+	team := g.node.Catalog.Load().Team("t")
+	for time.Now().Before(deadline) {
+		u, err := g.node.Edge.Usage(context.Background(), team)
+		if err == nil && u.InFlight == 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	w := do(t, g.node.Handler(), "POST", "/v1/chat/completions", "sk-test", `{"model":"fb","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if w.Code != 200 {
 		t.Fatalf("after the stalled client: %d %s (its slot was not released)", w.Code, w.Body)
