@@ -272,3 +272,46 @@ func TestDroppedReleasesCounted(t *testing.T) {
 		t.Fatalf("dropped %v; want 3 releases and no pins", obs.kinds)
 	}
 }
+
+// TestReleaseFreesTheSlotAtOnce: Release removes a shared slot from Redis
+// itself (no writer step), Finish then queues no second release, and the
+// local fallback's slot is released exactly once.
+func TestReleaseFreesTheSlotAtOnce(t *testing.T) {
+	g := newMiniRig(t, Config{}, false)
+	team := newTeam("r1", limitsOf{par: 1})
+	b := begin(t, g.r, team, 1)
+	if !b.Decision.Allowed || b.Local || len(mustZ(t, g.m, "sy:{team:r1}:par")) != 1 {
+		t.Fatalf("admission: allowed %v local %v", b.Decision.Allowed, b.Local)
+	}
+	g.r.Release(context.Background(), &b)
+	if g.m.Exists("sy:{team:r1}:par") {
+		t.Fatalf("slot still held in Redis after Release: %v", mustZ(t, g.m, "sy:{team:r1}:par"))
+	}
+	g.r.Finish(&b, &Outcome{Served: true})
+	ts := g.r.team(team)
+	ts.mu.Lock()
+	pending, live := len(ts.releases), len(ts.live)
+	ts.mu.Unlock()
+	if pending != 0 || live != 0 {
+		t.Fatalf("after Release and Finish: %d releases pending, %d slots renewed; want 0, 0", pending, live)
+	}
+
+	// the local edge state: one release, whatever the order of calls
+	l := NewLocal(newFakeClock().Now, nil)
+	for range 3 {
+		lb, err := l.Begin(context.Background(), &Request{RequestID: "x", Team: team, Tokens: 1})
+		if err != nil || !lb.Decision.Allowed {
+			t.Fatalf("local admission refused: %v %+v", err, lb.Decision)
+		}
+		l.Release(context.Background(), &lb)
+		l.Release(context.Background(), &lb)
+		l.Finish(&lb, &Outcome{Served: true})
+	}
+	held, err := l.Begin(context.Background(), &Request{RequestID: "y", Team: team, Tokens: 1})
+	if err != nil || !held.Decision.Allowed {
+		t.Fatal("local slot leaked")
+	}
+	if again, _ := l.Begin(context.Background(), &Request{RequestID: "z", Team: team, Tokens: 1}); again.Decision.Allowed {
+		t.Fatal("a double release let two requests hold max_parallel 1")
+	}
+}

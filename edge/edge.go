@@ -36,6 +36,14 @@ type State interface {
 	// the writer holds while it talks to Redis, and never blocks. Call it
 	// exactly once per Begun, on every exit path (a zero Begun is fine).
 	Finish(b *Begun, o *Outcome)
+	// Release frees b's max_parallel slot now, before the answer's last
+	// byte leaves, so a sequential client's next request finds it free on
+	// any replica (SPEC 3: a release is visible to the very next
+	// admission). In Redis it costs one ZREM bounded by redis.timeout, and
+	// only for a request holding a shared slot; when that call fails or the
+	// breaker is open, Finish hands the release to the writer as before.
+	// Optional: Finish releases whatever Release did not.
+	Release(ctx context.Context, b *Begun)
 	// Shared reports whether decisions are currently taken in Redis.
 	Shared() bool
 	// Usage reads the team's live state against its limits for the admin
@@ -119,6 +127,7 @@ type ticket struct {
 	reserved int64  // tokens reserved against TPM
 	end      int64  // TPM TAT right after this reservation (Redis µs); bounds refunds
 	lt       ratelimit.Ticket
+	released bool // the local slot was released by Release
 	// remote is a slot the admission script may have taken although it
 	// failed in an unknown state (a timeout): Finish removes it in Redis too.
 	remote string

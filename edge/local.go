@@ -70,7 +70,9 @@ func (l *Local) Finish(b *Begun, o *Outcome) {
 		if o.Served {
 			cost = o.CostUSD
 		}
-		l.lim.Release(b.t.lt)
+		if !b.t.released {
+			l.lim.Release(b.t.lt)
+		}
 		l.lim.Reconcile(b.t.lt, actual, cost)
 	}
 	if s := b.q.Session; s != "" && b.team != nil {
@@ -83,6 +85,14 @@ func (l *Local) Finish(b *Begun, o *Outcome) {
 	}
 	if o.Audit != nil {
 		l.ring.Record(o.Audit)
+	}
+}
+
+// Release implements State: the local slot is free at once.
+func (l *Local) Release(_ context.Context, b *Begun) {
+	if b.t.admitted && !b.t.released {
+		l.lim.Release(b.t.lt)
+		b.t.released = true
 	}
 }
 

@@ -79,6 +79,7 @@ type Client interface {
 	redis.Scripter
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
+	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
 }
 
 // Redis is the cluster-wide edge state (SPEC 3, 9). Begin is one EVALSHA of
@@ -573,7 +574,9 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		usd = o.CostUSD
 	}
 	if tk.admitted && tk.local {
-		r.local.Release(tk.lt)
+		if !tk.released {
+			r.local.Release(tk.lt)
+		}
 		r.local.Reconcile(tk.lt, actual, usd)
 	} else if tk.admitted && usd > 0 {
 		r.local.Spend(t, usd) // the fallback knows this node's share of the spend
@@ -609,6 +612,40 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		r.w.audit(o.Audit)
 	}
 	r.w.markDirty(ts, urgent)
+}
+
+// Release implements State: one ZREM of the request's shared slot,
+// bounded by redis.timeout; on success Finish has no release left to queue
+// and the writer stops renewing the lease.
+func (r *Redis) Release(ctx context.Context, b *Begun) {
+	tk := &b.t
+	if !tk.admitted || b.team == nil {
+		return
+	}
+	if tk.local {
+		if !tk.released {
+			r.local.Release(tk.lt)
+			tk.released = true
+		}
+		return
+	}
+	if tk.slot == "" {
+		return
+	}
+	ts := r.team(b.team)
+	if !r.sharedFor(ts.keys.base) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	err := r.c.ZRem(cctx, ts.keys.begin[1], tk.slot).Err()
+	cancel()
+	if err != nil {
+		return // Finish queues it for the writer
+	}
+	ts.mu.Lock()
+	delete(ts.live, tk.slot)
+	ts.mu.Unlock()
+	tk.slot = ""
 }
 
 // Close implements State: it stops the writer and sends what is pending,

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -249,6 +250,9 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	ev := first
 	var relayed int64
 	for {
+		if terminalEvent(ev) {
+			s.Edge.Release(cl.ctx, &cl.begun) // before the client can see the end (SPEC 3)
+		}
 		if werr := ew.write(ev); werr != nil {
 			o.Class = routing.ClassCanceled
 			cl.entry.Error = "client stopped reading the stream: " + werr.Error()
@@ -285,6 +289,22 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	cl.settle(d, u, relayed)
 	return true, nil
 }
+
+// terminalEvent reports whether ev ends a stream in one of the client
+// formats: OpenAI's [DONE], Anthropic's message_stop, or a Responses API
+// terminal event. The team's slot is released before it is written.
+func terminalEvent(ev []byte) bool {
+	return bytes.Contains(ev, doneMarker) || bytes.Contains(ev, messageStop) ||
+		bytes.Contains(ev, responseDone) || bytes.Contains(ev, responseIncomplete) || bytes.Contains(ev, responseFailed)
+}
+
+var (
+	doneMarker         = []byte("data: [DONE]")
+	messageStop        = []byte("event: message_stop")
+	responseDone       = []byte("event: response.completed")
+	responseIncomplete = []byte("event: response.incomplete")
+	responseFailed     = []byte("event: response.failed")
+)
 
 // outcomeOf classifies an attempt error. cause is the attempt context's
 // cancel cause: our own first-byte timer makes it a timeout, a client that
