@@ -308,12 +308,10 @@ func (cl *call) finish() {
 	// sequential client's next request finds it free on any replica (SPEC 3;
 	// a stream released it before its terminal event)
 	s.Edge.Release(cl.ctx, &cl.begun)
-	cl.out.Audit = e
-	s.Edge.Finish(&cl.begun, &cl.out)
 	if cl.clen[0] != "" {
 		// the answer (with its Content-Length) goes to the client now: the
-		// bookkeeping below (metrics, log line) is not part of its latency
-		// (streams are flushed already; errors are small)
+		// bookkeeping below (edge hand-off, metrics, log line) is not part
+		// of its latency (streams are flushed already; errors are small)
 		cl.c.Writer.Flush()
 	}
 	team := e.Team
@@ -327,6 +325,8 @@ func (cl *call) finish() {
 	s.Metrics.Requests.WithLabelValues(model, team, strconv.Itoa(e.Status)).Inc()
 	s.Metrics.RequestDuration.WithLabelValues(model).Observe(dur.Seconds())
 	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
+	cl.out.Audit = e
+	s.Edge.Finish(&cl.begun, &cl.out)
 	if s.Logger.Enabled(cl.ctx, slog.LevelInfo) {
 		tierName := ""
 		if e.Tier != nil {
