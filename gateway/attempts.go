@@ -290,21 +290,30 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	return true, nil
 }
 
-// terminalEvent reports whether ev ends a stream in one of the client
-// formats: OpenAI's [DONE], Anthropic's message_stop, or a Responses API
-// terminal event. The team's slot is released before it is written.
+// terminalEvent reports whether ev (one or more SSE events in the client's
+// format) holds the event that ends a stream: OpenAI's [DONE], Anthropic's
+// message_stop, or a Responses API terminal event. The team's slot is
+// released before it is written. A marker counts only at the start of an
+// event: model text that spells one sits inside a JSON string, where a raw
+// newline cannot, so it never releases the slot early.
 func terminalEvent(ev []byte) bool {
-	return bytes.Contains(ev, doneMarker) || bytes.Contains(ev, messageStop) ||
-		bytes.Contains(ev, responseDone) || bytes.Contains(ev, responseIncomplete) || bytes.Contains(ev, responseFailed)
+	for _, m := range terminalMarkers {
+		if bytes.HasPrefix(ev, m[2:]) || bytes.Contains(ev, m) {
+			return true
+		}
+	}
+	return false
 }
 
-var (
-	doneMarker         = []byte("data: [DONE]")
-	messageStop        = []byte("event: message_stop")
-	responseDone       = []byte("event: response.completed")
-	responseIncomplete = []byte("event: response.incomplete")
-	responseFailed     = []byte("event: response.failed")
-)
+// terminalMarkers are the terminal events' first line, each after the
+// blank line that ends the event before it.
+var terminalMarkers = [][]byte{
+	[]byte("\n\ndata: [DONE]"),
+	[]byte("\n\nevent: message_stop"),
+	[]byte("\n\nevent: response.completed"),
+	[]byte("\n\nevent: response.incomplete"),
+	[]byte("\n\nevent: response.failed"),
+}
 
 // outcomeOf classifies an attempt error. cause is the attempt context's
 // cancel cause: our own first-byte timer makes it a timeout, a client that
