@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -250,7 +249,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	ev := first
 	var relayed int64
 	for {
-		if terminalEvent(ev) {
+		if st.Ended() {
 			s.Edge.Release(cl.ctx, &cl.begun) // before the client can see the end (SPEC 3)
 		}
 		if werr := ew.write(ev); werr != nil {
@@ -288,31 +287,6 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	cl.att.End(o, tracing.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Body: first, Stream: true})
 	cl.settle(d, u, relayed)
 	return true, nil
-}
-
-// terminalEvent reports whether ev (one or more SSE events in the client's
-// format) holds the event that ends a stream: OpenAI's [DONE], Anthropic's
-// message_stop, or a Responses API terminal event. The team's slot is
-// released before it is written. A marker counts only at the start of an
-// event: model text that spells one sits inside a JSON string, where a raw
-// newline cannot, so it never releases the slot early.
-func terminalEvent(ev []byte) bool {
-	for _, m := range terminalMarkers {
-		if bytes.HasPrefix(ev, m[2:]) || bytes.Contains(ev, m) {
-			return true
-		}
-	}
-	return false
-}
-
-// terminalMarkers are the terminal events' first line, each after the
-// blank line that ends the event before it.
-var terminalMarkers = [][]byte{
-	[]byte("\n\ndata: [DONE]"),
-	[]byte("\n\nevent: message_stop"),
-	[]byte("\n\nevent: response.completed"),
-	[]byte("\n\nevent: response.incomplete"),
-	[]byte("\n\nevent: response.failed"),
 }
 
 // outcomeOf classifies an attempt error. cause is the attempt context's

@@ -616,28 +616,3 @@ func TestAdminKeyAsDigest(t *testing.T) {
 		t.Fatalf("the digest itself must not be the admin key: %d", w.Code)
 	}
 }
-
-// TestTerminalEvent: the stream end is recognised at an event boundary in
-// every client format, and never inside model text (a client must not free
-// its max_parallel slot early by making the model spell a marker).
-func TestTerminalEvent(t *testing.T) {
-	for _, tc := range []struct {
-		ev   string
-		want bool
-	}{
-		{"data: [DONE]\n\n", true},
-		{"data: {\"choices\":[]}\n\ndata: [DONE]\n\n", true},
-		{"event: message_delta\ndata: {}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", true},
-		{"event: response.completed\ndata: {}\n\n", true},
-		{"event: response.incomplete\ndata: {}\n\n", true},
-		{"event: response.failed\ndata: {}\n\n", true},
-		{"data: {\"choices\":[{\"delta\":{\"content\":\"data: [DONE]\"}}]}\n\n", false},
-		{"data: {\"choices\":[{\"delta\":{\"content\":\"\\n\\ndata: [DONE]\"}}]}\n\n", false},
-		{"event: content_block_delta\ndata: {\"delta\":{\"text\":\"event: message_stop\"}}\n\n", false},
-		{"event: response.output_text.delta\ndata: {}\n\n", false},
-	} {
-		if got := terminalEvent([]byte(tc.ev)); got != tc.want {
-			t.Errorf("terminalEvent(%q) = %v, want %v", tc.ev, got, tc.want)
-		}
-	}
-}

@@ -98,6 +98,11 @@ type EventStream interface {
 	// OpenAI format, after message_stop for Anthropic). A failure mid-stream
 	// returns an *Error (class server_error, network, timeout or canceled).
 	Next() ([]byte, error)
+	// Ended reports whether the events Next last returned end the stream
+	// (the next Next returns io.EOF): [DONE], message_stop or a Responses
+	// terminal event. The gateway frees the team's slot before writing
+	// them, so a client that has the whole answer finds it free (SPEC 3).
+	Ended() bool
 	// Usage is the usage the upstream reported; complete after io.EOF.
 	Usage() Usage
 	// Close releases the upstream connection. It is safe to call twice and

@@ -78,6 +78,9 @@ type reframedStream struct {
 	done  bool
 }
 
+// Ended implements EventStream.
+func (r *reframedStream) Ended() bool { return r.done }
+
 // Next implements EventStream.
 func (r *reframedStream) Next() ([]byte, error) {
 	for !r.done {
@@ -157,6 +160,9 @@ type staticStream struct {
 	frames []byte
 	u      Usage
 }
+
+// Ended implements EventStream: its one slice of frames is the whole stream.
+func (s *staticStream) Ended() bool { return s.frames == nil }
 
 // Next implements EventStream.
 func (s *staticStream) Next() ([]byte, error) {

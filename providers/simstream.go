@@ -54,6 +54,10 @@ func newSimStream(ctx context.Context, format wire.Format, model string, id uint
 	return st
 }
 
+// Ended implements EventStream: the tail (finish, usage, end marker) was
+// returned.
+func (st *simStream) Ended() bool { return st.tailSent }
+
 // Next implements EventStream.
 func (st *simStream) Next() ([]byte, error) {
 	if st.i < st.n {

@@ -206,6 +206,10 @@ func startStream(ctx context.Context, resp *http.Response, conv converter, start
 	return &Response{Status: resp.StatusCode, Header: h, Stream: s, TTFB: time.Since(start)}, nil
 }
 
+// Ended implements EventStream: the converter saw the terminal event, or
+// the upstream ended and the converter's last events were returned.
+func (s *httpStream) Ended() bool { return s.done && s.first == nil }
+
 // Next implements EventStream.
 func (s *httpStream) Next() ([]byte, error) {
 	if s.first != nil {
