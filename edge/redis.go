@@ -413,36 +413,22 @@ type teamBatch struct {
 // pipeline when there are several), and hands each its part of the answer.
 func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitCall) {
 	var groups []*teamBatch
-	var index map[*teamState]*teamBatch // for large mixed batches
+	var index map[*teamState]*teamBatch // made only for a batch of several calls
 	for _, c := range batch {
 		if c != leader && !c.state.CompareAndSwap(callWaiting, callTaken) {
 			continue
 		}
-		var g *teamBatch
-		if index != nil {
-			g = index[c.ts]
-		} else {
-			for _, h := range groups {
-				if h.calls[0].ts == c.ts {
-					g = h
-					break
-				}
-			}
-		}
-		if g != nil {
+		if g := index[c.ts]; g != nil {
 			g.calls = append(g.calls, c)
 			continue
 		}
-		g = &teamBatch{calls: []*admitCall{c}}
+		g := &teamBatch{calls: []*admitCall{c}}
 		groups = append(groups, g)
-		switch {
-		case index != nil:
-			index[c.ts] = g
-		case len(groups) > 8:
-			index = make(map[*teamState]*teamBatch, len(batch))
-			for _, h := range groups {
-				index[h.calls[0].ts] = h
+		if len(batch) > 1 {
+			if index == nil {
+				index = make(map[*teamState]*teamBatch, len(batch))
 			}
+			index[c.ts] = g
 		}
 	}
 	for _, g := range groups {
