@@ -60,14 +60,7 @@ func startCluster(t *testing.T, n int, timeout string, yamlEdits ...string) (*re
 	var srvs []*httptest.Server
 	for i := 0; i < n; i++ {
 		yml := strings.NewReplacer(append([]string{"${REDIS}", rs.URL(), "${NODE}", fmt.Sprintf("node-%d", i+1), "${TIMEOUT}", timeout}, yamlEdits...)...).Replace(clusterYAML)
-		cfg, err := config.Load([]byte(yml), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		node, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: int64(i + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := assemble(t, yml, int64(i+1))
 		srv := httptest.NewServer(node.Handler())
 		t.Cleanup(func() {
 			srv.Close()
@@ -590,14 +583,7 @@ func TestClusterSlowRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	proxy := newSlowProxy(t, rs.Addr())
 	yml := strings.NewReplacer("${REDIS}", "redis://"+proxy.ln.Addr().String()+"/0", "${NODE}", "slow-1", "${TIMEOUT}", "50ms").Replace(clusterYAML)
-	cfg, err := config.Load([]byte(yml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := assemble(t, yml, 1)
 	defer n.Close(context.Background())
 	h := n.Handler()
 	send := func() (int, time.Duration) {
@@ -678,14 +664,7 @@ func TestClusterAdminAndPersistence(t *testing.T) {
 		_ = n.Close(context.Background())
 	}
 	yml := strings.NewReplacer("${REDIS}", rs.URL(), "${NODE}", "node-new", "${TIMEOUT}", "50ms").Replace(clusterYAML)
-	cfg, err := config.Load([]byte(yml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n2, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n2 := assemble(t, yml, 9)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second) // Redis is down by then
 		defer cancel()
@@ -858,14 +837,7 @@ func TestClusterRedisDownLongUsageExact(t *testing.T) {
 	var srvs []*httptest.Server
 	for i := range 3 {
 		yml := strings.NewReplacer("${REDIS}", "redis://"+proxy.ln.Addr().String()+"/0", "${NODE}", fmt.Sprintf("down-%d", i), "${TIMEOUT}", "50ms").Replace(clusterYAML)
-		cfg, err := config.Load([]byte(yml), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: int64(i + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := assemble(t, yml, int64(i+1))
 		srv := httptest.NewServer(n.Handler())
 		t.Cleanup(srv.Close)
 		nodes, srvs = append(nodes, n), append(srvs, srv)

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"switchyard/config"
 )
 
 type quietRedis struct{}
@@ -33,4 +37,19 @@ func do(t *testing.T, h http.Handler, method, path, key, body string, hdr ...str
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w
+}
+
+// assemble loads yml and assembles a Redis node from it, with go-redis's
+// and the node's logs silenced and routing seeded by seed.
+func assemble(t *testing.T, yml string, seed int64) *Node {
+	t.Helper()
+	cfg, err := config.Load([]byte(yml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -2,14 +2,11 @@ package node
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"switchyard/config"
 	"switchyard/internal/otlptest"
 	"switchyard/internal/redistest"
 )
@@ -24,14 +21,7 @@ func TestTraceEdgeStateRoundTrip(t *testing.T) {
 	t.Cleanup(rcv.Close)
 	yml := strings.NewReplacer("${REDIS}", rs.URL(), "${NODE}", "node-t", "${TIMEOUT}", "200ms").Replace(clusterYAML) +
 		"tracing: {otlp_endpoint: \"" + rcv.URL() + "\"}\n"
-	cfg, err := config.Load([]byte(yml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := assemble(t, yml, 1)
 	srv := httptest.NewServer(n.Handler())
 	t.Cleanup(func() {
 		srv.Close()
