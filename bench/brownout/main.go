@@ -38,7 +38,11 @@ import (
 	"switchyard/config"
 )
 
-const yamlTmpl = `
+// benchYAML is the setup every scenario runs: two healthy deployments and
+// the one that gets sick, priced sickPrice (STRATEGY and OBJECTIVE are
+// replaced per run).
+func benchYAML(sickPrice string) string {
+	return `
 data_dir: ""
 providers:
   - {name: p1, kind: simulated, simulate: {ttfb: 20ms, tokens_per_second: 0, output_tokens: 16}}
@@ -47,11 +51,15 @@ providers:
 deployments:
   - {id: healthy-1, model: m, provider: p1, price: {input: 1, output: 2}}
   - {id: healthy-2, model: m, provider: p2, price: {input: 1, output: 2}}
-  - {id: sick, model: m, provider: p3, price: {input: 0.5, output: 1}}
+  - {id: sick, model: m, provider: p3, price: ` + sickPrice + `}
 models: [{name: m, strategy: STRATEGY, objective: OBJECTIVE}]
 teams: [{name: t, keys: ["sk-bench"], models: ["*"]}]
-routing: {cooldown_base: 2s, failures_before_cooldown: 3}
 `
+}
+
+// yamlTmpl is the table and brownout setup: the sick deployment is the
+// cheapest (cost-aware strategies are drawn to it), and cooldowns are short.
+var yamlTmpl = benchYAML("{input: 0.5, output: 1}") + "routing: {cooldown_base: 2s, failures_before_cooldown: 3}\n"
 
 func main() {
 	dur := flag.Duration("duration", 6*time.Second, "table: run length per strategy")

@@ -12,19 +12,7 @@ import (
 // gets its traffic back, and what probing it costs the clients meanwhile.
 // Every routing knob is at its SPEC 13 default (cooldown_base 5s,
 // cooldown_max 5m, probe_interval a fifth of the cooldown, ewma_decay 10s).
-const recoveryYAML = `
-data_dir: ""
-providers:
-  - {name: p1, kind: simulated, simulate: {ttfb: 20ms, tokens_per_second: 0, output_tokens: 16}}
-  - {name: p2, kind: simulated, simulate: {ttfb: 20ms, tokens_per_second: 0, output_tokens: 16}}
-  - {name: p3, kind: simulated, simulate: {ttfb: 20ms, tokens_per_second: 0, output_tokens: 16}}
-deployments:
-  - {id: healthy-1, model: m, provider: p1, price: {input: 1, output: 2}}
-  - {id: healthy-2, model: m, provider: p2, price: {input: 1, output: 2}}
-  - {id: sick, model: m, provider: p3, price: {input: 1, output: 2}}
-models: [{name: m, strategy: STRATEGY, objective: OBJECTIVE}]
-teams: [{name: t, keys: ["sk-bench"], models: ["*"]}]
-`
+var recoveryYAML = benchYAML("{input: 1, output: 2}")
 
 // phase is one stretch of a scenario: the sick deployment's behaviour.
 type phase struct {
