@@ -391,20 +391,27 @@ func (c *anthropicToOpenAIStream) event(name string, data []byte) ([]byte, bool,
 			return c.chunk(oaDeltaIn{ToolCalls: []oaToolCall{{Index: &idx, Function: oaFunctionCall{Arguments: ev.Delta.PartialJSON}}}}, nil), false, nil
 		}
 	case "message_delta":
-		if ev.Delta != nil && ev.Delta.StopReason != nil {
-			c.finish = finishFromStop(*ev.Delta.StopReason)
-		}
-		if u := ev.Usage; u != nil {
-			c.u.CompletionTokens = u.OutputTokens
-			if p := u.prompt(); p > 0 {
-				c.u.PromptTokens = p
-			}
-		}
+		ev.applyMessageDelta(&c.finish, &c.u)
 	case "message_stop":
 		c.stopped = true
 		return c.end(), true, nil
 	}
 	return nil, false, nil
+}
+
+// applyMessageDelta folds an Anthropic message_delta into a stream's finish
+// reason and usage: the stop reason, the output tokens, and the prompt
+// tokens when the event carries them.
+func (ev *anEventIn) applyMessageDelta(finish *string, u *Usage) {
+	if ev.Delta != nil && ev.Delta.StopReason != nil {
+		*finish = finishFromStop(*ev.Delta.StopReason)
+	}
+	if eu := ev.Usage; eu != nil {
+		u.CompletionTokens = eu.OutputTokens
+		if p := eu.prompt(); p > 0 {
+			u.PromptTokens = p
+		}
+	}
 }
 
 // end writes the finish chunk, the usage chunk if wanted, and [DONE].

@@ -107,15 +107,7 @@ func (c *anthropicToResponsesStream) event(name string, data []byte) ([]byte, bo
 			}
 		}
 	case "message_delta":
-		if ev.Delta != nil && ev.Delta.StopReason != nil {
-			c.finish = finishFromStop(*ev.Delta.StopReason)
-		}
-		if u := ev.Usage; u != nil {
-			c.u.CompletionTokens = u.OutputTokens
-			if p := u.prompt(); p > 0 {
-				c.u.PromptTokens = p
-			}
-		}
+		ev.applyMessageDelta(&c.finish, &c.u)
 	case "message_stop":
 		c.e.finish(c.finish, c.u)
 		return c.e.take(), true, nil
