@@ -26,6 +26,7 @@ import (
 	"switchyard/node"
 	"switchyard/providers"
 	"switchyard/routing/tier"
+	"switchyard/telemetry"
 	"switchyard/wire"
 )
 
@@ -74,6 +75,8 @@ func usage(w io.Writer) {
 `)
 }
 
+// newLogger is the process's structured log: JSON lines on w (for serve, a
+// telemetry.LogWriter batching them onto stderr).
 func newLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
@@ -124,7 +127,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return listenAndServe(ctx, cfg, *path, newLogger(stderr), nil)
+	lw := telemetry.NewLogWriter(stderr, telemetry.DefaultLogBuffer, telemetry.DefaultLogDelay)
+	defer lw.Close()
+	return listenAndServe(ctx, cfg, *path, newLogger(lw), nil)
 }
 
 func serveDemo(stdout, stderr io.Writer) int {
@@ -143,7 +148,9 @@ func serveDemo(stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return listenAndServe(ctx, cfg, "", newLogger(stderr), func(addr string) {
+	lw := telemetry.NewLogWriter(stderr, telemetry.DefaultLogBuffer, telemetry.DefaultLogDelay)
+	defer lw.Close()
+	return listenAndServe(ctx, cfg, "", newLogger(lw), func(addr string) {
 		host := addr
 		if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 			host = "localhost:" + p
