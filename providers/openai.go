@@ -3,7 +3,6 @@ package providers
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -226,11 +225,57 @@ func openAIUsageOK(body []byte) (Usage, bool) {
 	if !ok || body[s] != '{' {
 		return Usage{}, false
 	}
+	// the four counters, read without reflection: every response and
+	// usage chunk goes through here
 	var u openAIUsage
-	if json.Unmarshal(body[s:e], &u) != nil {
+	ok = wire.EachMember(body[s:e], func(k, v []byte) bool {
+		var dst *int
+		switch string(k) {
+		case "prompt_tokens":
+			dst = &u.PromptTokens
+		case "completion_tokens":
+			dst = &u.CompletionTokens
+		case "input_tokens":
+			dst = &u.InputTokens
+		case "output_tokens":
+			dst = &u.OutputTokens
+		default:
+			return true
+		}
+		if string(v) == "null" {
+			return true // as encoding/json: the field keeps its value
+		}
+		n, ok := jsonInt(v)
+		*dst = n
+		return ok
+	})
+	if !ok {
 		return Usage{}, false
 	}
 	return u.usage(), true
+}
+
+// jsonInt parses a JSON integer (what encoding/json accepts into an int of
+// a token count: no fraction, no exponent, at most 18 digits).
+func jsonInt(v []byte) (int, bool) {
+	neg := len(v) > 0 && v[0] == '-'
+	if neg {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 18 || (v[0] == '0' && len(v) > 1) {
+		return 0, false
+	}
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // openAIRelay passes an OpenAI stream through to an OpenAI-format client,

@@ -164,3 +164,46 @@ func skipValue(b []byte, i int) int {
 		return i
 	}
 }
+
+// EachMember calls fn with the key (its raw bytes between the quotes,
+// escapes kept) and the raw value of each member of the JSON object obj,
+// in order, without allocating, until fn returns false. It reports whether
+// obj was an object it could walk to its end and fn never said stop.
+func EachMember(obj []byte, fn func(key, value []byte) bool) bool {
+	i := skipWS(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return false
+	}
+	i++
+	for {
+		i = skipWS(obj, i)
+		if i >= len(obj) {
+			return false
+		}
+		switch obj[i] {
+		case '}':
+			return true
+		case ',':
+			i++
+			continue
+		}
+		ks := i
+		ke := skipString(obj, i)
+		if ke < 0 {
+			return false
+		}
+		i = skipWS(obj, ke)
+		if i >= len(obj) || obj[i] != ':' {
+			return false
+		}
+		i = skipWS(obj, i+1)
+		ve := skipValue(obj, i)
+		if ve < 0 || ve == i {
+			return false
+		}
+		if !fn(obj[ks+1:ke-1], obj[i:ve]) {
+			return false
+		}
+		i = ve
+	}
+}
