@@ -106,8 +106,11 @@ type Redis struct {
 	obs     Observer
 	node    string // random per process: slot ids and the applied-batch mark
 	timeout time.Duration
-	lease   any // cfg.SlotLease in ms, boxed once (ARGV 8)
-	w       *writer
+	lease   any // cfg.SlotLease in ms, boxed once (ARGV 1 of beginLua)
+	// teamsPerCall is how many teams one beginLua call carries on one shard
+	// (maxTeamsPerCall; tests lower it)
+	teamsPerCall int
+	w            *writer
 
 	seq   atomic.Uint64
 	teams sync.Map // team name -> *teamState
@@ -145,7 +148,7 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		c: c, health: health, cfg: cfg, obs: obs, node: nodeID(), timeout: cfg.Timeout,
 		local: ratelimit.NewLocal(cfg.Clock, cfg.Divisor),
 		pins:  sessions.NewLocal(cfg.Clock, sessions.DefaultMaxEntries),
-		ring:  ring, lease: cfg.SlotLease.Milliseconds(),
+		ring:  ring, lease: cfg.SlotLease.Milliseconds(), teamsPerCall: maxTeamsPerCall,
 	}
 	if kh, ok := health.(KeyHealth); ok {
 		r.keys = kh
@@ -431,35 +434,81 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 			index[c.ts] = g
 		}
 	}
-	for _, g := range groups {
-		r.buildBegin(g)
-	}
+	calls := r.beginCalls(groups)
 	if len(batch) > 1 {
 		ctx = context.WithoutCancel(ctx) // the leader's client going away must not fail the others
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	if len(groups) == 1 {
-		g := groups[0]
-		res, err := beginScript.Run(cctx, r.c, g.keys, g.args...).Slice()
-		r.settleBegin(g, leader, res, err)
+	if len(calls) == 1 {
+		c := calls[0]
+		res, err := beginScript.Run(cctx, r.c, c.keys, c.args...).Slice()
+		r.settleCall(c, leader, res, err)
 		return
 	}
-	cmds := make([]*redis.Cmd, len(groups))
+	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
-		for i, g := range groups {
-			cmds[i] = beginScript.EvalSha(cctx, p, g.keys, g.args...)
+		for i, c := range calls {
+			cmds[i] = beginScript.EvalSha(cctx, p, c.keys, c.args...)
 		}
 		return nil
 	})
-	rerunNoScript(cctx, r.c, beginScript, cmds, func(i int) ([]string, []any) { return groups[i].keys, groups[i].args })
-	for i, g := range groups {
+	rerunNoScript(cctx, r.c, beginScript, cmds, func(i int) ([]string, []any) { return calls[i].keys, calls[i].args })
+	for i, c := range calls {
 		res, err := cmds[i].Slice()
-		r.settleBegin(g, leader, res, err)
+		r.settleCall(c, leader, res, err)
 	}
 }
 
-// buildBegin builds g's beginLua call: the team's keys, its pending
+// beginCall is one beginLua call: the teams it decides, with its keys and
+// arguments.
+type beginCall struct {
+	groups []*teamBatch
+	keys   []string
+	args   []any
+}
+
+// beginCalls packs a batch's teams into script calls: on one shard up to
+// maxTeamsPerCall teams per call (Redis's clock read and the script
+// started once for all of them), on Cluster one team per call (its keys
+// share one hash tag).
+func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
+	per := 1
+	if r.cfg.OneShard {
+		per = r.teamsPerCall
+	}
+	calls := make([]*beginCall, 0, (len(groups)+per-1)/per)
+	for len(groups) > 0 {
+		n := min(per, len(groups))
+		c := &beginCall{groups: groups[:n:n]}
+		groups = groups[n:]
+		for _, g := range c.groups {
+			r.buildBegin(g)
+		}
+		if n == 1 {
+			g := c.groups[0]
+			c.keys, c.args = g.keys, g.args
+			calls = append(calls, c)
+			continue
+		}
+		nk, na := 0, 2
+		for _, g := range c.groups {
+			nk += len(g.keys)
+			na += len(g.args) - 2
+		}
+		c.keys, c.args = make([]string, 0, nk), make([]any, 0, na)
+		c.args = append(c.args, r.lease, n)
+		for _, g := range c.groups {
+			c.keys = append(c.keys, g.keys...)
+			c.args = append(c.args, g.args[2:]...)
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// buildBegin builds g's part of a beginLua call (as a call of its own: the
+// lease and a team count of 1 first): the team's keys, its pending
 // releases, and each admission's reservation, slot and pin keys.
 func (r *Redis) buildBegin(g *teamBatch) {
 	ts, t := g.calls[0].ts, g.calls[0].team
@@ -474,14 +523,46 @@ func (r *Redis) buildBegin(g *teamBatch) {
 	}
 	g.rel, g.taken = ts.takeReleases()
 	la := ts.keys.limitArgs(t)
-	g.args = make([]any, 0, 9+len(g.rel)+3*len(g.calls))
-	g.args = append(g.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], r.lease, len(g.rel))
+	g.args = make([]any, 0, 10+len(g.rel)+3*len(g.calls))
+	g.args = append(g.args, r.lease, 1, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], len(g.rel))
 	for _, id := range g.rel {
 		g.args = append(g.args, id)
 	}
 	g.args = append(g.args, len(g.calls))
 	for _, c := range g.calls {
 		g.args = append(g.args, c.cost, c.slot, len(c.pins))
+	}
+}
+
+// errShortBegin is the cause when a begin script's answer does not have a
+// result for every admission it carried.
+var errShortBegin = errors.New("edge: begin script returned fewer values than its admissions")
+
+// settleCall hands each team of c its part of the script's answer.
+func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error) {
+	if err == nil {
+		want := 0
+		for _, g := range c.groups {
+			for _, a := range g.calls {
+				want += 8 + len(a.pins)
+			}
+		}
+		if len(res) != want {
+			err = errShortBegin
+		}
+	}
+	off := 0
+	for _, g := range c.groups {
+		n := 0
+		for _, a := range g.calls {
+			n += 8 + len(a.pins)
+		}
+		var part []any
+		if err == nil {
+			part = res[off : off+n : off+n]
+		}
+		off += n
+		r.settleBegin(g, leader, part, err)
 	}
 }
 
@@ -495,10 +576,9 @@ func (r *Redis) settleBegin(g *teamBatch, leader *admitCall, res []any, err erro
 	for _, c := range g.calls {
 		c.err = err
 		if err == nil {
-			if end := off + 8 + len(c.pins); end <= len(res) {
-				c.res = res[off:end:end]
-			}
-			off += 8 + len(c.pins)
+			end := off + 8 + len(c.pins)
+			c.res = res[off:end:end]
+			off = end
 		}
 		if c != leader {
 			c.done <- struct{}{}

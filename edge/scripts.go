@@ -42,117 +42,124 @@ local function settat(k, r, t, now)
 end
 `
 
-// beginLua is Begin's one round trip for one or more admissions of a team
-// (concurrent Begins of one team share one call: see combiner): this node's
-// pending slot releases of the team, then each admission in turn, every
+// beginLua is Begin's one round trip for the admissions of one or more
+// teams (concurrent Begins share one call: see combiner; on one shard a
+// call carries every team of a batch, on Cluster one team): per team, this
+// node's pending slot releases of it, then each admission in turn, every
 // dimension at once, with the pins it reads.
 //
-//	KEYS: 1 rpm+tpm TATs, 2 parallel slots (zset id -> lease expiry), 3 budget
-//	      (hash p, usd), 4... pins to read, in admission order
-//	ARGV: 1 rpm, 2 tpm, 3 max_parallel, 4 budget usd, 5 budget period (s),
-//	      6 slot lease (ms), 7 number of releases, then the slot ids to
-//	      release, then the number of admissions and for each: tokens to
-//	      reserve (already capped at tpm), slot id, number of pins
-//	returns for each admission {allowed, kind, wait us, rpm remaining,
-//	         rpm reset us, tpm remaining, tpm reset us, tpm TAT after the
-//	         charge us, pin values ('' when absent)...}
+//	KEYS: per team: 1 rpm+tpm TATs, 2 parallel slots (zset id -> lease
+//	      expiry), 3 budget (hash p, usd), then the pins to read, in
+//	      admission order
+//	ARGV: 1 slot lease (ms), 2 number of teams, then per team: rpm, tpm,
+//	      max_parallel, budget usd, budget period (s), number of releases
+//	      and the slot ids to release, number of admissions and for each:
+//	      tokens to reserve (already capped at tpm), slot id, number of pins
+//	returns for each admission, teams in order {allowed, kind, wait us, rpm
+//	         remaining, rpm reset us, tpm remaining, tpm reset us, tpm TAT
+//	         after the charge us, pin values ('' when absent)...}
 //
-// Releases run first, so a release of this node is visible to the very next
-// admission (SPEC 3: a sequential client at max_parallel 1 is never
-// refused). A dimension whose limit is 0 is skipped and its key never
-// touched. When several dimensions reject, kind is the one with the longest
-// wait (the one that binds) and nothing is charged. A slot's score is its
-// lease expiry: a slot whose node stopped renewing it is past its score
-// within one lease and is dropped when the set is full.
+// Redis's clock is read once per call. Releases run first, so a release of
+// this node is visible to the very next admission (SPEC 3: a sequential
+// client at max_parallel 1 is never refused). A dimension whose limit is 0
+// is skipped and its key never touched. When several dimensions reject,
+// kind is the one with the longest wait (the one that binds) and nothing is
+// charged. A slot's score is its lease expiry: a slot whose node stopped
+// renewing it is past its score within one lease and is dropped when the
+// set is full.
 const beginLua = tatLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local W = 60000000
 local TOL = 1
-local rpm, tpm, par = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local budget, period = tonumber(ARGV[4]), tonumber(ARGV[5]) * 1000000
-local lease = tonumber(ARGV[6])
-local nrel = tonumber(ARGV[7])
-if nrel > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 8, 7 + nrel)) end
-local i = 8 + nrel
-
-local rraw, traw = 0, 0
-if rpm > 0 or tpm > 0 then rraw, traw = gettat(KEYS[1]) end
-local pcount, purged, added = 0, false, false
-if par > 0 then pcount = redis.call('ZCARD', KEYS[2]) end
-local bwait = 0
-if budget > 0 and period > 0 then
-  local p = math.floor(now / period)
-  local h = redis.call('HMGET', KEYS[3], 'p', 'usd')
-  if tonumber(h[1]) == p and (tonumber(h[2]) or 0) >= budget then bwait = (p + 1) * period - now end
-end
-
+local lease = tonumber(ARGV[1])
 local out = {}
-local write = false
-local k = 4
-local n = tonumber(ARGV[i]); i = i + 1
-for a = 1, n do
-  local cost, slot, np = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2])
-  i = i + 3
-  local wait, kind = 0, 0
-  local rtat, rnext, ttat, tnext = now, now, now, now
-  if rpm > 0 then
-    rtat = rraw
-    if rtat < now then rtat = now end
-    rnext = rtat + W / rpm
-    local w = rnext - W - now
-    if w > TOL and w > wait then wait, kind = w, 1 end
+local i, k = 3, 1
+for team = 1, tonumber(ARGV[2]) do
+  local rpm, tpm, par = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local budget, period = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) * 1000000
+  local nrel = tonumber(ARGV[i + 5])
+  local ktat, kpar, kbud = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  i, k = i + 6, k + 3
+  if nrel > 0 then redis.call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1)) end
+  i = i + nrel
+
+  local rraw, traw = 0, 0
+  if rpm > 0 or tpm > 0 then rraw, traw = gettat(ktat) end
+  local pcount, purged, added = 0, false, false
+  if par > 0 then pcount = redis.call('ZCARD', kpar) end
+  local bwait = 0
+  if budget > 0 and period > 0 then
+    local p = math.floor(now / period)
+    local h = redis.call('HMGET', kbud, 'p', 'usd')
+    if tonumber(h[1]) == p and (tonumber(h[2]) or 0) >= budget then bwait = (p + 1) * period - now end
   end
-  if tpm > 0 then
-    ttat = traw
-    if ttat < now then ttat = now end
-    tnext = ttat + cost * W / tpm
-    local w = tnext - W - now
-    if w > TOL and w > wait then wait, kind = w, 2 end
-  end
-  if par > 0 and pcount >= par then
-    if not purged then
-      -- full: drop slots whose lease ran out (their node died), count again
-      redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-      pcount, purged = redis.call('ZCARD', KEYS[2]), true
-    end
-    if pcount >= par and 1000000 > wait then wait, kind = 1000000, 3 end
-  end
-  if bwait > wait then wait, kind = bwait, 4 end
-  local allowed = 0
-  if kind == 0 then
-    allowed = 1
+
+  local write = false
+  local n = tonumber(ARGV[i]); i = i + 1
+  for a = 1, n do
+    local cost, slot, np = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2])
+    i = i + 3
+    local wait, kind = 0, 0
+    local rtat, rnext, ttat, tnext = now, now, now, now
     if rpm > 0 then
-      rtat, rraw, write = rnext, rnext, true
+      rtat = rraw
+      if rtat < now then rtat = now end
+      rnext = rtat + W / rpm
+      local w = rnext - W - now
+      if w > TOL and w > wait then wait, kind = w, 1 end
     end
-    if tpm > 0 and cost > 0 then
-      ttat, traw, write = tnext, tnext, true
+    if tpm > 0 then
+      ttat = traw
+      if ttat < now then ttat = now end
+      tnext = ttat + cost * W / tpm
+      local w = tnext - W - now
+      if w > TOL and w > wait then wait, kind = w, 2 end
     end
-    if par > 0 then
-      redis.call('ZADD', KEYS[2], now + lease * 1000, slot)
-      pcount, added = pcount + 1, true
+    if par > 0 and pcount >= par then
+      if not purged then
+        -- full: drop slots whose lease ran out (their node died), count again
+        redis.call('ZREMRANGEBYSCORE', kpar, '-inf', now)
+        pcount, purged = redis.call('ZCARD', kpar), true
+      end
+      if pcount >= par and 1000000 > wait then wait, kind = 1000000, 3 end
+    end
+    if bwait > wait then wait, kind = bwait, 4 end
+    local allowed = 0
+    if kind == 0 then
+      allowed = 1
+      if rpm > 0 then
+        rtat, rraw, write = rnext, rnext, true
+      end
+      if tpm > 0 and cost > 0 then
+        ttat, traw, write = tnext, tnext, true
+      end
+      if par > 0 then
+        redis.call('ZADD', kpar, now + lease * 1000, slot)
+        pcount, added = pcount + 1, true
+      end
+    end
+    -- header values: units left at now, and microseconds until the bucket is full
+    local rrem, rres, trem, tres = rpm, 0, tpm, 0
+    if rtat > now then
+      rres = math.ceil(rtat - now)
+      rrem = math.max(0, math.min(rpm, math.floor((W - (rtat - now) + TOL) * rpm / W)))
+    end
+    if ttat > now then
+      tres = math.ceil(ttat - now)
+      trem = math.max(0, math.min(tpm, math.floor((W - (ttat - now) + TOL) * tpm / W)))
+    end
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, kind, math.ceil(wait), rrem
+    out[o + 5], out[o + 6], out[o + 7], out[o + 8] = rres, trem, tres, math.ceil(ttat)
+    for j = 1, np do
+      out[o + 8 + j] = redis.call('GET', KEYS[k]) or ''
+      k = k + 1
     end
   end
-  -- header values: units left at now, and microseconds until the bucket is full
-  local rrem, rres, trem, tres = rpm, 0, tpm, 0
-  if rtat > now then
-    rres = math.ceil(rtat - now)
-    rrem = math.max(0, math.min(rpm, math.floor((W - (rtat - now) + TOL) * rpm / W)))
-  end
-  if ttat > now then
-    tres = math.ceil(ttat - now)
-    trem = math.max(0, math.min(tpm, math.floor((W - (ttat - now) + TOL) * tpm / W)))
-  end
-  local o = #out
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, kind, math.ceil(wait), rrem
-  out[o + 5], out[o + 6], out[o + 7], out[o + 8] = rres, trem, tres, math.ceil(ttat)
-  for j = 1, np do
-    out[#out + 1] = redis.call('GET', KEYS[k]) or ''
-    k = k + 1
-  end
+  if write then settat(ktat, rraw, traw, now) end
+  if added then redis.call('PEXPIRE', kpar, 2 * lease) end
 end
-if write then settat(KEYS[1], rraw, traw, now) end
-if added then redis.call('PEXPIRE', KEYS[2], 2 * lease) end
 return out
 `
 
