@@ -335,3 +335,47 @@ func TestPinsOneRoundTripAndOwnWrites(t *testing.T) {
 		t.Fatalf("shared pins: %+v", b3.Pins)
 	}
 }
+
+// TestBusySessionPinRenewedPerQuarterTTL: a session whose requests keep its
+// deployment pin writes it to Redis once, then renews it once per quarter
+// of its TTL instead of on every request; a pin Redis lost (a restart) is
+// written again at the next request.
+func TestBusySessionPinRenewedPerQuarterTTL(t *testing.T) {
+	rig := newMiniRig(t, Config{}, false)
+	ctx := context.Background()
+	team := newTeam("a", limitsOf{})
+	const ttl = time.Hour
+	key := "sy:{team:a}:" + depPinKey("s1", "m")
+	serve := func() {
+		t.Helper()
+		b, err := rig.r.Begin(ctx, &Request{RequestID: "r", Team: team, Pins: PinQuery{Session: "s1", Models: [2]string{"m"}}})
+		if err != nil || b.Local {
+			t.Fatalf("begin: %v local=%v", err, b.Local)
+		}
+		rig.r.Finish(&b, &Outcome{Served: true, Deployment: "d1", DepModel: "m", DepPin: "d1", DepTTL: ttl})
+		if !rig.step(t) {
+			t.Fatal("the writer round failed")
+		}
+	}
+	wait := func(d time.Duration) { rig.advance(d); rig.m.FastForward(d) }
+	serve()
+	if v, _ := rig.m.Get(key); v != "d1" || rig.m.TTL(key) != ttl {
+		t.Fatalf("first request: pin %q ttl %v, want d1 and %v (keys %v)", v, rig.m.TTL(key), ttl, rig.m.Keys())
+	}
+	wait(10 * time.Minute)
+	serve()
+	if got := rig.m.TTL(key); got != 50*time.Minute {
+		t.Fatalf("a request 10 minutes later rewrote the pin: ttl %v, want 50m left", got)
+	}
+	wait(6 * time.Minute)
+	serve()
+	if got := rig.m.TTL(key); got != ttl {
+		t.Fatalf("a request past a quarter TTL did not renew the pin: ttl %v", got)
+	}
+	rig.m.Del(key)
+	wait(time.Minute)
+	serve()
+	if v, _ := rig.m.Get(key); v != "d1" {
+		t.Fatalf("a pin Redis lost was not written again: %q", v)
+	}
+}

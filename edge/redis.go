@@ -669,13 +669,27 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	}
 	var tierKey, depKey string
 	if s := b.q.Session; s != "" {
+		// A pin Begin read from Redis with the value this request keeps,
+		// and that this node wrote there under a quarter of its TTL ago,
+		// is not written again (here nor in the local copy, which mirrors
+		// the expiry it has in Redis): a busy session costs one renewal per
+		// quarter TTL instead of a write per request (SPEC 9: only the
+		// writes the request needs).
 		if o.TierPin != "" && b.q.TierAlias != "" {
 			tierKey = tierPinKey(s, b.q.TierAlias)
-			_ = r.pins.SetTier(context.Background(), tierKey, o.TierPin, o.TierTTL)
+			if !b.Local && b.Pins.Tier == o.TierPin && r.pins.TierSetRecently(tierKey, o.TierPin, o.TierTTL) {
+				tierKey = ""
+			} else {
+				_ = r.pins.SetTier(context.Background(), tierKey, o.TierPin, o.TierTTL)
+			}
 		}
 		if o.DepPin != "" && o.DepModel != "" {
 			depKey = depPinKey(s, o.DepModel)
-			_ = r.pins.SetTier(context.Background(), depKey, o.DepPin, o.DepTTL)
+			if !b.Local && b.Deployment(o.DepModel) == o.DepPin && r.pins.TierSetRecently(depKey, o.DepPin, o.DepTTL) {
+				depKey = ""
+			} else {
+				_ = r.pins.SetTier(context.Background(), depKey, o.DepPin, o.DepTTL)
+			}
 		}
 	}
 	w := finishWrite{

@@ -121,6 +121,20 @@ func (l *Local) SetTier(_ context.Context, key string, tier string, ttl time.Dur
 	return nil
 }
 
+// TierSetRecently reports whether key holds tier and was set at most a
+// quarter of ttl ago. A writer that keeps a shared copy of the pin alive
+// uses it to skip renewals: the copy it wrote then still has three
+// quarters of ttl to live.
+func (l *Local) TierSetRecently(key, tier string, ttl time.Duration) bool {
+	k := localKey{kindTier, key}
+	s := l.shard(key)
+	now := l.clock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.items[k]
+	return ok && ttl > 0 && e.value == tier && e.expires.Sub(now) >= ttl-ttl/4
+}
+
 // GetDeployment returns the deployment pin of key.
 func (l *Local) GetDeployment(_ context.Context, key string) (string, bool, error) {
 	v, ok := l.get(localKey{kindDeployment, key})
