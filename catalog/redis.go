@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,6 +14,7 @@ import (
 // RedisClient is the part of go-redis the shared catalog store uses.
 type RedisClient interface {
 	redis.Scripter
+	Get(ctx context.Context, key string) *redis.StringCmd
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
@@ -71,6 +73,23 @@ func (r *RedisStore) Load(ctx context.Context) (*State, bool, error) {
 	return &st, true, nil
 }
 
+// loadNewer is Load when the stored version is past have, and nothing
+// (ok false) otherwise: the poll asks for the version alone, so an
+// unchanged catalog (10,000 teams are megabytes of JSON) is neither sent by
+// Redis nor decoded by every replica every poll interval.
+func (r *RedisStore) loadNewer(ctx context.Context, have int64) (*State, bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	v, err := r.c.Get(cctx, r.versionKey).Int64()
+	cancel()
+	if errors.Is(err, redis.Nil) || (err == nil && v <= have) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return r.Load(ctx)
+}
+
 // Save implements Store.
 func (r *RedisStore) Save(ctx context.Context, base int64, next *State) error {
 	b, err := json.Marshal(next)
@@ -105,7 +124,7 @@ func (r *RedisStore) Watch(ctx context.Context, current func() int64, apply func
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	reload := func() {
-		st, ok, err := r.Load(ctx)
+		st, ok, err := r.loadNewer(ctx, current())
 		if err != nil || !ok || st.Version <= current() {
 			return
 		}
