@@ -293,19 +293,19 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 // admitCall is one admission waiting to be decided in Redis, alone or in a
 // batch with the other admissions of its team that arrived meanwhile.
 type admitCall struct {
-	ts   *teamState
-	team *catalog.Team
-	cost int64
-	slot string
-	pins []string // full pin keys to read
+	ts    *teamState
+	team  *catalog.Team
+	cost  int64
+	slot  string
+	pins  []string // full pin keys to read
 	// deadline is arrival + redis.timeout: the latest this admission waits
 	deadline time.Time
 	state    atomic.Int32
-	done     chan struct{} // capacity 1: the result is in, or this call leads the next batch
-	lead     bool
-	batch    []*admitCall // to run when lead
-	res      []any
-	err      error
+	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
+	lead  bool
+	batch []*admitCall // to run when lead
+	res   []any
+	err   error
 }
 
 // Call states.
