@@ -326,39 +326,3 @@ func TestReleaseFreesTheSlotAtOnce(t *testing.T) {
 		t.Fatal("a double release let two requests hold max_parallel 1")
 	}
 }
-
-// TestQueuedAdmissionWaitsOneTimeout: an admission queued behind a call
-// that hangs waits one redis.timeout from its own arrival, not that call's
-// and then a fresh one for its own batch (SPEC 9: nothing waits on Redis
-// longer than redis.timeout): it gives up and is decided locally, and a
-// batch whose admissions have no time left is never sent.
-func TestQueuedAdmissionWaitsOneTimeout(t *testing.T) {
-	const timeout = 200 * time.Millisecond
-	rig := newMiniRig(t, Config{OneShard: true, Timeout: timeout}, false)
-	gc := &gateClient{Client: rig.c, release: make(chan struct{})}
-	rig.r.c = gc
-	team := newTeam("a", limitsOf{rpm: 100})
-	ctx := context.Background()
-	first := make(chan Begun, 1)
-	go func() {
-		b, _ := rig.r.Begin(ctx, &Request{RequestID: "r1", Team: team, Tokens: 1})
-		first <- b
-	}()
-	for gc.alone.Load() == 0 {
-		time.Sleep(time.Millisecond) // the first call is in flight, held
-	}
-	// the held call answers after 1.5 timeouts: a queued admission that
-	// waited for it and then sent its own batch would be decided in Redis
-	go func() { time.Sleep(timeout * 3 / 2); close(gc.release) }()
-	b, err := rig.r.Begin(ctx, &Request{RequestID: "r2", Team: team, Tokens: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !b.Local {
-		t.Fatal("the queued admission was decided in Redis: it waited past its redis.timeout")
-	}
-	<-first
-	if n := gc.alone.Load() + gc.pipes.Load(); n != 1 {
-		t.Fatalf("%d script calls; want 1: the queued admission's batch was sent after its deadline", n)
-	}
-}
