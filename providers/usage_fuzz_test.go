@@ -3,6 +3,8 @@ package providers
 import (
 	"encoding/json"
 	"testing"
+
+	"switchyard/wire"
 )
 
 var usageSeeds = []string{
@@ -86,6 +88,31 @@ func FuzzOpenAIUsage(f *testing.F) {
 		}
 		if ok && got != want.usage() {
 			t.Fatalf("%s: scanner %+v, encoding/json %+v", raw, got, want.usage())
+		}
+	})
+}
+
+// BenchmarkOpenAIUsage is the usage read of every OpenAI response: the
+// scanner next to the reader it replaced (the same span found, then
+// decoded with encoding/json).
+func BenchmarkOpenAIUsage(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":16,"total_tokens":25}}`)
+	b.Run("scanner", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if u, ok := openAIUsageOK(body); !ok || u.CompletionTokens != 16 {
+				b.Fatal(u, ok)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s, e, _ := wire.FindTopLevel(body, "usage")
+			var u openAIUsage
+			if err := json.Unmarshal(body[s:e], &u); err != nil || u.CompletionTokens != 16 {
+				b.Fatal(err)
+			}
 		}
 	})
 }

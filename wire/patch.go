@@ -1,5 +1,7 @@
 package wire
 
+import "errors"
+
 // FindTopLevel returns the byte span [start, end) of the value of a
 // top-level key in a JSON object, scanning without allocating. The body must
 // already be valid JSON (Parse guarantees it).
@@ -170,40 +172,13 @@ func skipValue(b []byte, i int) int {
 // in order, without allocating, until fn returns false. It reports whether
 // obj was an object it could walk to its end and fn never said stop.
 func EachMember(obj []byte, fn func(key, value []byte) bool) bool {
-	i := skipWS(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return false
-	}
-	i++
-	for {
-		i = skipWS(obj, i)
-		if i >= len(obj) {
-			return false
+	return eachMember(obj, func(k, v []byte) error {
+		if !fn(k, v) {
+			return errStopped
 		}
-		switch obj[i] {
-		case '}':
-			return true
-		case ',':
-			i++
-			continue
-		}
-		ks := i
-		ke := skipString(obj, i)
-		if ke < 0 {
-			return false
-		}
-		i = skipWS(obj, ke)
-		if i >= len(obj) || obj[i] != ':' {
-			return false
-		}
-		i = skipWS(obj, i+1)
-		ve := skipValue(obj, i)
-		if ve < 0 || ve == i {
-			return false
-		}
-		if !fn(obj[ks+1:ke-1], obj[i:ve]) {
-			return false
-		}
-		i = ve
-	}
+		return nil
+	}) == nil
 }
+
+// errStopped ends an EachMember walk whose callback said stop.
+var errStopped = errors.New("wire: walk stopped")
