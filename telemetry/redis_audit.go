@@ -42,11 +42,18 @@ func NewRedisAudit(c StreamClient, prefix string, maxEntries int, local *Ring) *
 // nothing is ever overwritten.
 func (a *RedisAudit) Queue(ctx context.Context, p redis.Pipeliner, entries []*Entry) []redis.Cmder {
 	out := make([]redis.Cmder, 0, len(entries)+1)
-	for _, e := range entries {
-		b := e.AppendJSON(make([]byte, 0, 512))
-		out = append(out, p.XAdd(ctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true,
-			Values: []any{"id", e.RequestID, "team", e.Team, "model", e.RequestedModel, "routed", e.RoutedModel,
-				"status", strconv.Itoa(e.Status), "entry", b}}))
+	// one buffer and one value array for the whole batch, sliced per
+	// entry (a slice keeps its bytes when the buffer grows past it)
+	buf := make([]byte, 0, 512*len(entries))
+	vals := make([]any, 12*len(entries))
+	for i, e := range entries {
+		start := len(buf)
+		buf = e.AppendJSON(buf)
+		v := vals[12*i : 12*i+12 : 12*i+12]
+		v[0], v[1], v[2], v[3] = "id", e.RequestID, "team", e.Team
+		v[4], v[5], v[6], v[7] = "model", e.RequestedModel, "routed", e.RoutedModel
+		v[8], v[9], v[10], v[11] = "status", strconv.Itoa(e.Status), "entry", buf[start:len(buf):len(buf)]
+		out = append(out, p.XAdd(ctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true, Values: v}))
 	}
 	out = append(out, p.Expire(ctx, a.stream, a.ttl))
 	return out
