@@ -65,8 +65,9 @@ type Config struct {
 	MaxAudit   int           // audit entries queued for the stream (default 10,000)
 	// OneShard is set when every key lives on one Redis server (standalone
 	// or Sentinel, not Cluster): concurrent admissions of different teams
-	// then share one pipelined round trip. On Cluster each team batches
-	// alone, so a slow or lost shard never holds up another shard's teams.
+	// then share one script call, and the writer sends one call per flush
+	// for all teams. On Cluster each team batches alone, so a slow or lost
+	// shard never holds up another shard's teams.
 	OneShard bool
 }
 
@@ -219,11 +220,11 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if !r.sharedFor(ts.keys.base) {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen)
 	}
-	keys := make([]string, 0, n)
+	keys := make([]string, n)
+	for i, nm := range names[:n] {
+		keys[i] = ts.keys.base + nm
+	}
 	if !lim {
-		for _, nm := range names[:n] {
-			keys = append(keys, ts.keys.base+nm)
-		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout)
 		vals, err := r.c.MGet(cctx, keys...).Result()
 		cancel()
@@ -240,18 +241,12 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		return b, nil
 	}
 
-	for _, nm := range names[:n] {
-		keys = append(keys, ts.keys.base+nm)
-	}
 	ac := &admitCall{ts: ts, team: t, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys}
 	if t.MaxParallel > 0 {
 		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
 	cost, slot := ac.cost, ac.slot
-	res, err := r.admit(ctx, ac)
-	if err == nil && len(res) != 8+n {
-		err = errors.New("edge: begin script returned " + strconv.Itoa(len(res)) + " values")
-	}
+	res, err := r.admit(ctx, ac) // settleCall checked its length
 	if err != nil {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, slot)
 	}
@@ -262,7 +257,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		LimitTokens: max(0, t.TPM), RemainingTokens: num(5), ResetTokens: micros(num(6)),
 	}
 	for i := range n {
-		s, _ := res[8+i].(string)
+		s, _ := res[beginResults+i].(string)
 		b.Pins.set(slots[i], s)
 	}
 	// the local fallback learns what Redis decided (never both, SPEC 9)
@@ -306,6 +301,13 @@ type admitCall struct {
 	err   error
 }
 
+// beginResults is how many values beginLua returns per admission before
+// the pins it read.
+const beginResults = 8
+
+// results is how many values beginLua returns for c.
+func (c *admitCall) results() int { return beginResults + len(c.pins) }
+
 // Call states.
 const (
 	callWaiting int32 = iota
@@ -337,9 +339,9 @@ func (r *Redis) combinerFor(ac *admitCall) *combiner {
 // admit decides ac in Redis. Concurrent admissions share one round trip
 // (group commit): the first runs at once; those that arrive while a call is
 // in flight queue up, and the next batch is sent as soon as the call
-// returns, by the first of them. In a batch the admissions of one team go in
-// one script call, and the calls of different teams (one shard only) in one
-// pipeline. A burst far larger than the connection pool therefore costs a
+// returns, by the first of them. A batch goes in one script call for all
+// its teams on one shard (a pipeline of calls past teamsPerCall teams), in
+// one call per team on Cluster. A burst far larger than the connection pool therefore costs a
 // few round trips, not a pool wait each, and is decided exactly in Redis;
 // and 10,000 teams cost what one does. No goroutine is started; one at a
 // time nothing waits. A queued admission waits for the call in flight and
@@ -406,14 +408,13 @@ func (r *Redis) lead(ctx context.Context, cb *combiner, leader *admitCall, batch
 // teamBatch is the live admissions of one team in a batch: one script call.
 type teamBatch struct {
 	calls []*admitCall
-	keys  []string
-	args  []any
 	rel   []string // releases it carries
 	taken int      // how many of rel came from the pending list
 }
 
-// runBatch sends the live calls of batch, one beginLua call per team (in one
-// pipeline when there are several), and hands each its part of the answer.
+// runBatch sends the live calls of batch in beginLua calls (beginCalls; in
+// one pipeline when there are several), and hands each its part of the
+// answer.
 func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitCall) {
 	var groups []*teamBatch
 	var index map[*teamState]*teamBatch // made only for a batch of several calls
@@ -460,18 +461,19 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 	}
 }
 
-// beginCall is one beginLua call: the teams it decides, with its keys and
-// arguments.
+// beginCall is one beginLua call: the teams it decides, with its keys,
+// arguments and the number of values it returns.
 type beginCall struct {
-	groups []*teamBatch
-	keys   []string
-	args   []any
+	groups  []*teamBatch
+	keys    []string
+	args    []any
+	results int
 }
 
 // beginCalls packs a batch's teams into script calls: on one shard up to
-// maxTeamsPerCall teams per call (Redis's clock read and the script
-// started once for all of them), on Cluster one team per call (its keys
-// share one hash tag).
+// teamsPerCall teams per call (Redis's clock read and the script started
+// once for all of them), on Cluster one team per call (its keys share one
+// hash tag).
 func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 	per := 1
 	if r.cfg.OneShard {
@@ -482,55 +484,42 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 		n := min(per, len(groups))
 		c := &beginCall{groups: groups[:n:n]}
 		groups = groups[n:]
-		for _, g := range c.groups {
-			r.buildBegin(g)
-		}
-		if n == 1 {
-			g := c.groups[0]
-			c.keys, c.args = g.keys, g.args
-			calls = append(calls, c)
-			continue
-		}
 		nk, na := 0, 2
 		for _, g := range c.groups {
-			nk += len(g.keys)
-			na += len(g.args) - 2
+			nk += 3
+			na += 8 + 3*len(g.calls)
+			for _, a := range g.calls {
+				nk += len(a.pins)
+				c.results += a.results()
+			}
 		}
 		c.keys, c.args = make([]string, 0, nk), make([]any, 0, na)
 		c.args = append(c.args, r.lease, n)
 		for _, g := range c.groups {
-			c.keys = append(c.keys, g.keys...)
-			c.args = append(c.args, g.args[2:]...)
+			r.appendBegin(c, g)
 		}
 		calls = append(calls, c)
 	}
 	return calls
 }
 
-// buildBegin builds g's part of a beginLua call (as a call of its own: the
-// lease and a team count of 1 first): the team's keys, its pending
+// appendBegin adds g's part to c: the team's keys and limits, its pending
 // releases, and each admission's reservation, slot and pin keys.
-func (r *Redis) buildBegin(g *teamBatch) {
+func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	ts, t := g.calls[0].ts, g.calls[0].team
-	npins := 0
-	for _, c := range g.calls {
-		npins += len(c.pins)
-	}
-	g.keys = make([]string, 0, 3+npins)
-	g.keys = append(g.keys, ts.keys.begin[:]...)
-	for _, c := range g.calls {
-		g.keys = append(g.keys, c.pins...)
+	c.keys = append(c.keys, ts.keys.begin[:]...)
+	for _, a := range g.calls {
+		c.keys = append(c.keys, a.pins...)
 	}
 	g.rel, g.taken = ts.takeReleases()
 	la := ts.keys.limitArgs(t)
-	g.args = make([]any, 0, 10+len(g.rel)+3*len(g.calls))
-	g.args = append(g.args, r.lease, 1, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], len(g.rel))
+	c.args = append(c.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], len(g.rel))
 	for _, id := range g.rel {
-		g.args = append(g.args, id)
+		c.args = append(c.args, id)
 	}
-	g.args = append(g.args, len(g.calls))
-	for _, c := range g.calls {
-		g.args = append(g.args, c.cost, c.slot, len(c.pins))
+	c.args = append(c.args, len(g.calls))
+	for _, a := range g.calls {
+		c.args = append(c.args, a.cost, a.slot, len(a.pins))
 	}
 }
 
@@ -538,50 +527,27 @@ func (r *Redis) buildBegin(g *teamBatch) {
 // result for every admission it carried.
 var errShortBegin = errors.New("edge: begin script returned fewer values than its admissions")
 
-// settleCall hands each team of c its part of the script's answer.
+// settleCall hands each admission of c its part of the script's answer
+// (or the error), and puts back the releases of a team whose call failed.
 func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error) {
-	if err == nil {
-		want := 0
-		for _, g := range c.groups {
-			for _, a := range g.calls {
-				want += 8 + len(a.pins)
-			}
-		}
-		if len(res) != want {
-			err = errShortBegin
-		}
+	if err == nil && len(res) != c.results {
+		err = errShortBegin
 	}
 	off := 0
 	for _, g := range c.groups {
-		n := 0
+		if err != nil {
+			g.calls[0].ts.putBackReleases(g.rel[:g.taken])
+		}
 		for _, a := range g.calls {
-			n += 8 + len(a.pins)
-		}
-		var part []any
-		if err == nil {
-			part = res[off : off+n : off+n]
-		}
-		off += n
-		r.settleBegin(g, leader, part, err)
-	}
-}
-
-// settleBegin hands each call of g its part of the script's answer (or the
-// error), and puts back the releases of a failed call.
-func (r *Redis) settleBegin(g *teamBatch, leader *admitCall, res []any, err error) {
-	if err != nil {
-		g.calls[0].ts.putBackReleases(g.rel[:g.taken])
-	}
-	off := 0
-	for _, c := range g.calls {
-		c.err = err
-		if err == nil {
-			end := off + 8 + len(c.pins)
-			c.res = res[off:end:end]
-			off = end
-		}
-		if c != leader {
-			c.done <- struct{}{}
+			a.err = err
+			if err == nil {
+				end := off + a.results()
+				a.res = res[off:end:end]
+				off = end
+			}
+			if a != leader {
+				a.done <- struct{}{}
+			}
 		}
 	}
 }
@@ -649,27 +615,11 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	}
 	var tierKey, depKey string
 	if s := b.q.Session; s != "" {
-		// A pin Begin read from Redis with the value this request keeps,
-		// and that this node wrote there under a quarter of its TTL ago,
-		// is not written again (here nor in the local copy, which mirrors
-		// the expiry it has in Redis): a busy session costs one renewal per
-		// quarter TTL instead of a write per request (SPEC 9: only the
-		// writes the request needs).
 		if o.TierPin != "" && b.q.TierAlias != "" {
-			tierKey = tierPinKey(s, b.q.TierAlias)
-			if !b.Local && b.Pins.Tier == o.TierPin && r.pins.TierSetRecently(tierKey, o.TierPin, o.TierTTL) {
-				tierKey = ""
-			} else {
-				_ = r.pins.SetTier(context.Background(), tierKey, o.TierPin, o.TierTTL)
-			}
+			tierKey = r.keepPin(b, tierPinKey(s, b.q.TierAlias), o.TierPin, b.Pins.Tier, o.TierTTL)
 		}
 		if o.DepPin != "" && o.DepModel != "" {
-			depKey = depPinKey(s, o.DepModel)
-			if !b.Local && b.Deployment(o.DepModel) == o.DepPin && r.pins.TierSetRecently(depKey, o.DepPin, o.DepTTL) {
-				depKey = ""
-			} else {
-				_ = r.pins.SetTier(context.Background(), depKey, o.DepPin, o.DepTTL)
-			}
+			depKey = r.keepPin(b, depPinKey(s, o.DepModel), o.DepPin, b.Deployment(o.DepModel), o.DepTTL)
 		}
 	}
 	w := finishWrite{
@@ -692,6 +642,24 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		r.w.audit(o.Audit)
 	}
 	r.w.markDirty(ts, urgent)
+}
+
+// keepPin stores the pin key = value in the local copy and returns the key
+// the writer is to send to Redis, or "" when Redis already has it: Begin
+// read the same value there (read), and this node wrote it under a quarter
+// of its TTL ago (then neither copy is touched, so the local one keeps the
+// expiry it has in Redis). A busy session costs one renewal per quarter
+// TTL instead of a write per request (SPEC 9: only the writes the request
+// needs).
+func (r *Redis) keepPin(b *Begun, key, value, read string, ttl time.Duration) string {
+	if !b.Local && read == value {
+		if r.pins.RenewTier(key, value, ttl) {
+			return ""
+		}
+		return key
+	}
+	_ = r.pins.SetTier(context.Background(), key, value, ttl)
+	return key
 }
 
 // Release implements State: one ZREM of the request's shared slot,

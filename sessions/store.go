@@ -117,22 +117,17 @@ func (l *Local) GetTier(_ context.Context, key string) (string, bool, error) {
 
 // SetTier pins key to tier for ttl of inactivity.
 func (l *Local) SetTier(_ context.Context, key string, tier string, ttl time.Duration) error {
-	l.set(localKey{kindTier, key}, tier, ttl)
+	l.set(localKey{kindTier, key}, tier, ttl, false)
 	return nil
 }
 
-// TierSetRecently reports whether key holds tier and was set at most a
-// quarter of ttl ago. A writer that keeps a shared copy of the pin alive
-// uses it to skip renewals: the copy it wrote then still has three
-// quarters of ttl to live.
-func (l *Local) TierSetRecently(key, tier string, ttl time.Duration) bool {
-	k := localKey{kindTier, key}
-	s := l.shard(key)
-	now := l.clock()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e, ok := s.items[k]
-	return ok && ttl > 0 && e.value == tier && e.expires.Sub(now) >= ttl-ttl/4
+// RenewTier pins key to tier for ttl, as SetTier, unless key already holds
+// tier set at most a quarter of ttl ago: then it is left as it is and
+// RenewTier reports true. A writer that keeps a shared copy of the pin
+// alive uses it to skip renewals: the copy it wrote then still has three
+// quarters of ttl to live, and this one keeps the same expiry.
+func (l *Local) RenewTier(key, tier string, ttl time.Duration) (kept bool) {
+	return l.set(localKey{kindTier, key}, tier, ttl, true)
 }
 
 // GetDeployment returns the deployment pin of key.
@@ -143,7 +138,7 @@ func (l *Local) GetDeployment(_ context.Context, key string) (string, bool, erro
 
 // SetDeployment pins key to the deployment id for ttl of inactivity.
 func (l *Local) SetDeployment(_ context.Context, key string, id string, ttl time.Duration) error {
-	l.set(localKey{kindDeployment, key}, id, ttl)
+	l.set(localKey{kindDeployment, key}, id, ttl, false)
 	return nil
 }
 
@@ -180,7 +175,10 @@ func (l *Local) get(k localKey) (string, bool) {
 	return v, live
 }
 
-func (l *Local) set(k localKey, value string, ttl time.Duration) {
+// set stores value under k for ttl (ttl <= 0 deletes). With keepRecent
+// an entry that already holds value, set at most ttl/4 ago, is left as it
+// is, and set reports kept.
+func (l *Local) set(k localKey, value string, ttl time.Duration, keepRecent bool) (kept bool) {
 	s := l.shard(k.key)
 	now := l.clock()
 	s.mu.Lock()
@@ -190,14 +188,17 @@ func (l *Local) set(k localKey, value string, ttl time.Duration) {
 		if ok {
 			s.removeLocked(e)
 		}
-		return
+		return false
+	}
+	if ok && keepRecent && e.value == value && e.expires.Sub(now) >= ttl-ttl/4 {
+		return true
 	}
 	if ok {
 		e.value, e.expires = value, now.Add(ttl)
 		s.unlinkLocked(e)
 		s.pushFrontLocked(e)
 		s.sweepLocked(now, sweepPerSet)
-		return
+		return false
 	}
 	s.sweepLocked(now, sweepPerSet)
 	for len(s.items) >= l.perShard && s.tail != nil {
@@ -206,6 +207,7 @@ func (l *Local) set(k localKey, value string, ttl time.Duration) {
 	e = &localEntry{k: k, value: value, expires: now.Add(ttl)}
 	s.items[k] = e
 	s.pushFrontLocked(e)
+	return false
 }
 
 // sweepLocked drops expired entries among the n least recently set ones.

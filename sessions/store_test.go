@@ -184,3 +184,42 @@ func BenchmarkLocal(b *testing.B) {
 		}
 	})
 }
+
+// TestLocalRenewTierKeepsARecentPin: RenewTier leaves a pin of the same
+// value set under a quarter of its TTL ago as it is (its expiry too), and
+// sets it otherwise.
+func TestLocalRenewTierKeepsARecentPin(t *testing.T) {
+	clk := newFakeClock()
+	s := NewLocal(clk.Now, 100)
+	const ttl = time.Hour
+	for i, step := range []struct {
+		wait  time.Duration
+		value string
+		kept  bool
+	}{
+		{0, "d1", false},               // new: set
+		{10 * time.Minute, "d1", true}, // 10m after the set: kept, expiry unchanged
+		{6 * time.Minute, "d1", false}, // 16m after the set: renewed
+		{time.Minute, "d2", false},     // another value: set
+		{2 * time.Hour, "d2", false},   // expired: set again
+	} {
+		clk.Advance(step.wait)
+		if kept := s.RenewTier("k", step.value, ttl); kept != step.kept {
+			t.Fatalf("step %d: kept=%v, want %v", i, kept, step.kept)
+		}
+		if v, ok := mustGetTier(t, s, "k"); !ok || v != step.value {
+			t.Fatalf("step %d: pin %q %v", i, v, ok)
+		}
+	}
+	// a kept pin keeps its expiry: set, kept 10 minutes later, gone an
+	// hour after the set
+	s.SetTier(context.Background(), "e", "d1", ttl)
+	clk.Advance(10 * time.Minute)
+	if !s.RenewTier("e", "d1", ttl) {
+		t.Fatal("a pin set 10 minutes ago was not kept")
+	}
+	clk.Advance(51 * time.Minute)
+	if _, ok := mustGetTier(t, s, "e"); ok {
+		t.Fatal("a kept pin's expiry moved: still there 61 minutes after it was set")
+	}
+}
