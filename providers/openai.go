@@ -245,7 +245,7 @@ func openAIUsageOK(body []byte) (Usage, bool) {
 		if string(v) == "null" {
 			return true // as encoding/json: the field keeps its value
 		}
-		n, ok := jsonInt(v)
+		n, ok := wire.ParseInt(v)
 		*dst = n
 		return ok
 	})
@@ -253,29 +253,6 @@ func openAIUsageOK(body []byte) (Usage, bool) {
 		return Usage{}, false
 	}
 	return u.usage(), true
-}
-
-// jsonInt parses a JSON integer (what encoding/json accepts into an int of
-// a token count: no fraction, no exponent, at most 18 digits).
-func jsonInt(v []byte) (int, bool) {
-	neg := len(v) > 0 && v[0] == '-'
-	if neg {
-		v = v[1:]
-	}
-	if len(v) == 0 || len(v) > 18 || (v[0] == '0' && len(v) > 1) {
-		return 0, false
-	}
-	n := 0
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
 }
 
 // openAIRelay passes an OpenAI stream through to an OpenAI-format client,

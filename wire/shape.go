@@ -260,9 +260,31 @@ func isInteger(b []byte) bool {
 	if len(b) > 0 && b[0] == '-' {
 		b = b[1:]
 	}
-	if len(b) == 0 {
-		return false
+	return len(b) > 0 && allDigits(b)
+}
+
+// ParseInt parses a JSON integer that fits a token count: no fraction, no
+// exponent, no leading zero, at most 18 digits (what encoding/json accepts
+// into an int, short of the overflow edge).
+func ParseInt(b []byte) (int, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
 	}
+	if len(b) == 0 || len(b) > 18 || (b[0] == '0' && len(b) > 1) || !allDigits(b) {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		n = n*10 + int(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+func allDigits(b []byte) bool {
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return false

@@ -254,3 +254,19 @@ func FuzzDecodeString(f *testing.F) {
 		}
 	})
 }
+
+func TestParseInt(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"0", 0, true}, {"25", 25, true}, {"-3", -3, true}, {"999999999999999999", 999999999999999999, true},
+		{"", 0, false}, {"-", 0, false}, {"012", 0, false}, {"9.0", 0, false}, {"1e2", 0, false},
+		{`"9"`, 0, false}, {"null", 0, false}, {"1234567890123456789", 0, false},
+	} {
+		if got, ok := ParseInt([]byte(tc.in)); got != tc.want || ok != tc.ok {
+			t.Errorf("ParseInt(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
