@@ -11,7 +11,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"switchyard/config"
 	"switchyard/wire"
 )
 
@@ -43,10 +42,7 @@ func (s *Server) readBody(c *gin.Context, lease *bodyLease) ([]byte, *apiError) 
 			_ = d.SetReadDeadline(time.Now().Add(t))
 		}
 	}
-	lease.budget, lease.size = &s.bodies, srv.MaxInflightBodyBytes
-	if lease.size <= 0 { // a Config not built by config.Load
-		lease.size = config.DefaultMaxInflightBodyBytes(limit)
-	}
+	lease.budget, lease.size = &s.bodies, srv.MaxInflightBodyBytes // config.Load sets its default
 	body, err := readBounded(r.Body, r.ContentLength, limit, lease)
 	if err != nil {
 		lease.release() // the buffer is garbage now; callers may release again

@@ -75,10 +75,17 @@ func usage(w io.Writer) {
 `)
 }
 
-// newLogger is the process's structured log: JSON lines on w (for serve, a
-// telemetry.LogWriter batching them onto stderr).
+// newLogger is the process's structured log: JSON lines on w.
 func newLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// serveLogger is a serving process's log: newLogger's lines batched onto w
+// by a telemetry.LogWriter (no write system call per request line); flush
+// writes out what is batched, on every way out.
+func serveLogger(w io.Writer) (*slog.Logger, func() error) {
+	lw := telemetry.NewLogWriter(w, telemetry.DefaultLogBuffer, telemetry.DefaultLogDelay)
+	return newLogger(lw), lw.Close
 }
 
 func loadConfig(path string) (*config.Config, error) {
@@ -127,9 +134,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lw := telemetry.NewLogWriter(stderr, telemetry.DefaultLogBuffer, telemetry.DefaultLogDelay)
-	defer lw.Close()
-	return listenAndServe(ctx, cfg, *path, newLogger(lw), nil)
+	log, flush := serveLogger(stderr)
+	defer flush()
+	return listenAndServe(ctx, cfg, *path, log, nil)
 }
 
 func serveDemo(stdout, stderr io.Writer) int {
@@ -148,9 +155,9 @@ func serveDemo(stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lw := telemetry.NewLogWriter(stderr, telemetry.DefaultLogBuffer, telemetry.DefaultLogDelay)
-	defer lw.Close()
-	return listenAndServe(ctx, cfg, "", newLogger(lw), func(addr string) {
+	log, flush := serveLogger(stderr)
+	defer flush()
+	return listenAndServe(ctx, cfg, "", log, func(addr string) {
 		host := addr
 		if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 			host = "localhost:" + p
