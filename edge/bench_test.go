@@ -61,20 +61,9 @@ func BenchmarkBegin(b *testing.B) {
 }
 
 func benchBeginFinish(b *testing.B, conn *cluster.Conn) {
-	ctx := context.Background()
-	{
-		r := NewRedis(conn.Client, conn, Config{}, nil, nil, nil, nil)
-		defer r.Close(ctx)
-		team := newTeam("bench", limitsOf{rpm: 1e8, tpm: 1e11})
-		b.ReportAllocs()
-		for b.Loop() {
-			bg, err := r.Begin(ctx, &Request{RequestID: "r", Team: team, Tokens: 25})
-			if err != nil || !bg.Decision.Allowed || bg.Local {
-				b.Fatal(err, bg.Decision.Allowed, bg.Local)
-			}
-			r.Finish(&bg, &Outcome{Served: true, Deployment: "mock-1", PromptTokens: 9, CompletionTokens: 16})
-		}
-	}
+	r := NewRedis(conn.Client, conn, Config{}, nil, nil, nil, nil)
+	defer r.Close(context.Background())
+	loopBeginFinish(b, r)
 }
 
 // cannedClient answers every admission script at once with an admitted
@@ -91,7 +80,12 @@ func (cannedClient) EvalSha(ctx context.Context, sha string, keys []string, args
 // that answers at once: the CPU the edge adds to a request besides the
 // round trip.
 func BenchmarkBeginCPU(b *testing.B) {
-	r := newRedis(cannedClient{}, nil, Config{OneShard: true}, nil, nil, nil, nil)
+	loopBeginFinish(b, newRedis(cannedClient{}, nil, Config{OneShard: true}, nil, nil, nil, nil))
+}
+
+// loopBeginFinish is one limited team's request, Begin then Finish, per
+// benchmark iteration.
+func loopBeginFinish(b *testing.B, r *Redis) {
 	team := newTeam("bench", limitsOf{rpm: 1e8, tpm: 1e11})
 	ctx := context.Background()
 	b.ReportAllocs()
