@@ -102,7 +102,8 @@ type Begun struct {
 
 	q      PinQuery
 	team   *catalog.Team
-	tokens int64 // the estimate at admission
+	ts     *teamState // the Redis state's record of team (looked up once per request)
+	tokens int64      // the estimate at admission
 	t      ticket
 }
 

@@ -188,14 +188,23 @@ func (r *Redis) team(t *catalog.Team) *teamState {
 	return v.(*teamState)
 }
 
+// stateOf is b's team record: the one Begin looked up, or r's (a Begun
+// not made by r.Begin).
+func (b *Begun) stateOf(r *Redis) *teamState {
+	if b.ts != nil {
+		return b.ts
+	}
+	return r.team(b.team)
+}
+
 // Begin implements State.
 func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if q.Team == nil {
 		return Begun{}, errNoTeam
 	}
 	t := q.Team
-	b := Begun{q: q.Pins, team: t, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}}
 	ts := r.team(t)
+	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}}
 	// pins to read: names, and this node's own writes not yet in Redis
 	var names [3]string
 	var slots [3]int // index into Pins: 0 tier, 1+i dep i
@@ -595,7 +604,7 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		}
 		return
 	}
-	ts := r.team(t)
+	ts := b.stateOf(r)
 	tk := b.t
 	actual := int64(0)
 	if o.Served {
@@ -680,7 +689,7 @@ func (r *Redis) Release(ctx context.Context, b *Begun) {
 	if tk.slot == "" {
 		return
 	}
-	ts := r.team(b.team)
+	ts := b.stateOf(r)
 	if !r.sharedFor(ts.keys.base) {
 		return
 	}
