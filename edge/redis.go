@@ -227,7 +227,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		return b, nil
 	}
 	if !r.sharedFor(ts.keys.base) {
-		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen)
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen, nil)
 	}
 	keys := make([]string, n)
 	for i, nm := range names[:n] {
@@ -241,7 +241,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 			err = errors.New("edge: MGET returned " + strconv.Itoa(len(vals)) + " values")
 		}
 		if err != nil {
-			return r.beginLocal(ctx, q, b, names[:n], slots[:n], err)
+			return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, nil)
 		}
 		for i, v := range vals {
 			s, _ := v.(string)
@@ -250,14 +250,14 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		return b, nil
 	}
 
-	ac := &admitCall{ts: ts, team: t, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys}
+	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys}
 	if t.MaxParallel > 0 {
 		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
 	cost, slot := ac.cost, ac.slot
 	res, err := r.admit(ctx, ac) // settleCall checked its length
 	if err != nil {
-		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, slot)
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, ac)
 	}
 	num := func(i int) int64 { v, _ := res[i].(int64); return v }
 	d := ratelimit.Decision{
@@ -269,17 +269,8 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		s, _ := res[beginResults+i].(string)
 		b.Pins.set(slots[i], s)
 	}
-	// the local fallback learns what Redis decided (never both, SPEC 9)
-	r.local.Mirror(t, d.ResetRequests, d.ResetTokens)
 	if !d.Allowed {
-		k := int(num(1))
-		if k <= 0 || k >= len(ratelimit.Kinds) {
-			k = 1
-		}
-		d.Kind, d.RetryAfter = ratelimit.Kinds[k], micros(num(2))
-		if d.Kind == ratelimit.KindBudget {
-			r.local.BlockBudget(t.Name, r.cfg.Clock().Add(d.RetryAfter).UnixNano())
-		}
+		d.Kind, d.RetryAfter = refusal(res), micros(num(2))
 		b.Decision = d
 		return b, nil
 	}
@@ -295,19 +286,22 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 }
 
 // admitCall is one admission waiting to be decided in Redis, alone or in a
-// batch with the other admissions of its team that arrived meanwhile.
+// batch with the other admissions that arrived meanwhile.
 type admitCall struct {
 	ts    *teamState
-	team  *catalog.Team
+	q     *Request
 	cost  int64
 	slot  string
-	pins  []string // full pin keys to read
-	state atomic.Int32
+	pins  []string      // full pin keys to read
 	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
 	lead  bool
 	batch []*admitCall // to run when lead
 	res   []any
 	err   error
+	// the local decision of an admission whose call failed, taken by
+	// settleCall before the next batch is built
+	local    ratelimit.Decision
+	localErr error
 }
 
 // beginResults is how many values beginLua returns per admission before
@@ -317,16 +311,14 @@ const beginResults = 8
 // results is how many values beginLua returns for c.
 func (c *admitCall) results() int { return beginResults + len(c.pins) }
 
-// Call states.
-const (
-	callWaiting int32 = iota
-	callTaken         // in a batch being sent: its result will come
-	callGaveUp        // waited past redis.timeout: decided locally, never sent
-)
-
-// errQueued is the fallback cause of an admission that waited past
-// twice redis.timeout behind its team's batches.
-var errQueued = errors.New("edge: admission waited past redis.timeout for its team's batch")
+// refusal is the kind of a refused admission's answer res.
+func refusal(res []any) string {
+	k, _ := res[1].(int64)
+	if k <= 0 || k >= int64(len(ratelimit.Kinds)) {
+		k = 1
+	}
+	return ratelimit.Kinds[k]
+}
 
 // combiner batches admissions (group commit): mu guards busy (a call is in
 // flight) and queue (admissions waiting for the next batch).
@@ -350,87 +342,71 @@ func (r *Redis) combinerFor(ac *admitCall) *combiner {
 // in flight queue up, and the next batch is sent as soon as the call
 // returns, by the first of them. A batch goes in one script call for all
 // its teams on one shard (a pipeline of calls past teamsPerCall teams), in
-// one call per team on Cluster. A burst far larger than the connection pool therefore costs a
-// few round trips, not a pool wait each, and is decided exactly in Redis;
-// and 10,000 teams cost what one does. No goroutine is started; one at a
-// time nothing waits. A queued admission waits for the call in flight and
-// then its own batch, each bounded by redis.timeout, so at most twice
-// redis.timeout; past that it gives up and is decided locally, unless its
-// batch was already sent (then it waits for that batch's answer, itself
-// bounded by redis.timeout). A queued admission that gave up at once (after
-// one timeout) would be decided by a local state that has not yet learnt
-// what the batch in flight admits: both, which SPEC 9 rules out.
+// one call per team on Cluster. A burst far larger than the connection pool
+// therefore costs a few round trips, not a pool wait each, and is decided
+// exactly in Redis; and 10,000 teams cost what one does. No goroutine is
+// started; one at a time nothing waits.
+//
+// A queued admission waits for the call in flight and then for its own
+// batch. Each carries a redis.timeout deadline (go-redis honours it), so
+// the wait is at most twice redis.timeout, plus what the scheduler adds.
+// It does not give up on a timer of its own: the call in flight may be
+// admitting in Redis right then, and a local decision taken before its
+// answer is in would admit on top of it (both, which SPEC 9 rules out). A
+// late batch (a starved node) therefore delays its followers instead of
+// sending them local. When a batch fails, its admissions are decided
+// locally by a fallback that settleCall has already taught every earlier
+// answer.
 func (r *Redis) admit(ctx context.Context, ac *admitCall) ([]any, error) {
 	cb := r.combinerFor(ac)
 	cb.mu.Lock()
 	if !cb.busy {
 		cb.busy = true
 		cb.mu.Unlock()
-		ac.state.Store(callTaken)
 		r.lead(ctx, cb, ac, []*admitCall{ac})
 		return ac.res, ac.err
 	}
 	ac.done = make(chan struct{}, 1)
 	cb.queue = append(cb.queue, ac)
 	cb.mu.Unlock()
-	timer := time.NewTimer(2 * r.timeout) // the batch in flight (<= timeout), then its own (<= timeout)
-	select {
-	case <-ac.done:
-	case <-timer.C:
-		if ac.state.CompareAndSwap(callWaiting, callGaveUp) {
-			return nil, errQueued
-		}
-		<-ac.done
-	}
-	timer.Stop()
+	<-ac.done // bounded by the deadlines of the call in flight and of this one's batch
 	if ac.lead {
 		r.lead(ctx, cb, ac, ac.batch)
 	}
 	return ac.res, ac.err
 }
 
-// lead sends batch (leader is in it, already taken), then hands the
-// combiner's next batch to its first live member, or marks it idle.
+// lead sends batch (leader is in it), then hands the combiner's next batch
+// to its first member, or marks the combiner idle. The leader does not
+// send the next batch itself: its own request would wait for others'.
 func (r *Redis) lead(ctx context.Context, cb *combiner, leader *admitCall, batch []*admitCall) {
 	r.runBatch(ctx, leader, batch)
-	for {
-		cb.mu.Lock()
-		if len(cb.queue) == 0 {
-			cb.busy = false
-			cb.mu.Unlock()
-			return
-		}
-		next := cb.queue
-		cb.queue = nil
-		cb.mu.Unlock()
-		for _, c := range next {
-			if c.state.CompareAndSwap(callWaiting, callTaken) {
-				c.lead, c.batch = true, next
-				c.done <- struct{}{}
-				return
-			}
-		}
-		// every one of them gave up: look again
+	cb.mu.Lock()
+	next := cb.queue
+	cb.queue = nil
+	cb.busy = len(next) > 0
+	cb.mu.Unlock()
+	if len(next) > 0 {
+		next[0].lead, next[0].batch = true, next
+		next[0].done <- struct{}{}
 	}
 }
 
-// teamBatch is the live admissions of one team in a batch: one script call.
+// teamBatch is the admissions of one team in a batch: its part of a script call.
 type teamBatch struct {
-	calls []*admitCall
-	rel   []string // releases it carries
-	taken int      // how many of rel came from the pending list
+	calls   []*admitCall
+	rel     []string // releases it carries
+	taken   int      // how many of rel came from the pending list
+	carried bool     // it carries the local fallback's TATs (ts.unshared)
 }
 
-// runBatch sends the live calls of batch in beginLua calls (beginCalls; in
+// runBatch sends the calls of batch in beginLua calls (beginCalls; in
 // one pipeline when there are several), and hands each its part of the
 // answer.
 func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitCall) {
 	var groups []*teamBatch
 	var index map[*teamState]*teamBatch // made only for a batch of several calls
 	for _, c := range batch {
-		if c != leader && !c.state.CompareAndSwap(callWaiting, callTaken) {
-			continue
-		}
 		if g := index[c.ts]; g != nil {
 			g.calls = append(g.calls, c)
 			continue
@@ -496,7 +472,7 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 		nk, na := 0, 2
 		for _, g := range c.groups {
 			nk += 3
-			na += 8 + 3*len(g.calls)
+			na += 10 + 3*len(g.calls)
 			for _, a := range g.calls {
 				nk += len(a.pins)
 				c.results += a.results()
@@ -515,14 +491,19 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 // appendBegin adds g's part to c: the team's keys and limits, its pending
 // releases, and each admission's reservation, slot and pin keys.
 func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
-	ts, t := g.calls[0].ts, g.calls[0].team
+	ts, t := g.calls[0].ts, g.calls[0].q.Team
 	c.keys = append(c.keys, ts.keys.begin[:]...)
 	for _, a := range g.calls {
 		c.keys = append(c.keys, a.pins...)
 	}
 	g.rel, g.taken = ts.takeReleases()
 	la := ts.keys.limitArgs(t)
-	c.args = append(c.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], len(g.rel))
+	var lr, lt int64 // what the local fallback admitted that Redis has not heard of
+	if g.carried = ts.unshared.Load() && ts.unshared.Swap(false); g.carried {
+		rr, tr := r.local.Resets(t.Name)
+		lr, lt = rr.Microseconds(), tr.Microseconds()
+	}
+	c.args = append(c.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], lr, lt, len(g.rel))
 	for _, id := range g.rel {
 		c.args = append(c.args, id)
 	}
@@ -538,6 +519,12 @@ var errShortBegin = errors.New("edge: begin script returned fewer values than it
 
 // settleCall hands each admission of c its part of the script's answer
 // (or the error), and puts back the releases of a team whose call failed.
+// It runs before the next batch is built, and before it wakes anyone: the
+// local fallback learns each team's answer (learn), so an admission of a
+// later batch that fails never admits locally what this call admitted in
+// Redis; and the admissions of a failed call are decided locally here, so
+// the next call of their team carries what the fallback admitted and Redis
+// never admits it again (SPEC 9: shared or local, never both).
 func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error) {
 	if err == nil && len(res) != c.results {
 		err = errShortBegin
@@ -545,15 +532,24 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 	off := 0
 	for _, g := range c.groups {
 		if err != nil {
-			g.calls[0].ts.putBackReleases(g.rel[:g.taken])
-		}
-		for _, a := range g.calls {
-			a.err = err
-			if err == nil {
+			ts := g.calls[0].ts
+			ts.putBackReleases(g.rel[:g.taken])
+			if g.carried {
+				ts.unshared.Store(true)
+			}
+			for _, a := range g.calls {
+				a.local, a.localErr = r.admitLocal(ts, a.q)
+			}
+		} else {
+			for _, a := range g.calls {
 				end := off + a.results()
 				a.res = res[off:end:end]
 				off = end
 			}
+			r.learn(g)
+		}
+		for _, a := range g.calls {
+			a.err = err
 			if a != leader {
 				a.done <- struct{}{}
 			}
@@ -561,10 +557,30 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 	}
 }
 
+// learn teaches the local fallback what Redis answered g's admissions
+// (SPEC 9: a decision is shared or local, never both): the latest RPM and
+// TPM TATs, and a budget refusal's block.
+func (r *Redis) learn(g *teamBatch) {
+	t := g.calls[0].q.Team
+	var rpm, tpm, budget int64
+	for _, a := range g.calls {
+		num := func(i int) int64 { v, _ := a.res[i].(int64); return v }
+		rpm, tpm = max(rpm, num(4)), max(tpm, num(6))
+		if num(0) != 1 && refusal(a.res) == ratelimit.KindBudget {
+			budget = max(budget, num(2))
+		}
+	}
+	r.local.Mirror(t, micros(rpm), micros(tpm))
+	if budget > 0 {
+		r.local.BlockBudget(t.Name, r.cfg.Clock().Add(micros(budget)).UnixNano())
+	}
+}
+
 // beginLocal answers Begin from local state after the shared call failed
-// (err) or was not tried (the breaker is open). remote is the slot the
-// failed script may have taken.
-func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, remote ...string) (Begun, error) {
+// (err) or was not tried (the breaker is open). ac is the admission of a
+// failed call (nil for the other paths): settleCall has decided it already,
+// and its slot may have been taken by the script.
+func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, ac *admitCall) (Begun, error) {
 	b.Local = true
 	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		r.obs.OnFallback("ratelimit") // not when the caller itself gave up: Redis was not at fault
@@ -577,7 +593,13 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 	if !limited(q.Team) {
 		return b, nil
 	}
-	d, lerr := r.local.Admit(ctx, ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens})
+	var d ratelimit.Decision
+	var lerr error
+	if ac != nil {
+		d, lerr = ac.local, ac.localErr
+	} else {
+		d, lerr = r.admitLocal(b.stateOf(r), q)
+	}
 	if lerr != nil {
 		return b, lerr
 	}
@@ -586,12 +608,22 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 		b.t = ticket{admitted: true, local: true, lt: d.Ticket}
 		// Unless the breaker refused the call before it was sent, the script
 		// may have run and taken a slot in Redis: Finish releases it too.
-		if len(remote) > 0 && remote[0] != "" && !errors.Is(err, cluster.ErrBreakerOpen) {
-			b.t.remote = remote[0]
+		if ac != nil && ac.slot != "" && !errors.Is(err, cluster.ErrBreakerOpen) {
+			b.t.remote = ac.slot
 		}
 	}
 	b.Decision.Ticket = ratelimit.Ticket{}
 	return b, nil
+}
+
+// admitLocal decides q in the local fallback; an admission marks its team
+// unshared, so the team's next admission script tells Redis.
+func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error) {
+	d, err := r.local.Admit(context.Background(), ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens})
+	if err == nil && d.Allowed && (q.Team.RPM > 0 || q.Team.TPM > 0) {
+		ts.unshared.Store(true)
+	}
+	return d, err
 }
 
 // Finish implements State: every exit reconciles (SPEC 3).

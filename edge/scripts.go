@@ -52,14 +52,18 @@ end
 //	      expiry), 3 budget (hash p, usd), then the pins to read, in
 //	      admission order
 //	ARGV: 1 slot lease (ms), 2 number of teams, then per team: rpm, tpm,
-//	      max_parallel, budget usd, budget period (s), number of releases
+//	      max_parallel, budget usd, budget period (s), the local fallback's
+//	      rpm and tpm resets (us; 0 = nothing to learn), number of releases
 //	      and the slot ids to release, number of admissions and for each:
 //	      tokens to reserve (already capped at tpm), slot id, number of pins
 //	returns for each admission, teams in order {allowed, kind, wait us, rpm
 //	         remaining, rpm reset us, tpm remaining, tpm reset us, tpm TAT
 //	         after the charge us, pin values ('' when absent)...}
 //
-// Redis's clock is read once per call. Releases run first, so a release of
+// Redis's clock is read once per call. A team's TATs first learn the local
+// fallback's (each at least now + its reset): what this node admitted
+// locally while a call of this team failed, so Redis does not admit it a
+// second time. Releases run next, so a release of
 // this node is visible to the very next admission (SPEC 3: a sequential
 // client at max_parallel 1 is never refused). A dimension whose limit is 0
 // is skipped and its key never touched. When several dimensions reject,
@@ -78,14 +82,17 @@ local i, k = 3, 1
 for team = 1, tonumber(ARGV[2]) do
   local rpm, tpm, par = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local budget, period = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) * 1000000
-  local nrel = tonumber(ARGV[i + 5])
+  local lr, lt, nrel = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
   local ktat, kpar, kbud = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  i, k = i + 6, k + 3
+  i, k = i + 8, k + 3
   if nrel > 0 then redis.call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1)) end
   i = i + nrel
 
+  local write = false
   local rraw, traw = 0, 0
   if rpm > 0 or tpm > 0 then rraw, traw = gettat(ktat) end
+  if rpm > 0 and lr > 0 and now + lr > rraw then rraw, write = now + lr, true end
+  if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
   local pcount, purged, added = 0, false, false
   if par > 0 then pcount = redis.call('ZCARD', kpar) end
   local bwait = 0
@@ -95,7 +102,6 @@ for team = 1, tonumber(ARGV[2]) do
     if tonumber(h[1]) == p and (tonumber(h[2]) or 0) >= budget then bwait = (p + 1) * period - now end
   end
 
-  local write = false
   local n = tonumber(ARGV[i]); i = i + 1
   for a = 1, n do
     local cost, slot, np = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2])

@@ -49,6 +49,11 @@ type teamState struct {
 	dirty    bool                // queued in writer.dirty
 	usageExp time.Time           // when the usage hash's TTL is next renewed
 
+	// unshared is set when the local fallback admitted a request of this
+	// team that Redis has not heard of: the team's next admission script
+	// carries the local TATs, so Redis never admits on top of it.
+	unshared atomic.Bool
+
 	// comb batches this team's admissions on Redis Cluster (Redis.admit);
 	// on one shard the node's combiner batches every team's.
 	comb combiner

@@ -54,19 +54,19 @@ func (h *beginCounter) count(cmd redis.Cmder) {
 
 // admissions is how many admissions one Begin script call decided: on
 // Cluster the edge state sends the concurrent admissions of a team in one
-// call of that one team (ARGV 8 is the number of releases, followed by them
+// call of that one team (ARGV 10 is the number of releases, followed by them
 // and the number of admissions).
 func admissions(a []any) int {
 	nk, ok := a[2].(int)
-	if !ok || len(a) < 3+nk+9 {
+	if !ok || len(a) < 3+nk+11 {
 		return 1
 	}
 	argv := a[3+nk:]
-	nrel := asInt(argv[7])
-	if len(argv) <= 8+nrel {
+	nrel := asInt(argv[9])
+	if len(argv) <= 10+nrel {
 		return 1
 	}
-	return max(1, asInt(argv[8+nrel]))
+	return max(1, asInt(argv[10+nrel]))
 }
 
 func asInt(v any) int {

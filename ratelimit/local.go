@@ -267,6 +267,22 @@ func (l *Local) BlockBudget(team string, until int64) {
 	st.mu.Unlock()
 }
 
+// Resets is how far ahead of now team's local RPM and TPM TATs are: the
+// local state in the unit Mirror takes, for the shared limiter to learn
+// what the fallback admitted (0 for a dimension with a full bucket).
+func (l *Local) Resets(team string) (rpm, tpm time.Duration) {
+	v, ok := l.teams.Load(team)
+	if !ok {
+		return 0, 0
+	}
+	st := v.(*localTeam)
+	now := l.clock().UnixNano()
+	st.mu.Lock()
+	r, t := st.rpmTAT-now, st.tpmTAT-now
+	st.mu.Unlock()
+	return time.Duration(max(0, r)), time.Duration(max(0, t))
+}
+
 // Mirror makes the local state of team t at least as full as a shared
 // decision reported: requests resets after rpmReset and tokens after
 // tpmReset. The shared limiter calls it after every decision Redis took, so
