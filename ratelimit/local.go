@@ -36,7 +36,7 @@ type localTeam struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	rpmTAT, tpmTAT int64            // ns
-	slots          map[string]int64 // slot id -> expiry (ns), the TTL backstop
+	slots          map[string]int64 // slot id -> expiry (ns), the TTL backstop; nil until the first
 	period         int64            // budget period index of spent
 	spent          float64          // USD spent in period
 	blockedUntil   int64            // budget known exhausted cluster-wide until (ns)
@@ -96,7 +96,7 @@ func (l *Local) team(name string) *localTeam {
 	if v, ok := l.teams.Load(name); ok {
 		return v.(*localTeam)
 	}
-	v, _ := l.teams.LoadOrStore(name, &localTeam{slots: map[string]int64{}})
+	v, _ := l.teams.LoadOrStore(name, &localTeam{}) // slots made by the first slot: most teams have no max_parallel
 	return v.(*localTeam)
 }
 
@@ -168,6 +168,9 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, Reserved: cost, End: tNext, team: a.Team}
 		if lim.parallel > 0 {
 			d.Ticket.Slot = l.slotID()
+			if st.slots == nil {
+				st.slots = map[string]int64{}
+			}
 			st.slots[d.Ticket.Slot] = now + l.slotTTL.Load()
 		}
 		if lim.tpm <= 0 {

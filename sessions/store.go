@@ -33,27 +33,48 @@ func ScopedKey(session, scope string) string { return session + "|" + scope }
 // DefaultMaxEntries is the cap of a Local store when NewLocal is given none.
 const DefaultMaxEntries = 100_000
 
+// maxValues caps the distinct pin values a Local interns (tier names and
+// deployment ids: the catalog's, so a few hundred); a Set of a new value
+// past it is not stored (a pin is a hint; the request is routed afresh).
+const maxValues = 1 << 16
+
 // Local is the node-local Store (SPEC 9: the embedded default, and the
 // fallback while Redis is unreachable). Memory is bounded: at most
 // maxEntries pins (tier and deployment together); a Set into a full shard
 // evicts the entry set longest ago, which, since every Set refreshes the
 // TTL, is also the one idle longest. Expired entries are dropped lazily:
 // when read, and when each Set checks the two least recently set entries.
-// Every operation is O(1) under one shard's lock. Local never returns an error and ignores ctx.
+// Every operation is O(1) under one shard's lock. Local never returns an
+// error and ignores ctx.
+//
+// The store holds no pointers per entry, so the garbage collector does not
+// walk it: a key is kept as two independent 64-bit hashes (the first finds
+// the entry, the second confirms it: a false match needs 128 bits to
+// collide), a value as an index into a table of the distinct values, an
+// expiry as Unix nanoseconds, and the recency list as indexes into one
+// slice per shard. With 100,000 pins the pointer-per-entry layout this
+// replaced was a third of a busy gateway's live objects.
 type Local struct {
 	// Immutable after NewLocal.
-	clock    func() time.Time
-	seed     maphash.Seed
-	perShard int
-	shards   []localShard
+	clock       func() time.Time
+	seed, check maphash.Seed
+	perShard    int
+	shards      []localShard
+	values      valueTable
 }
+
+// none is the null entry index.
+const none = -1
 
 type localShard struct {
 	mu sync.RWMutex
-	// Guarded by mu: the entries by key, and a list of them from the most
-	// recently set (head) to the least (tail).
-	items      map[localKey]*localEntry
-	head, tail *localEntry
+	// Guarded by mu: the entries by key hash, the entries themselves (free
+	// ones chained through next from free), and the recency list from the
+	// most recently set (head) to the least (tail).
+	items      map[uint64]int32
+	ents       []localEntry
+	free       int32
+	head, tail int32
 }
 
 // kind separates the tier and the deployment namespaces.
@@ -64,16 +85,47 @@ const (
 	kindDeployment
 )
 
-type localKey struct {
-	kind kind
-	key  string
+type localEntry struct {
+	key, check uint64
+	expires    int64  // Unix ns
+	value      uint32 // index into values
+	prev, next int32  // toward head, toward tail
 }
 
-type localEntry struct {
-	k          localKey
-	value      string
-	expires    time.Time
-	prev, next *localEntry // toward head, toward tail
+// valueTable interns pin values: few and long-lived.
+type valueTable struct {
+	mu  sync.RWMutex
+	ids map[string]uint32
+	all []string
+}
+
+// id is v's index, added when new (ok false past maxValues).
+func (t *valueTable) id(v string) (uint32, bool) {
+	t.mu.RLock()
+	id, ok := t.ids[v]
+	t.mu.RUnlock()
+	if ok {
+		return id, true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.ids[v]; ok {
+		return id, true
+	}
+	if len(t.all) >= maxValues {
+		return 0, false
+	}
+	id = uint32(len(t.all))
+	t.ids[v] = id
+	t.all = append(t.all, v)
+	return id, true
+}
+
+func (t *valueTable) value(id uint32) string {
+	t.mu.RLock()
+	v := t.all[id]
+	t.mu.RUnlock()
+	return v
 }
 
 // sweepPerSet is how many of the least recently set entries each Set checks
@@ -95,29 +147,43 @@ func NewLocal(clock func() time.Time, maxEntries int) *Local {
 	if maxEntries >= 16*64 {
 		n = 16
 	}
-	l := &Local{clock: clock, seed: maphash.MakeSeed(), perShard: maxEntries / n, shards: make([]localShard, n)}
+	l := &Local{
+		clock: clock, seed: maphash.MakeSeed(), check: maphash.MakeSeed(),
+		perShard: maxEntries / n, shards: make([]localShard, n),
+		values: valueTable{ids: map[string]uint32{}},
+	}
 	for i := range l.shards {
-		l.shards[i].items = make(map[localKey]*localEntry)
+		l.shards[i] = localShard{items: make(map[uint64]int32), free: none, head: none, tail: none}
 	}
 	return l
 }
 
-func (l *Local) shard(key string) *localShard {
-	if len(l.shards) == 1 {
-		return &l.shards[0]
-	}
-	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+// hashes are k's two hashes in namespace kd.
+func (l *Local) hashes(kd kind, k string) (key, check uint64) {
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	_ = h.WriteByte(byte(kd))
+	_, _ = h.WriteString(k)
+	key = h.Sum64()
+	h.SetSeed(l.check)
+	_ = h.WriteByte(byte(kd))
+	_, _ = h.WriteString(k)
+	return key, h.Sum64()
+}
+
+func (l *Local) shard(key uint64) *localShard {
+	return &l.shards[(key>>32)%uint64(len(l.shards))]
 }
 
 // GetTier returns the tier pin of key.
 func (l *Local) GetTier(_ context.Context, key string) (string, bool, error) {
-	v, ok := l.get(localKey{kindTier, key})
+	v, ok := l.get(kindTier, key)
 	return v, ok, nil
 }
 
 // SetTier pins key to tier for ttl of inactivity.
 func (l *Local) SetTier(_ context.Context, key string, tier string, ttl time.Duration) error {
-	l.set(localKey{kindTier, key}, tier, ttl, false)
+	l.set(kindTier, key, tier, ttl, false)
 	return nil
 }
 
@@ -127,18 +193,18 @@ func (l *Local) SetTier(_ context.Context, key string, tier string, ttl time.Dur
 // alive uses it to skip renewals: the copy it wrote then still has three
 // quarters of ttl to live, and this one keeps the same expiry.
 func (l *Local) RenewTier(key, tier string, ttl time.Duration) (kept bool) {
-	return l.set(localKey{kindTier, key}, tier, ttl, true)
+	return l.set(kindTier, key, tier, ttl, true)
 }
 
 // GetDeployment returns the deployment pin of key.
 func (l *Local) GetDeployment(_ context.Context, key string) (string, bool, error) {
-	v, ok := l.get(localKey{kindDeployment, key})
+	v, ok := l.get(kindDeployment, key)
 	return v, ok, nil
 }
 
 // SetDeployment pins key to the deployment id for ttl of inactivity.
 func (l *Local) SetDeployment(_ context.Context, key string, id string, ttl time.Duration) error {
-	l.set(localKey{kindDeployment, key}, id, ttl, false)
+	l.set(kindDeployment, key, id, ttl, false)
 	return nil
 }
 
@@ -154,100 +220,139 @@ func (l *Local) Len() int {
 	return n
 }
 
-func (l *Local) get(k localKey) (string, bool) {
-	s := l.shard(k.key)
-	now := l.clock()
+// find is the index of the entry of (key, check), or none. Call with mu held.
+func (s *localShard) find(key, check uint64) int32 {
+	i, ok := s.items[key]
+	if !ok || s.ents[i].check != check {
+		return none
+	}
+	return i
+}
+
+func (l *Local) get(kd kind, k string) (string, bool) {
+	key, check := l.hashes(kd, k)
+	s := l.shard(key)
+	now := l.clock().UnixNano()
 	s.mu.RLock()
-	e, ok := s.items[k]
-	var v string
-	live := ok && now.Before(e.expires)
+	i := s.find(key, check)
+	live := i != none && now < s.ents[i].expires
+	var id uint32
 	if live {
-		v = e.value
+		id = s.ents[i].value
 	}
 	s.mu.RUnlock()
-	if ok && !live {
+	if i != none && !live {
 		s.mu.Lock()
-		if e, ok := s.items[k]; ok && !now.Before(e.expires) {
-			s.removeLocked(e)
+		if i := s.find(key, check); i != none && now >= s.ents[i].expires {
+			s.removeLocked(i)
 		}
 		s.mu.Unlock()
 	}
-	return v, live
+	if !live {
+		return "", false
+	}
+	return l.values.value(id), true
 }
 
 // set stores value under k for ttl (ttl <= 0 deletes). With keepRecent
 // an entry that already holds value, set at most ttl/4 ago, is left as it
 // is, and set reports kept.
-func (l *Local) set(k localKey, value string, ttl time.Duration, keepRecent bool) (kept bool) {
-	s := l.shard(k.key)
-	now := l.clock()
+func (l *Local) set(kd kind, k, value string, ttl time.Duration, keepRecent bool) (kept bool) {
+	key, check := l.hashes(kd, k)
+	s := l.shard(key)
+	var id uint32
+	if ttl > 0 {
+		var ok bool
+		if id, ok = l.values.id(value); !ok {
+			ttl = 0 // not storable: drop what the key held, so no stale pin is served
+		}
+	}
+	now := l.clock().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.items[k]
+	i, found := s.items[key]
+	if found && s.ents[i].check != check {
+		s.removeLocked(i) // a 64-bit collision: the newer key takes the place
+		found = false
+	}
 	if ttl <= 0 {
-		if ok {
-			s.removeLocked(e)
+		if found {
+			s.removeLocked(i)
 		}
 		return false
 	}
-	if ok && keepRecent && e.value == value && e.expires.Sub(now) >= ttl-ttl/4 {
-		return true
-	}
-	if ok {
-		e.value, e.expires = value, now.Add(ttl)
-		s.unlinkLocked(e)
-		s.pushFrontLocked(e)
+	exp := now + int64(ttl)
+	if found {
+		e := &s.ents[i]
+		if keepRecent && e.value == id && e.expires-now >= int64(ttl-ttl/4) {
+			return true
+		}
+		e.value, e.expires = id, exp
+		s.unlinkLocked(i)
+		s.pushFrontLocked(i)
 		s.sweepLocked(now, sweepPerSet)
 		return false
 	}
 	s.sweepLocked(now, sweepPerSet)
-	for len(s.items) >= l.perShard && s.tail != nil {
+	for len(s.items) >= l.perShard && s.tail != none {
 		s.removeLocked(s.tail) // the one set longest ago
 	}
-	e = &localEntry{k: k, value: value, expires: now.Add(ttl)}
-	s.items[k] = e
-	s.pushFrontLocked(e)
+	if s.free != none {
+		i = s.free
+		s.free = s.ents[i].next
+	} else {
+		i = int32(len(s.ents))
+		s.ents = append(s.ents, localEntry{})
+	}
+	s.ents[i] = localEntry{key: key, check: check, expires: exp, value: id, prev: none, next: none}
+	s.items[key] = i
+	s.pushFrontLocked(i)
 	return false
 }
 
 // sweepLocked drops expired entries among the n least recently set ones.
-func (s *localShard) sweepLocked(now time.Time, n int) {
-	for e := s.tail; e != nil && n > 0; n-- {
-		prev := e.prev
-		if !now.Before(e.expires) {
-			s.removeLocked(e)
+func (s *localShard) sweepLocked(now int64, n int) {
+	for i := s.tail; i != none && n > 0; n-- {
+		prev := s.ents[i].prev
+		if now >= s.ents[i].expires {
+			s.removeLocked(i)
 		}
-		e = prev
+		i = prev
 	}
 }
 
-func (s *localShard) removeLocked(e *localEntry) {
-	s.unlinkLocked(e)
-	delete(s.items, e.k)
+// removeLocked drops entry i and puts it on the free list.
+func (s *localShard) removeLocked(i int32) {
+	s.unlinkLocked(i)
+	delete(s.items, s.ents[i].key)
+	s.ents[i] = localEntry{next: s.free, prev: none}
+	s.free = i
 }
 
-func (s *localShard) unlinkLocked(e *localEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
+func (s *localShard) unlinkLocked(i int32) {
+	e := &s.ents[i]
+	if e.prev != none {
+		s.ents[e.prev].next = e.next
 	} else {
 		s.head = e.next
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
+	if e.next != none {
+		s.ents[e.next].prev = e.prev
 	} else {
 		s.tail = e.prev
 	}
-	e.prev, e.next = nil, nil
+	e.prev, e.next = none, none
 }
 
-func (s *localShard) pushFrontLocked(e *localEntry) {
+func (s *localShard) pushFrontLocked(i int32) {
+	e := &s.ents[i]
 	e.next = s.head
-	if s.head != nil {
-		s.head.prev = e
+	if s.head != none {
+		s.ents[s.head].prev = i
 	}
-	s.head = e
-	if s.tail == nil {
-		s.tail = e
+	s.head = i
+	if s.tail == none {
+		s.tail = i
 	}
 }
 

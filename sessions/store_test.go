@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"switchyard/internal/fakeclock"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -222,4 +223,62 @@ func TestLocalRenewTierKeepsARecentPin(t *testing.T) {
 	if _, ok := mustGetTier(t, s, "e"); ok {
 		t.Fatal("a kept pin's expiry moved: still there 61 minutes after it was set")
 	}
+}
+
+// TestLocalHashCollision: two keys whose first hashes meet (forced here by
+// editing the entry's second hash, as a 64-bit collision would look) never
+// read each other's pin; the newer one takes the place.
+func TestLocalHashCollision(t *testing.T) {
+	ctx := context.Background()
+	s := NewLocal(newFakeClock().Now, 100)
+	_ = s.SetTier(ctx, "a", "easy", time.Hour)
+	key, _ := s.hashes(kindTier, "a")
+	sh := s.shard(key)
+	sh.ents[sh.items[key]].check ^= 1 // "a" now looks like another key with a's first hash
+	if v, ok := mustGetTier(t, s, "a"); ok {
+		t.Fatalf("a read another key's pin: %q", v)
+	}
+	_ = s.SetTier(ctx, "a", "hard", time.Hour)
+	if v, ok := mustGetTier(t, s, "a"); !ok || v != "hard" || s.Len() != 1 {
+		t.Fatalf("after the colliding set: %q %v, len %d", v, ok, s.Len())
+	}
+}
+
+// TestLocalValueCap: past maxValues distinct values, a Set of a new value is
+// not stored, and the key's old pin is dropped rather than served stale;
+// known values are still stored.
+func TestLocalValueCap(t *testing.T) {
+	ctx := context.Background()
+	s := NewLocal(newFakeClock().Now, 100)
+	_ = s.SetTier(ctx, "k", "v0", time.Hour)
+	for i := 1; i < maxValues; i++ {
+		if _, ok := s.values.id(fmt.Sprint("v", i)); !ok {
+			t.Fatalf("value %d refused under the cap", i)
+		}
+	}
+	_ = s.SetTier(ctx, "k", "one-too-many", time.Hour)
+	if v, ok := mustGetTier(t, s, "k"); ok {
+		t.Fatalf("a value past the cap: read %q", v)
+	}
+	_ = s.SetTier(ctx, "k", "v7", time.Hour)
+	if v, ok := mustGetTier(t, s, "k"); !ok || v != "v7" {
+		t.Fatalf("a known value past the cap: %q %v", v, ok)
+	}
+}
+
+// BenchmarkLocalGC is the cost of one garbage collection with a full
+// store of DefaultMaxEntries pins: the store's share of every GC cycle of a
+// gateway holding 100,000 sessions.
+func BenchmarkLocalGC(b *testing.B) {
+	ctx := context.Background()
+	s := NewLocal(nil, DefaultMaxEntries)
+	for i := range DefaultMaxEntries {
+		_ = s.SetTier(ctx, fmt.Sprintf("sy:{team:t%d}:pin:dep:%d|model", i%10000, i), "deployment-"+fmt.Sprint(i%7), time.Hour)
+	}
+	runtime.GC()
+	b.ResetTimer()
+	for range b.N {
+		runtime.GC()
+	}
+	runtime.KeepAlive(s)
 }
