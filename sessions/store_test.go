@@ -3,8 +3,8 @@ package sessions
 import (
 	"context"
 	"fmt"
-	"switchyard/internal/fakeclock"
 	"runtime"
+	"switchyard/internal/fakeclock"
 	"sync"
 	"testing"
 	"time"
