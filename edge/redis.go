@@ -250,7 +250,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		return b, nil
 	}
 
-	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys}
+	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys, until: time.Now().Add(r.timeout)}
 	if t.MaxParallel > 0 {
 		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
@@ -293,6 +293,7 @@ type admitCall struct {
 	cost  int64
 	slot  string
 	pins  []string      // full pin keys to read
+	until time.Time     // arrival + redis.timeout: the latest its answer may come
 	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
 	lead  bool
 	batch []*admitCall // to run when lead
@@ -347,16 +348,16 @@ func (r *Redis) combinerFor(ac *admitCall) *combiner {
 // exactly in Redis; and 10,000 teams cost what one does. No goroutine is
 // started; one at a time nothing waits.
 //
-// A queued admission waits for the call in flight and then for its own
-// batch. Each carries a redis.timeout deadline (go-redis honours it), so
-// the wait is at most twice redis.timeout, plus what the scheduler adds.
-// It does not give up on a timer of its own: the call in flight may be
-// admitting in Redis right then, and a local decision taken before its
-// answer is in would admit on top of it (both, which SPEC 9 rules out). A
-// late batch (a starved node) therefore delays its followers instead of
-// sending them local. When a batch fails, its admissions are decided
-// locally by a fallback that settleCall has already taught every earlier
-// answer.
+// Every admission's answer is due redis.timeout after it arrived (SPEC 9),
+// queue included: a batch is sent with the earliest deadline of its
+// admissions, and not at all when less than a quarter of the timeout is
+// left (the call could not be answered in time, and a timeout it provoked
+// would count against Redis in the breaker). The admissions of a batch
+// that was not sent or failed are decided locally, in settleCall, by a
+// fallback that has learnt every earlier answer; and what it admits travels
+// to Redis in the team's next call. A queued admission has no timer of its
+// own: giving up while the call in flight may be admitting in Redis would
+// let the fallback decide before it has learnt that call's answer.
 func (r *Redis) admit(ctx context.Context, ac *admitCall) ([]any, error) {
 	cb := r.combinerFor(ac)
 	cb.mu.Lock()
@@ -369,7 +370,7 @@ func (r *Redis) admit(ctx context.Context, ac *admitCall) ([]any, error) {
 	ac.done = make(chan struct{}, 1)
 	cb.queue = append(cb.queue, ac)
 	cb.mu.Unlock()
-	<-ac.done // bounded by the deadlines of the call in flight and of this one's batch
+	<-ac.done // bounded by the call in flight's deadline, then this one's
 	if ac.lead {
 		r.lead(ctx, cb, ac, ac.batch)
 	}
@@ -421,10 +422,22 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 		}
 	}
 	calls := r.beginCalls(groups)
+	until := batch[0].until
+	for _, c := range batch[1:] {
+		if c.until.Before(until) {
+			until = c.until
+		}
+	}
+	if time.Until(until) < r.timeout/4 {
+		for _, c := range calls {
+			r.settleCall(c, leader, nil, errLate)
+		}
+		return
+	}
 	if len(batch) > 1 {
 		ctx = context.WithoutCancel(ctx) // the leader's client going away must not fail the others
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	cctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
@@ -512,6 +525,10 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 		c.args = append(c.args, a.cost, a.slot, len(a.pins))
 	}
 }
+
+// errLate is the fallback cause of admissions whose redis.timeout ran out
+// in the queue, before their batch could be sent.
+var errLate = errors.New("edge: redis.timeout ran out before the admission's batch could be sent")
 
 // errShortBegin is the cause when a begin script's answer does not have a
 // result for every admission it carried.
@@ -608,7 +625,7 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 		b.t = ticket{admitted: true, local: true, lt: d.Ticket}
 		// Unless the breaker refused the call before it was sent, the script
 		// may have run and taken a slot in Redis: Finish releases it too.
-		if ac != nil && ac.slot != "" && !errors.Is(err, cluster.ErrBreakerOpen) {
+		if ac != nil && ac.slot != "" && !errors.Is(err, errLate) && !errors.Is(err, cluster.ErrBreakerOpen) {
 			b.t.remote = ac.slot
 		}
 	}
