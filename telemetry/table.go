@@ -28,7 +28,7 @@ type CounterTable struct {
 // Counter is one series of a CounterTable.
 type Counter struct {
 	bits    atomic.Uint64
-	created time.Time // exported as the series' created timestamp, like a CounterVec's
+	created int64 // Unix ns, exported as the series' created timestamp like a CounterVec's (no pointer: the GC never scans a Counter)
 }
 
 // Add adds v (>= 0) to the counter.
@@ -74,7 +74,7 @@ func (t *CounterTable) WithLabelValues(values ...string) *Counter {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if c = t.series[k]; c == nil {
-		c = &Counter{created: time.Now()}
+		c = &Counter{created: time.Now().UnixNano()}
 		t.series[k] = c
 	}
 	return c
@@ -96,6 +96,6 @@ func (t *CounterTable) Collect(ch chan<- prometheus.Metric) {
 	}
 	t.mu.RUnlock()
 	for _, r := range rows {
-		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(t.desc, prometheus.CounterValue, r.c.Value(), r.c.created, r.k[:t.labels]...)
+		ch <- prometheus.MustNewConstMetricWithCreatedTimestamp(t.desc, prometheus.CounterValue, r.c.Value(), time.Unix(0, r.c.created), r.k[:t.labels]...)
 	}
 }
