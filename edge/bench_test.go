@@ -6,17 +6,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"switchyard/bench/floor"
 	"switchyard/cluster"
 	"switchyard/config"
 	"switchyard/internal/redistest"
 )
-
-// floorScript is bench/floorproxy's one call per request: the baseline the
-// edge's Begin is compared with.
-var floorScript = redis.NewScript(`
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], 60000) end
-return n`)
 
 // BenchmarkBegin measures one request's edge work against a real
 // redis-server, one request at a time: Begin and Finish of a limited team
@@ -29,7 +23,7 @@ func BenchmarkBegin(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		defer c.Close()
 		for b.Loop() {
-			if err := floorScript.Run(ctx, c, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+			if err := floor.Script.Run(ctx, c, []string{floor.Key}).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -41,7 +35,7 @@ func BenchmarkBegin(b *testing.B) {
 	defer conn.Close()
 	b.Run("floor-node-client", func(b *testing.B) {
 		for b.Loop() {
-			if err := floorScript.Run(ctx, conn.Client, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+			if err := floor.Script.Run(ctx, conn.Client, []string{floor.Key}).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -52,7 +46,7 @@ func BenchmarkBegin(b *testing.B) {
 	}
 	b.Run("floor-node-client-warm", func(b *testing.B) {
 		for b.Loop() {
-			if err := floorScript.Run(ctx, conn.Client, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+			if err := floor.Script.Run(ctx, conn.Client, []string{floor.Key}).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,6 +1,6 @@
 // Command floorproxy is the baseline of SPEC 16: a bare
 // httputil.ReverseProxy that, with -redis, makes one Redis EVALSHA per
-// request (a rate-limit-shaped script) before proxying. The gateway's
+// request (floor.Script, a rate-limit-shaped script) before proxying. The gateway's
 // throughput and added latency are reported as ratios against it, measured
 // in the same run on the same machine.
 package main
@@ -14,12 +14,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-var script = redis.NewScript(`
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], 60000) end
-return n`)
+	"switchyard/bench/floor"
+)
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:19003", "address to listen on")
@@ -36,7 +33,7 @@ func main() {
 	if *redisAddr != "" {
 		c := redis.NewClient(&redis.Options{Addr: *redisAddr})
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := script.Run(r.Context(), c, []string{"floor:{team:bench}:rpm"}).Err(); err != nil {
+			if err := floor.Script.Run(r.Context(), c, []string{floor.Key}).Err(); err != nil {
 				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}
