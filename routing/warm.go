@@ -9,6 +9,12 @@ import (
 // session and when (SPEC 5.1 warm prompt cache). It is node-local and
 // bounded: entries expire after ttl and a full shard first drops expired
 // entries, then an arbitrary one. Sharded so sessions rarely contend.
+//
+// It holds no pointers per entry, so the garbage collector does not walk it
+// (100,000 sessions kept 100,000 key strings alive): a session is kept as
+// its seeded 64-bit hash, a deployment as an index into the table of the
+// ids seen. Two sessions whose hashes collide share one hint, which only
+// steers a choice between healthy deployments.
 type warmCache struct {
 	// Immutable after construction.
 	seed     maphash.Seed
@@ -16,53 +22,92 @@ type warmCache struct {
 	perShard int
 
 	shards [warmShards]warmShard
+
+	mu  sync.RWMutex
+	ids map[string]uint32 // guarded by mu: deployment id -> index into all
+	all []string          // guarded by mu
 }
 
 const warmShards = 16
 
+// maxWarmDeployments bounds the deployment ids the cache interns (the
+// catalog's: a handful); a put of a new id past it is not recorded.
+const maxWarmDeployments = 1 << 16
+
 type warmShard struct {
 	mu sync.Mutex
-	m  map[string]warmEntry // guarded by mu
+	m  map[uint64]warmEntry // guarded by mu; keyed by the session's hash
 }
 
 type warmEntry struct {
-	deployment string
-	at         int64 // tick of the serving attempt's completion
+	deployment uint32 // index into warmCache.all
+	at         int64  // tick of the serving attempt's completion
 }
 
 func newWarmCache(ttl int64, capacity int) *warmCache {
-	w := &warmCache{seed: maphash.MakeSeed(), ttl: ttl, perShard: max(capacity/warmShards, 1)}
+	w := &warmCache{seed: maphash.MakeSeed(), ttl: ttl, perShard: max(capacity/warmShards, 1), ids: map[string]uint32{}}
 	for i := range w.shards {
-		w.shards[i].m = map[string]warmEntry{}
+		w.shards[i].m = map[uint64]warmEntry{}
 	}
 	return w
 }
 
-func (w *warmCache) shard(session string) *warmShard {
-	return &w.shards[maphash.String(w.seed, session)%warmShards]
+func (w *warmCache) shard(session string) (*warmShard, uint64) {
+	h := maphash.String(w.seed, session)
+	return &w.shards[h%warmShards], h
 }
 
 // get returns the session's warm deployment and when it served, if within ttl.
 func (w *warmCache) get(session string, now int64) (string, int64) {
-	s := w.shard(session)
+	s, h := w.shard(session)
 	s.mu.Lock()
-	e, ok := s.m[session]
+	e, ok := s.m[h]
 	s.mu.Unlock()
 	if !ok || now-e.at > w.ttl {
 		return "", 0
 	}
-	return e.deployment, e.at
+	w.mu.RLock()
+	id := w.all[e.deployment]
+	w.mu.RUnlock()
+	return id, e.at
 }
 
 // put records that deployment served session at now.
 func (w *warmCache) put(session, deployment string, now int64) {
-	s := w.shard(session)
+	idx, ok := w.index(deployment)
+	if !ok {
+		return
+	}
+	s, h := w.shard(session)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[session]; !ok && len(s.m) >= w.perShard {
+	if _, ok := s.m[h]; !ok && len(s.m) >= w.perShard {
 		s.evictLocked(now, w.ttl, w.perShard)
 	}
-	s.m[session] = warmEntry{deployment: deployment, at: now}
+	s.m[h] = warmEntry{deployment: idx, at: now}
+}
+
+// index is deployment's index in the table, added when new (ok false past
+// maxWarmDeployments).
+func (w *warmCache) index(deployment string) (uint32, bool) {
+	w.mu.RLock()
+	idx, ok := w.ids[deployment]
+	w.mu.RUnlock()
+	if ok {
+		return idx, true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if idx, ok := w.ids[deployment]; ok {
+		return idx, true
+	}
+	if len(w.all) >= maxWarmDeployments {
+		return 0, false
+	}
+	idx = uint32(len(w.all))
+	w.ids[deployment] = idx
+	w.all = append(w.all, deployment)
+	return idx, true
 }
 
 // evictLocked drops expired entries or, when none has expired, arbitrary
