@@ -17,7 +17,9 @@
 # With -m a third gateway has 10,000 teams and its requests are spread over
 # 100,000 sessions (two deployments and session keeping on in the gateway
 # it is compared with and in it, so pins are read and written): SPEC 16's
-# "cost stays flat" figure. Results are medians of the interleaved rounds.
+# "cost stays flat" figure. Results are medians of the interleaved rounds;
+# a last line gives the medians of each round's own ratio (paired), which
+# the machine's drift between rounds does not skew.
 #
 #   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m]
 set -euo pipefail
@@ -140,6 +142,18 @@ run() { # name url connections threads [script] [pid whose CPU to count]
   SUM[$1.rps]="${SUM[$1.rps]:-} $rps"; SUM[$1.p50]="${SUM[$1.p50]:-} $p50"
 }
 med() { echo "${SUM[$1]:-0}" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# paired OP A B [C]: the median over rounds of one round's A/B ("ratio"),
+# A-B ("diff") or (A-C)/(B-C) ("overhead"): each round's phases ran seconds
+# apart, so a pair cancels the machine's drift between rounds, which the
+# ratio of two medians does not.
+paired() {
+  local op=$1 files=() i=0; shift
+  for k in "$@"; do
+    i=$((i + 1)); echo "${SUM[$k]:-0}" | tr ' ' '\n' | grep . > "$out/paired.$i"; files+=("$out/paired.$i")
+  done
+  paste "${files[@]}" | awk -v op="$op" '{ if (op == "ratio") print $1 / $2; else if (op == "diff") print $1 - $2; else print ($1 - $3) / ($2 - $3) }' |
+    sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 for r in $(seq 1 "$K"); do
   echo "== round $r/$K: saturation ($C connections, ${D}s each), then one connection (${D}s each); redis: $REDIS"
   run direct "http://$MOCK/v1/chat/completions" "$C" 2
@@ -161,6 +175,11 @@ echo "$(med gateway.cpu) $(med floor.cpu) $(med gateway1.cpu) $(med floor1.cpu)"
 if [ $MANY = 1 ]; then
   echo "$(med many.rps) $(med gateway.rps) $(med many1.p50) $(med gateway1.p50) $(med direct1.p50)" |
     awk '{printf "  10,000 teams / 100,000 sessions vs one of each: throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
+fi
+if [ "$K" -gt 1 ]; then
+  line="  paired per round (median of each round's own ratio): gateway/floor $(paired ratio gateway.rps floor.rps), p50 gateway - floor $(paired diff gateway1.p50 floor1.p50) us"
+  [ $MANY = 0 ] || line="$line, 10,000 teams: throughput $(paired ratio many.rps gateway.rps), overhead one at a time $(paired overhead many1.p50 gateway1.p50 direct1.p50)"
+  echo "$line"
 fi
 if [ $TRACE = 1 ]; then
   echo "$(med traced.rps) $(med gateway.rps) $(med traced1.p50) $(med gateway1.p50)" | awk '{printf "  tracing on (every span exported): throughput traced/untraced = %.3f, p50 one at a time traced - untraced = %+.0f us\n", $1/$2, $3-$4}'
