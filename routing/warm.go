@@ -3,6 +3,8 @@ package routing
 import (
 	"hash/maphash"
 	"sync"
+
+	"switchyard/internal/intern"
 )
 
 // warmCache remembers, per session key, the deployment that last served the
@@ -22,10 +24,7 @@ type warmCache struct {
 	perShard int
 
 	shards [warmShards]warmShard
-
-	mu  sync.RWMutex
-	ids map[string]uint32 // guarded by mu: deployment id -> index into all
-	all []string          // guarded by mu
+	ids    *intern.Table // the deployment ids seen
 }
 
 const warmShards = 16
@@ -40,12 +39,12 @@ type warmShard struct {
 }
 
 type warmEntry struct {
-	deployment uint32 // index into warmCache.all
+	deployment uint32 // index into warmCache.ids
 	at         int64  // tick of the serving attempt's completion
 }
 
 func newWarmCache(ttl int64, capacity int) *warmCache {
-	w := &warmCache{seed: maphash.MakeSeed(), ttl: ttl, perShard: max(capacity/warmShards, 1), ids: map[string]uint32{}}
+	w := &warmCache{seed: maphash.MakeSeed(), ttl: ttl, perShard: max(capacity/warmShards, 1), ids: intern.New(maxWarmDeployments)}
 	for i := range w.shards {
 		w.shards[i].m = map[uint64]warmEntry{}
 	}
@@ -66,15 +65,12 @@ func (w *warmCache) get(session string, now int64) (string, int64) {
 	if !ok || now-e.at > w.ttl {
 		return "", 0
 	}
-	w.mu.RLock()
-	id := w.all[e.deployment]
-	w.mu.RUnlock()
-	return id, e.at
+	return w.ids.Value(e.deployment), e.at
 }
 
 // put records that deployment served session at now.
 func (w *warmCache) put(session, deployment string, now int64) {
-	idx, ok := w.index(deployment)
+	idx, ok := w.ids.ID(deployment)
 	if !ok {
 		return
 	}
@@ -85,29 +81,6 @@ func (w *warmCache) put(session, deployment string, now int64) {
 		s.evictLocked(now, w.ttl, w.perShard)
 	}
 	s.m[h] = warmEntry{deployment: idx, at: now}
-}
-
-// index is deployment's index in the table, added when new (ok false past
-// maxWarmDeployments).
-func (w *warmCache) index(deployment string) (uint32, bool) {
-	w.mu.RLock()
-	idx, ok := w.ids[deployment]
-	w.mu.RUnlock()
-	if ok {
-		return idx, true
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if idx, ok := w.ids[deployment]; ok {
-		return idx, true
-	}
-	if len(w.all) >= maxWarmDeployments {
-		return 0, false
-	}
-	idx = uint32(len(w.all))
-	w.ids[deployment] = idx
-	w.all = append(w.all, deployment)
-	return idx, true
 }
 
 // evictLocked drops expired entries or, when none has expired, arbitrary

@@ -34,8 +34,8 @@ func TestWarmCache(t *testing.T) {
 	if n > 16*8 {
 		t.Fatalf("%d entries held, bound %d", n, 16*8)
 	}
-	for i := len(w.all); i < maxWarmDeployments; i++ {
-		w.index(fmt.Sprint("dep-", i))
+	for i := w.ids.Len(); i < maxWarmDeployments; i++ {
+		w.ids.ID(fmt.Sprint("dep-", i))
 	}
 	w.put("s-new", "one-too-many", 400)
 	if id, _ := w.get("s-new", 400); id != "" {

@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"switchyard/internal/intern"
 )
 
 // Store keeps a session's tier pins (SPEC 4) and deployment pins (SPEC 8)
@@ -60,7 +62,7 @@ type Local struct {
 	seed, check maphash.Seed
 	perShard    int
 	shards      []localShard
-	values      valueTable
+	values      *intern.Table // the distinct pin values
 }
 
 // none is the null entry index.
@@ -92,42 +94,6 @@ type localEntry struct {
 	prev, next int32  // toward head, toward tail
 }
 
-// valueTable interns pin values: few and long-lived.
-type valueTable struct {
-	mu  sync.RWMutex
-	ids map[string]uint32
-	all []string
-}
-
-// id is v's index, added when new (ok false past maxValues).
-func (t *valueTable) id(v string) (uint32, bool) {
-	t.mu.RLock()
-	id, ok := t.ids[v]
-	t.mu.RUnlock()
-	if ok {
-		return id, true
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if id, ok := t.ids[v]; ok {
-		return id, true
-	}
-	if len(t.all) >= maxValues {
-		return 0, false
-	}
-	id = uint32(len(t.all))
-	t.ids[v] = id
-	t.all = append(t.all, v)
-	return id, true
-}
-
-func (t *valueTable) value(id uint32) string {
-	t.mu.RLock()
-	v := t.all[id]
-	t.mu.RUnlock()
-	return v
-}
-
 // sweepPerSet is how many of the least recently set entries each Set checks
 // for expiry, so expired pins are reclaimed without a timer goroutine.
 const sweepPerSet = 2
@@ -150,7 +116,7 @@ func NewLocal(clock func() time.Time, maxEntries int) *Local {
 	l := &Local{
 		clock: clock, seed: maphash.MakeSeed(), check: maphash.MakeSeed(),
 		perShard: maxEntries / n, shards: make([]localShard, n),
-		values: valueTable{ids: map[string]uint32{}},
+		values: intern.New(maxValues),
 	}
 	for i := range l.shards {
 		l.shards[i] = localShard{items: make(map[uint64]int32), free: none, head: none, tail: none}
@@ -251,7 +217,7 @@ func (l *Local) get(kd kind, k string) (string, bool) {
 	if !live {
 		return "", false
 	}
-	return l.values.value(id), true
+	return l.values.Value(id), true
 }
 
 // set stores value under k for ttl (ttl <= 0 deletes). With keepRecent
@@ -263,7 +229,7 @@ func (l *Local) set(kd kind, k, value string, ttl time.Duration, keepRecent bool
 	var id uint32
 	if ttl > 0 {
 		var ok bool
-		if id, ok = l.values.id(value); !ok {
+		if id, ok = l.values.ID(value); !ok {
 			ttl = 0 // not storable: drop what the key held, so no stale pin is served
 		}
 	}

@@ -252,7 +252,7 @@ func TestLocalValueCap(t *testing.T) {
 	s := NewLocal(newFakeClock().Now, 100)
 	_ = s.SetTier(ctx, "k", "v0", time.Hour)
 	for i := 1; i < maxValues; i++ {
-		if _, ok := s.values.id(fmt.Sprint("v", i)); !ok {
+		if _, ok := s.values.ID(fmt.Sprint("v", i)); !ok {
 			t.Fatalf("value %d refused under the cap", i)
 		}
 	}
