@@ -10,6 +10,7 @@ import (
 	"switchyard/cluster"
 	"switchyard/config"
 	"switchyard/internal/redistest"
+	"switchyard/internal/teamtest"
 )
 
 // BenchmarkBegin measures one request's edge work against a real
@@ -80,7 +81,7 @@ func BenchmarkBeginCPU(b *testing.B) {
 // loopBeginFinish is one limited team's request, Begin then Finish, per
 // benchmark iteration.
 func loopBeginFinish(b *testing.B, r *Redis) {
-	team := newTeam("bench", limitsOf{rpm: 1e8, tpm: 1e11})
+	team := teamtest.Team("bench", teamtest.Limits{RPM: 1e8, TPM: 1e11})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

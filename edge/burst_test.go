@@ -10,6 +10,7 @@ import (
 	"switchyard/cluster"
 	"switchyard/config"
 	"switchyard/internal/redistest"
+	"switchyard/internal/teamtest"
 )
 
 // TestBurstLargerThanPool: 3,000 concurrent admissions on one node, with the
@@ -35,7 +36,7 @@ func TestBurstLargerThanPool(t *testing.T) {
 	}
 	obs := &countObs{}
 	r := newRedis(conn.Client, conn, Config{Prefix: "sy:", Timeout: cluster.DefaultTimeout, Divisor: 3}, nil, nil, nil, obs)
-	team := newTeam("burst", limitsOf{rpm: 100})
+	team := teamtest.Team("burst", teamtest.Limits{RPM: 100})
 	const n = 3000
 	var admitted atomic.Int64
 	var wg sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
+	"switchyard/internal/teamtest"
 )
 
 // gateClient holds the first EVALSHA until release is closed and counts the
@@ -64,7 +65,7 @@ func TestAdmissionsOfManyTeamsShareARoundTrip(t *testing.T) {
 			const n = 40
 			teams := make([]*catalog.Team, n)
 			for i := range teams {
-				teams[i] = newTeam(fmt.Sprintf("t%d", i), limitsOf{rpm: int64(10 + i)})
+				teams[i] = teamtest.Team(fmt.Sprintf("t%d", i), teamtest.Limits{RPM: int64(10 + i)})
 			}
 			ctx := context.Background()
 			var wg sync.WaitGroup
@@ -131,7 +132,7 @@ func TestPipelinedAdmissionsAfterScriptFlush(t *testing.T) {
 	gc := &gateClient{Client: rig.c, release: make(chan struct{})}
 	gc.beforePipe = func() { rig.c.ScriptFlush(ctx) }
 	rig.r.c = gc
-	teams := []*catalog.Team{newTeam("a", limitsOf{rpm: 5}), newTeam("b", limitsOf{rpm: 7}), newTeam("a", limitsOf{rpm: 5})}
+	teams := []*catalog.Team{teamtest.Team("a", teamtest.Limits{RPM: 5}), teamtest.Team("b", teamtest.Limits{RPM: 7}), teamtest.Team("a", teamtest.Limits{RPM: 5})}
 	got := make([]Begun, len(teams))
 	var wg sync.WaitGroup
 	run := func(i int) {
@@ -208,7 +209,7 @@ func TestOneShardWriterOneCallPerFlush(t *testing.T) {
 	const teams = 50
 	serve := func(round int) {
 		for i := range teams {
-			tm := newTeam(fmt.Sprintf("t%d", i), limitsOf{rpm: 1000, tpm: 100_000})
+			tm := teamtest.Team(fmt.Sprintf("t%d", i), teamtest.Limits{RPM: 1000, TPM: 100_000})
 			b := begin(t, g.r, tm, 10)
 			g.r.Finish(&b, &Outcome{Served: true, Deployment: "d", PromptTokens: 4, CompletionTokens: 2, DepModel: "m", DepPin: fmt.Sprintf("r%d", round), DepTTL: time.Hour})
 		}
@@ -271,7 +272,7 @@ func TestDroppedReleasesCounted(t *testing.T) {
 	g := newMiniRig(t, Config{}, false)
 	obs := &kindObs{kinds: map[string]int{}}
 	g.r.obs = obs
-	team := newTeam("p", limitsOf{par: maxReleases + 10})
+	team := teamtest.Team("p", teamtest.Limits{Par: maxReleases + 10})
 	ts := g.r.team(team)
 	g.m.Close() // the writer cannot send: the releases pile up
 	for i := range maxReleases + 3 {
@@ -289,7 +290,7 @@ func TestDroppedReleasesCounted(t *testing.T) {
 // local fallback's slot is released exactly once.
 func TestReleaseFreesTheSlotAtOnce(t *testing.T) {
 	g := newMiniRig(t, Config{}, false)
-	team := newTeam("r1", limitsOf{par: 1})
+	team := teamtest.Team("r1", teamtest.Limits{Par: 1})
 	b := begin(t, g.r, team, 1)
 	if !b.Decision.Allowed || b.Local || len(mustZ(t, g.m, "sy:{team:r1}:par")) != 1 {
 		t.Fatalf("admission: allowed %v local %v", b.Decision.Allowed, b.Local)

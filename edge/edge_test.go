@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/internal/fakeclock"
+	"switchyard/internal/teamtest"
 	"switchyard/telemetry"
 )
 
@@ -65,7 +66,7 @@ func (g *miniRig) step(t *testing.T) bool {
 // flusher.
 func TestSequentialMaxParallelOneNeverRefused(t *testing.T) {
 	g := newMiniRig(t, Config{}, false)
-	team := newTeam("seq", limitsOf{par: 1})
+	team := teamtest.Team("seq", teamtest.Limits{Par: 1})
 	for i := range 50 {
 		b := begin(t, g.r, team, 0)
 		if !b.Decision.Allowed {
@@ -93,7 +94,7 @@ func mustZ(t *testing.T, m *miniredis.Miniredis, k string) []string {
 func TestSlotLease(t *testing.T) {
 	lease := 30 * time.Second
 	dead := newMiniRig(t, Config{SlotLease: lease}, false)
-	team := newTeam("lease", limitsOf{par: 1})
+	team := teamtest.Team("lease", teamtest.Limits{Par: 1})
 	if b := begin(t, dead.r, team, 0); !b.Decision.Allowed {
 		t.Fatal("first admission refused")
 	}
@@ -132,7 +133,7 @@ func TestSlotLease(t *testing.T) {
 func TestEveryExitReconciles(t *testing.T) {
 	for _, mk := range []func(*testing.T) env{localEnv, miniEnv} {
 		e := mk(t)
-		team := newTeam("r", limitsOf{tpm: 1000})
+		team := teamtest.Team("r", teamtest.Limits{TPM: 1000})
 		b := begin(t, e.st, team, 1000)
 		if !b.Decision.Allowed {
 			t.Fatal("refused")
@@ -165,7 +166,7 @@ func TestEveryExitReconciles(t *testing.T) {
 func TestLateRefundBounded(t *testing.T) {
 	for _, mk := range []func(*testing.T) env{localEnv, miniEnv} {
 		e := mk(t)
-		team := newTeam("late", limitsOf{tpm: 1000})
+		team := teamtest.Team("late", teamtest.Limits{TPM: 1000})
 		first := begin(t, e.st, team, 500)
 		second := begin(t, e.st, team, 500)
 		if !first.Decision.Allowed || !second.Decision.Allowed {
@@ -197,7 +198,7 @@ func TestUsageExactThroughOutage(t *testing.T) {
 
 func usageExactThroughOutage(t *testing.T, oneShard bool) {
 	g := newMiniRig(t, Config{OneShard: oneShard}, false)
-	team := newTeam("u", limitsOf{rpm: 1_000_000, usd: 1000, period: time.Hour})
+	team := teamtest.Team("u", teamtest.Limits{RPM: 1_000_000, USD: 1000, Period: time.Hour})
 	g.m.Close()
 	const n = 5000
 	for i := range n {
@@ -244,7 +245,7 @@ func usageExactThroughOutage(t *testing.T, oneShard bool) {
 // what Redis already admitted (SPEC 9).
 func TestNeverBoth(t *testing.T) {
 	g := newMiniRig(t, Config{Divisor: 1}, false)
-	team := newTeam("nb", limitsOf{rpm: 20})
+	team := teamtest.Team("nb", teamtest.Limits{RPM: 20})
 	for i := range 20 {
 		if !begin(t, g.r, team, 0).Decision.Allowed {
 			t.Fatalf("shared admission %d refused", i)
@@ -264,8 +265,8 @@ func TestNeverBoth(t *testing.T) {
 // lists every entry, of every team.
 func TestAuditBoundedAndScoped(t *testing.T) {
 	g := newMiniRig(t, Config{MaxAudit: 10}, true)
-	team := newTeam("a", limitsOf{})
-	other := newTeam("b", limitsOf{})
+	team := teamtest.Team("a", teamtest.Limits{})
+	other := teamtest.Team("b", teamtest.Limits{})
 	for i := range 25 {
 		tm := team
 		if i%2 == 1 {
@@ -307,7 +308,7 @@ func TestAuditBoundedAndScoped(t *testing.T) {
 // read back before they reach Redis.
 func TestPinsOneRoundTripAndOwnWrites(t *testing.T) {
 	g := newMiniRig(t, Config{}, false)
-	team := newTeam("p", limitsOf{})
+	team := teamtest.Team("p", teamtest.Limits{})
 	before := g.m.CommandCount()
 	if b := begin(t, g.r, team, 0); !b.Decision.Allowed {
 		t.Fatal("refused")
@@ -343,7 +344,7 @@ func TestPinsOneRoundTripAndOwnWrites(t *testing.T) {
 func TestBusySessionPinRenewedPerQuarterTTL(t *testing.T) {
 	rig := newMiniRig(t, Config{}, false)
 	ctx := context.Background()
-	team := newTeam("a", limitsOf{})
+	team := teamtest.Team("a", teamtest.Limits{})
 	const ttl = time.Hour
 	key := "sy:{team:a}:" + depPinKey("s1", "m")
 	serve := func() {

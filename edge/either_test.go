@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
+	"switchyard/internal/teamtest"
 )
 
 // This file tests SPEC 9's "a decision is shared or local, never both":
@@ -44,9 +45,9 @@ func TestRedisLearnsWhatTheFallbackAdmitted(t *testing.T) {
 			g := newMiniRig(t, Config{}, false)
 			fc := &failClient{Client: g.c}
 			g.r.c = fc
-			team, tokens := newTeam("learn-"+dim, limitsOf{rpm: 10}), int64(0)
+			team, tokens := teamtest.Team("learn-"+dim, teamtest.Limits{RPM: 10}), int64(0)
 			if dim == "tpm" {
-				team, tokens = newTeam("learn-"+dim, limitsOf{tpm: 1000}), 100
+				team, tokens = teamtest.Team("learn-"+dim, teamtest.Limits{TPM: 1000}), 100
 			}
 			admitted := map[bool]int{} // local -> count
 			run := func(n int) {
@@ -109,10 +110,10 @@ func (l *lateClient) EvalSha(ctx context.Context, sha string, keys []string, arg
 func TestLateAnswerFollowersStayExact(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	g := newMiniRig(t, Config{OneShard: true, Timeout: timeout}, false)
-	begin(t, g.r, newTeam("warm", limitsOf{rpm: 10}), 0) // loads the script
+	begin(t, g.r, teamtest.Team("warm", teamtest.Limits{RPM: 10}), 0) // loads the script
 	lc := &lateClient{Client: g.c, called: make(chan struct{}), release: make(chan struct{})}
 	g.r.c = lc
-	team := newTeam("late", limitsOf{rpm: 10})
+	team := teamtest.Team("late", teamtest.Limits{RPM: 10})
 	const n = 30
 	admitted := burstBehind(t, g, team, n, lc.called, func() {
 		time.Sleep(4 * timeout) // past every follower's redis.timeout
@@ -151,7 +152,7 @@ func TestQueuedAdmissionWaitsOneTimeout(t *testing.T) {
 	g := newMiniRig(t, Config{OneShard: true, Timeout: timeout}, false)
 	sc := &slowClient{Client: g.c, called: make(chan struct{})}
 	g.r.c = sc
-	team := newTeam("slow", limitsOf{rpm: 10})
+	team := teamtest.Team("slow", teamtest.Limits{RPM: 10})
 	admitted := burstBehind(t, g, team, 30, sc.called, nil)
 	if sc.calls.Load() != 1 {
 		t.Fatalf("%d script calls sent; want 1: the queued admissions' timeout had run out with the first", sc.calls.Load())

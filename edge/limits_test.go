@@ -8,6 +8,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"switchyard/internal/teamtest"
 	"switchyard/ratelimit"
 )
 
@@ -81,49 +82,49 @@ func reject(tokens int64, kind string, retry time.Duration) step {
 
 var scenarios = []struct {
 	name  string
-	team  limitsOf
+	team  teamtest.Limits
 	steps []step
 }{
-	{"rpm: a full minute at once, then limit/60 per second", limitsOf{rpm: 60}, []step{
+	{"rpm: a full minute at once, then limit/60 per second", teamtest.Limits{RPM: 60}, []step{
 		admits(60, 0, 60),
 		reject(0, ratelimit.KindRPM, time.Second),
 		{advance: time.Second, n: 1, allowed: 1, remReq: 0, remTok: -1},
 		reject(0, ratelimit.KindRPM, time.Second),
 		{advance: 30 * time.Second, n: 31, allowed: 30, kind: ratelimit.KindRPM, retry: time.Second, remReq: -1, remTok: -1},
 	}},
-	{"rpm 7: exactly 7 in a burst although 60/7 s does not divide", limitsOf{rpm: 7}, []step{
+	{"rpm 7: exactly 7 in a burst although 60/7 s does not divide", teamtest.Limits{RPM: 7}, []step{
 		admits(7, 0, 7),
 		reject(0, ratelimit.KindRPM, 60*time.Second/7),
 	}},
-	{"tpm: estimates are reserved", limitsOf{tpm: 1000}, []step{
+	{"tpm: estimates are reserved", teamtest.Limits{TPM: 1000}, []step{
 		{n: 1, tokens: 400, allowed: 1, remReq: -1, remTok: 600},
 		{n: 1, tokens: 400, allowed: 1, remReq: -1, remTok: 200},
 		reject(400, ratelimit.KindTPM, 12*time.Second),
 	}},
-	{"tpm: an estimate above the limit fits a full bucket", limitsOf{tpm: 1000}, []step{
+	{"tpm: an estimate above the limit fits a full bucket", teamtest.Limits{TPM: 1000}, []step{
 		{n: 1, tokens: 5000, allowed: 1, remReq: -1, remTok: 0},
 		reject(1, ratelimit.KindTPM, 60*time.Millisecond),
 	}},
-	{"tpm: a refund restores capacity", limitsOf{tpm: 1000}, []step{
+	{"tpm: a refund restores capacity", teamtest.Limits{TPM: 1000}, []step{
 		admits(1, 1000, 1),
 		reject(100, ratelimit.KindTPM, 6*time.Second),
 		{op: "reconcile", ticket: 0, actual: 100},
 		{n: 1, tokens: 900, allowed: 1, remReq: -1, remTok: 0},
 		reject(1, ratelimit.KindTPM, 60*time.Millisecond),
 	}},
-	{"tpm: a refund larger than the debt fills the bucket, no more", limitsOf{tpm: 1000}, []step{
+	{"tpm: a refund larger than the debt fills the bucket, no more", teamtest.Limits{TPM: 1000}, []step{
 		admits(1, 1000, 1),
 		{advance: 45 * time.Second, n: 0, allowed: -1}, // 750 back, 250 still owed
 		{op: "reconcile", ticket: 0, actual: 0},        // refund 1000 > 250 owed
 		{n: 1, tokens: 1000, allowed: 1, remReq: -1, remTok: 0},
 		reject(1, ratelimit.KindTPM, 60*time.Millisecond),
 	}},
-	{"tpm: usage above the estimate is charged", limitsOf{tpm: 1000}, []step{
+	{"tpm: usage above the estimate is charged", teamtest.Limits{TPM: 1000}, []step{
 		admits(1, 100, 1),
 		{op: "reconcile", ticket: 0, actual: 1100},
 		reject(1, ratelimit.KindTPM, 6*time.Second+60*time.Millisecond),
 	}},
-	{"parallel: release frees the slot, twice is harmless", limitsOf{par: 2}, []step{
+	{"parallel: release frees the slot, twice is harmless", teamtest.Limits{Par: 2}, []step{
 		admits(3, 0, 2),
 		reject(0, ratelimit.KindParallel, time.Second),
 		{op: "release", ticket: 0},
@@ -131,7 +132,7 @@ var scenarios = []struct {
 		{op: "release", ticket: 0},
 		reject(0, ratelimit.KindParallel, time.Second),
 	}},
-	{"budget: spent until the period ends", limitsOf{usd: 1, period: time.Hour}, []step{
+	{"budget: spent until the period ends", teamtest.Limits{USD: 1, Period: time.Hour}, []step{
 		admits(1, 0, 1),
 		{op: "reconcile", ticket: 0, actual: 10, cost: 0.6},
 		admits(1, 0, 1),
@@ -139,17 +140,17 @@ var scenarios = []struct {
 		reject(0, ratelimit.KindBudget, 2800*time.Second), // the hour containing the fake clock's start ends in 2800 s
 		{advance: 2800 * time.Second, n: 1, allowed: 1, remReq: -1, remTok: -1},
 	}},
-	{"the binding dimension is the longest wait", limitsOf{rpm: 1, usd: 1, period: time.Hour}, []step{
+	{"the binding dimension is the longest wait", teamtest.Limits{RPM: 1, USD: 1, Period: time.Hour}, []step{
 		admits(1, 0, 1),
 		{op: "reconcile", ticket: 0, cost: 2},
 		reject(0, ratelimit.KindBudget, 2800*time.Second),
 	}},
-	{"a rejection charges nothing", limitsOf{rpm: 2, tpm: 100}, []step{
+	{"a rejection charges nothing", teamtest.Limits{RPM: 2, TPM: 100}, []step{
 		{n: 1, tokens: 100, allowed: 1, remReq: 1, remTok: 0},
 		reject(100, ratelimit.KindTPM, time.Minute),
 		{n: 1, tokens: 0, allowed: 1, remReq: 0, remTok: -1},
 	}},
-	{"a team without limits", limitsOf{}, []step{
+	{"a team without limits", teamtest.Limits{}, []step{
 		{n: 100, tokens: 1 << 40, allowed: 100, remReq: -1, remTok: -1, limitCheck: true},
 	}},
 }
@@ -164,7 +165,7 @@ func TestScenarios(t *testing.T) {
 		for _, sc := range scenarios {
 			t.Run(impl.name+"/"+sc.name, func(t *testing.T) {
 				e := impl.env(t)
-				team := newTeam("t", sc.team)
+				team := teamtest.Team("t", sc.team)
 				var begun []*Begun
 				for i, st := range sc.steps {
 					e.advance(st.advance)
@@ -224,7 +225,7 @@ func TestScenarios(t *testing.T) {
 func TestHeaders(t *testing.T) {
 	for _, mk := range []func(*testing.T) env{localEnv, miniEnv} {
 		e := mk(t)
-		team := newTeam("h", limitsOf{rpm: 60, tpm: 6000})
+		team := teamtest.Team("h", teamtest.Limits{RPM: 60, TPM: 6000})
 		var d ratelimit.Decision
 		for range 3 {
 			d = begin(t, e.st, team, 1000).Decision

@@ -20,6 +20,7 @@ import (
 	"switchyard/cluster"
 	"switchyard/config"
 	"switchyard/internal/redistest"
+	"switchyard/internal/teamtest"
 	"switchyard/telemetry"
 )
 
@@ -90,17 +91,17 @@ func TestRealClusterExact(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		team   limitsOf
+		team   teamtest.Limits
 		tokens int64
 		want   int
 	}{
-		{"rpm 60", limitsOf{rpm: 60}, 0, 60},
-		{"max_parallel 10", limitsOf{par: 10}, 0, 10},
-		{"tpm 6000 by 100", limitsOf{tpm: 6000}, 100, 60},
-		{"all at once", limitsOf{rpm: 50, tpm: 100000, par: 40}, 100, 40},
+		{"rpm 60", teamtest.Limits{RPM: 60}, 0, 60},
+		{"max_parallel 10", teamtest.Limits{Par: 10}, 0, 10},
+		{"tpm 6000 by 100", teamtest.Limits{TPM: 6000}, 100, 60},
+		{"all at once", teamtest.Limits{RPM: 50, TPM: 100000, Par: 40}, 100, 40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, kinds := burstBegin(t, states, newTeam("exact-"+tc.name, tc.team), tc.tokens, 200)
+			n, kinds := burstBegin(t, states, teamtest.Team("exact-"+tc.name, tc.team), tc.tokens, 200)
 			if n != tc.want || kinds["local"] != 0 {
 				t.Fatalf("%d of 200 admitted (%v), want exactly %d, none locally", n, kinds, tc.want)
 			}
@@ -125,9 +126,9 @@ func TestRealBurstOneReplica(t *testing.T) {
 	r, _ := replica(t, srv.URL(), cluster.DefaultTimeout, 0, 1)
 	// warm the pool and the script cache, as a node does before it is ready
 	for range 20 {
-		begin(t, r, newTeam("warm", limitsOf{rpm: 1e9}), 0)
+		begin(t, r, teamtest.Team("warm", teamtest.Limits{RPM: 1e9}), 0)
 	}
-	n, kinds := burstBegin(t, []State{r}, newTeam("burst", limitsOf{rpm: 100}), 0, 3000)
+	n, kinds := burstBegin(t, []State{r}, teamtest.Team("burst", teamtest.Limits{RPM: 100}), 0, 3000)
 	t.Logf("3000 concurrent: %d admitted, %v", n, kinds)
 	if n != 100 {
 		t.Fatalf("rpm 100, 3000 concurrent admissions on one replica: %d admitted (%v), want exactly 100", n, kinds)
@@ -139,7 +140,7 @@ func TestRealBurstOneReplica(t *testing.T) {
 func TestRealSequentialMaxParallelOne(t *testing.T) {
 	srv := redistest.Start(t)
 	r, obs := replica(t, srv.URL(), time.Second, 0, 1)
-	team := newTeam("seq", limitsOf{par: 1, rpm: 1e6})
+	team := teamtest.Team("seq", teamtest.Limits{Par: 1, RPM: 1e6})
 	for i := range 300 {
 		b := begin(t, r, team, 0)
 		if !b.Decision.Allowed {
@@ -163,7 +164,7 @@ func TestMain_holder(t *testing.T) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")})
 	r := NewRedis(c, nil, Config{Prefix: "sy:", Timeout: time.Second, SlotLease: time.Second}, nil, nil, nil, nil)
-	b, err := r.Begin(context.Background(), &Request{RequestID: "hold", Team: newTeam("kill", limitsOf{par: 1})})
+	b, err := r.Begin(context.Background(), &Request{RequestID: "hold", Team: teamtest.Team("kill", teamtest.Limits{Par: 1})})
 	if err != nil || !b.Decision.Allowed {
 		os.Exit(3)
 	}
@@ -201,7 +202,7 @@ func TestRealKilledReplicaFreesSlot(t *testing.T) {
 		t.Fatal("holder process never took the slot")
 	}
 	other, _ := replica(t, srv.URL(), time.Second, time.Second, 1)
-	team := newTeam("kill", limitsOf{par: 1})
+	team := teamtest.Team("kill", teamtest.Limits{Par: 1})
 	alive := time.Now().Add(2500 * time.Millisecond) // two and a half leases: renewals must keep it
 	for time.Now().Before(alive) {
 		if begin(t, other, team, 0).Decision.Allowed {
@@ -262,7 +263,7 @@ func TestRealRedisClusterMode(t *testing.T) {
 	obs := &countObs{}
 	store := telemetry.NewRedisAudit(c, "sy:", 100, telemetry.NewRing(10))
 	r := NewRedis(c, br, Config{Prefix: "sy:", Timeout: time.Second}, nil, store, nil, obs)
-	team := newTeam("acme", limitsOf{rpm: 5, tpm: 10000, par: 3, usd: 10, period: time.Hour})
+	team := teamtest.Team("acme", teamtest.Limits{RPM: 5, TPM: 10000, Par: 3, USD: 10, Period: time.Hour})
 	q := PinQuery{Session: "acme:id:1", TierAlias: "normal", Models: [2]string{"m", "strong"}}
 	var begun []Begun
 	for i := range 6 {

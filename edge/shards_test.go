@@ -6,6 +6,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"switchyard/internal/teamtest"
 )
 
 // shardHealth is a Health with a per-key answer, as cluster.Conn gives on
@@ -26,7 +28,7 @@ func TestPerShardFallback(t *testing.T) {
 	defer c.Close()
 	obs := &countObs{}
 	r := newRedis(c, shardHealth{downTeam: "lost"}, Config{Prefix: "sy:", Divisor: 1, Clock: newFakeClock().Now}, nil, nil, nil, obs)
-	lost, fine := newTeam("lost", limitsOf{rpm: 10}), newTeam("fine", limitsOf{rpm: 10})
+	lost, fine := teamtest.Team("lost", teamtest.Limits{RPM: 10}), teamtest.Team("fine", teamtest.Limits{RPM: 10})
 	if !begin(t, r, fine, 0).Decision.Allowed || !begin(t, r, lost, 0).Decision.Allowed {
 		t.Fatal("refused under the limit")
 	}
@@ -47,7 +49,7 @@ func TestSetDivisor(t *testing.T) {
 	g := newMiniRig(t, Config{}, false)
 	g.r.SetDivisor(3)
 	g.up.down.Store(true)
-	team := newTeam("d", limitsOf{rpm: 30})
+	team := teamtest.Team("d", teamtest.Limits{RPM: 30})
 	admitted := 0
 	for range 30 {
 		if begin(t, g.r, team, 0).Decision.Allowed {

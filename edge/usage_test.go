@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"switchyard/internal/teamtest"
 )
 
 // TestUsage: the usage read agrees between the local state and the Redis
@@ -18,7 +20,7 @@ func TestUsage(t *testing.T) {
 	}{{"local", localEnv, false}, {"redis", miniEnv, true}} {
 		t.Run(impl.name, func(t *testing.T) {
 			e := impl.env(t)
-			team := newTeam("u", limitsOf{rpm: 60, tpm: 6000, par: 5, usd: 10, period: time.Hour})
+			team := teamtest.Team("u", teamtest.Limits{RPM: 60, TPM: 6000, Par: 5, USD: 10, Period: time.Hour})
 			read := func(step string, rpm, tpm, inflight int64, spent float64) {
 				t.Helper()
 				u, err := e.st.Usage(context.Background(), team)
@@ -50,7 +52,7 @@ func TestUsage(t *testing.T) {
 // team per flush was one Redis write per request with 10,000 teams).
 func TestUsageTTLRenewedDaily(t *testing.T) {
 	g := newMiniRig(t, Config{}, false)
-	team := newTeam("u", limitsOf{})
+	team := teamtest.Team("u", teamtest.Limits{})
 	const key = "sy:{team:u}:usage"
 	serve := func(dep string) {
 		b := begin(t, g.r, team, 10)

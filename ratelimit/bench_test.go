@@ -5,10 +5,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"switchyard/internal/teamtest"
 )
 
 // benchTeam exercises every dimension of the script and is never rejected.
-var benchTeam = newTeam("bench", limitsOf{rpm: 1e9, tpm: 1e12, par: 1e6, usd: 1e9, period: time.Hour})
+var benchTeam = teamtest.Team("bench", teamtest.Limits{RPM: 1e9, TPM: 1e12, Par: 1e6, USD: 1e9, Period: time.Hour})
 
 func benchAdmit(b *testing.B, l *Local, parallel bool) {
 	b.Helper()

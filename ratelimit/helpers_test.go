@@ -9,38 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"switchyard/catalog"
-	"switchyard/config"
+	"switchyard/internal/redistest"
 )
 
 // TestMain silences go-redis's dial-failure log lines, which the fault tests
 // provoke by the hundred.
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
+	redistest.QuietLogs()
 	os.Exit(m.Run())
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func newFakeClock() *fakeclock.Clock { return fakeclock.New(time.Unix(1_700_000_000, 0)) }
-
-// limitsOf builds a team.
-type limitsOf struct {
-	rpm, tpm, par int64
-	usd           float64
-	period        time.Duration
-}
-
-func newTeam(name string, l limitsOf) *catalog.Team {
-	return &catalog.Team{Team: config.Team{
-		Name: name, RPM: l.rpm, TPM: l.tpm, MaxParallel: l.par,
-		Budget: config.Budget{USD: l.usd, Period: l.period},
-	}}
-}
 
 // countObs counts Observer events.
 type countObs struct {

@@ -115,3 +115,11 @@ func freePort(t testing.TB, withBus bool) int {
 	t.Fatal("no free port pair for a Redis Cluster node")
 	return 0
 }
+
+// QuietLogs silences go-redis's own log lines (dial failures), which fault
+// tests provoke by the hundred; call it from TestMain.
+func QuietLogs() { redis.SetLogger(quietLogger{}) }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
