@@ -255,27 +255,20 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
 	cost, slot := ac.cost, ac.slot
-	res, err := r.admit(ctx, ac) // settleCall checked its length
+	res, err := r.admit(ctx, ac) // settleCall checked its length and decoded ac.d
 	if err != nil {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, ac)
-	}
-	num := func(i int) int64 { v, _ := res[i].(int64); return v }
-	d := ratelimit.Decision{
-		Allowed:       num(0) == 1,
-		LimitRequests: max(0, t.RPM), RemainingRequests: num(3), ResetRequests: micros(num(4)),
-		LimitTokens: max(0, t.TPM), RemainingTokens: num(5), ResetTokens: micros(num(6)),
 	}
 	for i := range n {
 		s, _ := res[beginResults+i].(string)
 		b.Pins.set(slots[i], s)
 	}
-	if !d.Allowed {
-		d.Kind, d.RetryAfter = refusal(res), micros(num(2))
-		b.Decision = d
+	b.Decision = ac.d
+	if !ac.d.Allowed {
 		return b, nil
 	}
-	b.Decision = d
-	b.t = ticket{admitted: true, slot: slot, end: num(7)}
+	end, _ := res[7].(int64)
+	b.t = ticket{admitted: true, slot: slot, end: end}
 	if t.TPM > 0 {
 		b.t.reserved = cost
 	}
@@ -297,11 +290,12 @@ type admitCall struct {
 	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
 	lead  bool
 	batch []*admitCall // to run when lead
-	res   []any
+	res   []any        // beginLua's values for this admission (when err is nil)
 	err   error
-	// the local decision of an admission whose call failed, taken by
-	// settleCall before the next batch is built
-	local    ratelimit.Decision
+	// d is Redis's answer decoded from res, or, when err is set, the local
+	// fallback's decision, taken by settleCall before the next batch is
+	// built (localErr is the fallback's error)
+	d        ratelimit.Decision
 	localErr error
 }
 
@@ -312,13 +306,22 @@ const beginResults = 8
 // results is how many values beginLua returns for c.
 func (c *admitCall) results() int { return beginResults + len(c.pins) }
 
-// refusal is the kind of a refused admission's answer res.
-func refusal(res []any) string {
-	k, _ := res[1].(int64)
-	if k <= 0 || k >= int64(len(ratelimit.Kinds)) {
-		k = 1
+// decision decodes one admission's values of beginLua for team t.
+func decision(t *catalog.Team, res []any) ratelimit.Decision {
+	num := func(i int) int64 { v, _ := res[i].(int64); return v }
+	d := ratelimit.Decision{
+		Allowed:       num(0) == 1,
+		LimitRequests: max(0, t.RPM), RemainingRequests: num(3), ResetRequests: micros(num(4)),
+		LimitTokens: max(0, t.TPM), RemainingTokens: num(5), ResetTokens: micros(num(6)),
 	}
-	return ratelimit.Kinds[k]
+	if !d.Allowed {
+		k := num(1)
+		if k <= 0 || k >= int64(len(ratelimit.Kinds)) {
+			k = 1
+		}
+		d.Kind, d.RetryAfter = ratelimit.Kinds[k], micros(num(2))
+	}
+	return d
 }
 
 // combiner batches admissions (group commit): mu guards busy (a call is in
@@ -555,12 +558,13 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 				ts.unshared.Store(true)
 			}
 			for _, a := range g.calls {
-				a.local, a.localErr = r.admitLocal(ts, a.q)
+				a.d, a.localErr = r.admitLocal(ts, a.q)
 			}
 		} else {
 			for _, a := range g.calls {
 				end := off + a.results()
 				a.res = res[off:end:end]
+				a.d = decision(a.q.Team, a.res)
 				off = end
 			}
 			r.learn(g)
@@ -579,17 +583,16 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 // TPM TATs, and a budget refusal's block.
 func (r *Redis) learn(g *teamBatch) {
 	t := g.calls[0].q.Team
-	var rpm, tpm, budget int64
+	var rpm, tpm, budget time.Duration
 	for _, a := range g.calls {
-		num := func(i int) int64 { v, _ := a.res[i].(int64); return v }
-		rpm, tpm = max(rpm, num(4)), max(tpm, num(6))
-		if num(0) != 1 && refusal(a.res) == ratelimit.KindBudget {
-			budget = max(budget, num(2))
+		rpm, tpm = max(rpm, a.d.ResetRequests), max(tpm, a.d.ResetTokens)
+		if a.d.Kind == ratelimit.KindBudget {
+			budget = max(budget, a.d.RetryAfter)
 		}
 	}
-	r.local.Mirror(t, micros(rpm), micros(tpm))
+	r.local.Mirror(t, rpm, tpm)
 	if budget > 0 {
-		r.local.BlockBudget(t.Name, r.cfg.Clock().Add(micros(budget)).UnixNano())
+		r.local.BlockBudget(t.Name, r.cfg.Clock().Add(budget).UnixNano())
 	}
 }
 
@@ -613,7 +616,7 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 	var d ratelimit.Decision
 	var lerr error
 	if ac != nil {
-		d, lerr = ac.local, ac.localErr
+		d, lerr = ac.d, ac.localErr
 	} else {
 		d, lerr = r.admitLocal(b.stateOf(r), q)
 	}
