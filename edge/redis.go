@@ -424,7 +424,6 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 			index[c.ts] = g
 		}
 	}
-	calls := r.beginCalls(groups)
 	until := batch[0].until
 	for _, c := range batch[1:] {
 		if c.until.Before(until) {
@@ -432,11 +431,11 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 		}
 	}
 	if time.Until(until) < r.timeout/4 {
-		for _, c := range calls {
-			r.settleCall(c, leader, nil, errLate)
-		}
+		// too late to send: nothing is built, so nothing is taken and put back
+		r.settleCall(&beginCall{groups: groups}, leader, nil, errLate)
 		return
 	}
+	calls := r.beginCalls(groups)
 	if len(batch) > 1 {
 		ctx = context.WithoutCancel(ctx) // the leader's client going away must not fail the others
 	}
