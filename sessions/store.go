@@ -59,7 +59,7 @@ const maxValues = 1 << 16
 type Local struct {
 	// Immutable after NewLocal.
 	clock       func() time.Time
-	seed, check maphash.Seed
+	seed, check [2]maphash.Seed // per kind: the namespaces never share a hash
 	perShard    int
 	shards      []localShard
 	values      *intern.Table // the distinct pin values
@@ -114,7 +114,9 @@ func NewLocal(clock func() time.Time, maxEntries int) *Local {
 		n = 16
 	}
 	l := &Local{
-		clock: clock, seed: maphash.MakeSeed(), check: maphash.MakeSeed(),
+		clock:    clock,
+		seed:     [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		check:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		perShard: maxEntries / n, shards: make([]localShard, n),
 		values: intern.New(maxValues),
 	}
@@ -126,15 +128,7 @@ func NewLocal(clock func() time.Time, maxEntries int) *Local {
 
 // hashes are k's two hashes in namespace kd.
 func (l *Local) hashes(kd kind, k string) (key, check uint64) {
-	var h maphash.Hash
-	h.SetSeed(l.seed)
-	_ = h.WriteByte(byte(kd))
-	_, _ = h.WriteString(k)
-	key = h.Sum64()
-	h.SetSeed(l.check)
-	_ = h.WriteByte(byte(kd))
-	_, _ = h.WriteString(k)
-	return key, h.Sum64()
+	return maphash.String(l.seed[kd], k), maphash.String(l.check[kd], k)
 }
 
 func (l *Local) shard(key uint64) *localShard {
