@@ -88,14 +88,7 @@ func TestAdmissionsOfManyTeamsShareARoundTrip(t *testing.T) {
 				go run(i)
 			}
 			if oneShard {
-				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-					rig.r.comb.mu.Lock()
-					q := len(rig.r.comb.queue)
-					rig.r.comb.mu.Unlock()
-					if q == n-1 || time.Now().After(deadline) {
-						break
-					}
-				}
+				waitQueued(t, &rig.r.comb, n-1)
 			}
 			close(gc.release)
 			wg.Wait()
@@ -151,14 +144,7 @@ func TestPipelinedAdmissionsAfterScriptFlush(t *testing.T) {
 	wg.Add(2)
 	go run(1)
 	go run(2)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		rig.r.comb.mu.Lock()
-		q := len(rig.r.comb.queue)
-		rig.r.comb.mu.Unlock()
-		if q == 2 || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitQueued(t, &rig.r.comb, 2)
 	close(gc.release)
 	wg.Wait()
 	if gc.pipes.Load() != 2 {

@@ -190,17 +190,7 @@ func burstBehind(t *testing.T, g *miniRig, team *catalog.Team, n int, called <-c
 	for i := 1; i < n; i++ {
 		go run(i)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		g.r.comb.mu.Lock()
-		q := len(g.r.comb.queue)
-		g.r.comb.mu.Unlock()
-		if q == n-1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d admissions queued", q, n-1)
-		}
-	}
+	waitQueued(t, &g.r.comb, n-1)
 	if then != nil {
 		then()
 	}

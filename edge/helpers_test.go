@@ -47,3 +47,20 @@ func begin(t testing.TB, st State, team *catalog.Team, tokens int64) Begun {
 	}
 	return b
 }
+
+// waitQueued waits (at most 5 s) until n admissions are queued in cb
+// behind the call in flight.
+func waitQueued(t testing.TB, cb *combiner, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		cb.mu.Lock()
+		q := len(cb.queue)
+		cb.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d admissions queued", q, n)
+		}
+	}
+}
