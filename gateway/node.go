@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,9 +29,14 @@ import (
 // talks to Redis.
 type Options struct {
 	Logger *slog.Logger
-	Clock  routing.Clock // nil: the real clock
-	Seed   int64         // routing randomness; 0: time-based
-	Store  catalog.Store // catalog store; nil: a file under data_dir, or memory when data_dir is ""
+	// LogLines, when set, is where Logger's handler writes, a
+	// slog.JSONHandler with default options: each request's log line is
+	// then appended to it directly, the same bytes without slog's cost
+	// (telemetry.RequestLog). nil: the line goes through Logger.
+	LogLines io.Writer
+	Clock    routing.Clock // nil: the real clock
+	Seed     int64         // routing randomness; 0: time-based
+	Store    catalog.Store // catalog store; nil: a file under data_dir, or memory when data_dir is ""
 	// Version is the build's version, the service.version of its traces.
 	Version string
 
@@ -150,7 +156,8 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		log.Info("smart tier routing is off: no smart_routing.routes configured")
 	}
 	deps := Deps{
-		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
+		RequestLog: telemetry.NewRequestLog(log, opt.LogLines),
+		Config:     cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
 		Tier: live.Load().Tier, Audit: audit, Responses: respStore,
 		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState, Tracer: tracer,
 		Live: live, Reloader: reloader, Version: opt.Version,

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -327,22 +326,7 @@ func (cl *call) finish() {
 	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
 	cl.out.Audit = e
 	s.Edge.Finish(&cl.begun, &cl.out)
-	if s.Logger.Enabled(cl.ctx, slog.LevelInfo) {
-		tierName := ""
-		if e.Tier != nil {
-			tierName = e.Tier.Tier
-		}
-		// the audit entry as one structured log line (SPEC 12.2)
-		s.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
-			slog.String("request_id", e.RequestID), slog.String("team", e.Team),
-			slog.String("model", e.RequestedModel), slog.String("routed", e.RoutedModel),
-			slog.String("deployment", e.Deployment), slog.Int("status", e.Status),
-			slog.Int("attempts", len(e.Attempts)), slog.Bool("degraded", e.Degraded),
-			slog.String("tier", tierName), slog.Bool("stream", e.Stream),
-			slog.Int("prompt_tokens", e.PromptTokens), slog.Int("completion_tokens", e.CompletionTokens),
-			slog.Float64("cost_usd", e.CostUSD), slog.Float64("duration_ms", e.DurationMs),
-			slog.Float64("overhead_ms", e.OverheadMs), slog.String("error", e.Error))
-	}
+	s.RequestLog.Write(e, cl.start.Add(dur)) // the audit entry as one structured log line (SPEC 12.2)
 }
 
 // spanOutcome is the server span's SPEC 12.5 attributes, from the audit entry.

@@ -48,8 +48,11 @@ type Deps struct {
 	Metrics  *telemetry.Metrics
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
-	Tracer   *tracing.Tracer // nil: tracing off (SPEC 12.5)
-	Admin    *Admin          // nil: no admin write API (read endpoints still serve when a key is set)
+	// RequestLog writes each request's log line (SPEC 12.2); nil: one
+	// through Logger.
+	RequestLog *telemetry.RequestLog
+	Tracer     *tracing.Tracer // nil: tracing off (SPEC 12.5)
+	Admin      *Admin          // nil: no admin write API (read endpoints still serve when a key is set)
 	// Version is the build's version, shown for this node in /admin/cluster.
 	Version string
 	// RedisState reports "up", "down" or "disabled" for /readyz and /admin/cluster.
@@ -90,6 +93,9 @@ type Server struct {
 func New(d Deps) *Server {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.RequestLog == nil {
+		d.RequestLog = telemetry.NewRequestLog(d.Logger, nil)
 	}
 	if d.Responses == nil {
 		d.Responses = responses.NewLocal(time.Now, ResponsesConfig(d.Config))

@@ -145,7 +145,13 @@ func appendFloat(b []byte, f float64) []byte {
 	}
 	abs := math.Abs(f)
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		return strconv.AppendFloat(b, f, 'e', -1, 64)
+		b = strconv.AppendFloat(b, f, 'e', -1, 64)
+		// encoding/json's exponent has no leading zero: 1e-7, not 1e-07
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+		return b
 	}
 	return strconv.AppendFloat(b, f, 'f', -1, 64)
 }

@@ -91,7 +91,7 @@ func serveForTest(t *testing.T, path string) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan int, 1)
 	go func() {
-		done <- listenAndServe(ctx, cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)), func(string) { close(ready) })
+		done <- listenAndServe(ctx, cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, func(string) { close(ready) })
 	}()
 	t.Cleanup(func() {
 		cancel()
