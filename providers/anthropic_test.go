@@ -162,3 +162,23 @@ func TestAnthropicStreamCut(t *testing.T) {
 	_, err = drain(t, resp.Stream)
 	wantClass(t, err, routing.ClassNetwork)
 }
+
+// TestBaseURLCredentialsAreSent: credentials in base_url's userinfo go to
+// the upstream as basic auth, as an http.Client sends them (the adapters
+// call the transport directly), and the shared header map is not touched.
+func TestBaseURLCredentialsAreSent(t *testing.T) {
+	var got captured
+	srv := fakeAnthropic(t, &got)
+	defer srv.Close()
+	p := anthropicProvider(strings.Replace(srv.URL, "http://", "http://gw:s%40cret@", 1) + "/v1")
+	a := newAdapter(t, p)
+	for range 2 {
+		if _, err := a.Do(context.Background(), deployment(p, "claude-up"), chatReq(t, `{"model":"claude","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`, wire.FormatAnthropic)); err != nil {
+			t.Fatal(err)
+		}
+		u, pw, ok := (&http.Request{Header: got.header}).BasicAuth()
+		if !ok || u != "gw" || pw != "s@cret" || got.header.Get("X-Api-Key") != "sk-ant-provider" {
+			t.Fatalf("upstream headers %v, want basic auth gw:s@cret beside the api key", got.header)
+		}
+	}
+}

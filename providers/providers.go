@@ -221,24 +221,19 @@ func newTransport() *http.Transport {
 	}
 }
 
-// newClient wraps a provider's transport. Redirects are not followed: a
-// credential must never be replayed to a host the operator did not name.
-func newClient() *http.Client {
-	return &http.Client{
-		Transport: newTransport(),
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
-}
-
-// httpUpstream is what the HTTP adapters share: one client over the
-// provider's tuned transport, and the request headers (credentials,
+// httpUpstream is what the HTTP adapters share: the provider's tuned
+// transport, and the request headers (credentials,
 // provider headers) built once for sync and for stream calls. Requests share
 // the header maps read-only: an http.RoundTripper must not modify them, so
 // no attempt pays for a copy.
+//
+// Calls go to the transport's RoundTrip, as httputil.ReverseProxy's do, not
+// through an http.Client: a redirect is never followed (a credential must
+// never be replayed to a host the operator did not name, so a 3xx is the
+// attempt's answer), and the client's redirect machinery, which that makes
+// dead weight, copied every request's header map.
 type httpUpstream struct {
-	client  *http.Client
+	rt      http.RoundTripper
 	sync    http.Header
 	stream  http.Header // sync plus Accept: text/event-stream
 	forward []string    // canonical client header names passed through
@@ -247,7 +242,7 @@ type httpUpstream struct {
 func newHTTPUpstream(h http.Header, forward []string) httpUpstream {
 	st := h.Clone()
 	st.Set("Accept", "text/event-stream")
-	return httpUpstream{client: newClient(), sync: h, stream: st, forward: forwardable(forward)}
+	return httpUpstream{rt: newTransport(), sync: h, stream: st, forward: forwardable(forward)}
 }
 
 // neverForwarded are client headers no allowlist passes on: credentials,
@@ -306,8 +301,14 @@ func (u *httpUpstream) send(ctx context.Context, url string, body []byte, stream
 	// the attempt's W3C traceparent; with tracing off ctx has no span and
 	// the header map goes out as it is (SPEC 12.5)
 	hreq.Header = tracing.Inject(ctx, hreq.Header)
+	if ui := hreq.URL.User; ui != nil && hreq.Header.Get("Authorization") == "" {
+		// credentials in base_url, which an http.Client would have sent
+		pw, _ := ui.Password()
+		hreq.Header = hreq.Header.Clone()
+		hreq.SetBasicAuth(ui.Username(), pw)
+	}
 	start := time.Now()
-	resp, err := u.client.Do(hreq)
+	resp, err := u.rt.RoundTrip(hreq)
 	if err != nil {
 		return nil, start, classifyTransport(ctx.Err(), err)
 	}
