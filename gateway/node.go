@@ -156,11 +156,11 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		log.Info("smart tier routing is off: no smart_routing.routes configured")
 	}
 	deps := Deps{
-		RequestLog: telemetry.NewRequestLog(log, opt.LogLines),
-		Config:     cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
+		Config: cfg, Catalog: holder, Router: router, Adapters: adapters, Edge: es,
 		Tier: live.Load().Tier, Audit: audit, Responses: respStore,
 		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState, Tracer: tracer,
 		Live: live, Reloader: reloader, Version: opt.Version,
+		RequestLog: telemetry.NewRequestLog(log, opt.LogLines),
 	}
 	n.Server = New(deps)
 	admin := NewAdmin(func() *config.Config { return live.Load().Config }, holder, store, func(st *catalog.State) { n.publish(st) })
