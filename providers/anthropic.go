@@ -47,7 +47,7 @@ func newAnthropic(p *catalog.Provider) (*anthropic, error) {
 	// the Anthropic SDKs' beta and version headers reach an Anthropic
 	// deployment (prompt caching and other betas), plus the provider's list
 	forward := append([]string{"Anthropic-Beta", "Anthropic-Version"}, p.ForwardHeaders...)
-	return &anthropic{name: p.Name, url: u, httpUpstream: newHTTPUpstream(header, forward)}, nil
+	return &anthropic{name: p.Name, url: u, httpUpstream: newHTTPUpstream(base, header, forward)}, nil
 }
 
 // Do implements Adapter.

@@ -165,7 +165,7 @@ func TestAnthropicStreamCut(t *testing.T) {
 
 // TestBaseURLCredentialsAreSent: credentials in base_url's userinfo go to
 // the upstream as basic auth, as an http.Client sends them (the adapters
-// call the transport directly), and the shared header map is not touched.
+// call the transport directly), on every call.
 func TestBaseURLCredentialsAreSent(t *testing.T) {
 	var got captured
 	srv := fakeAnthropic(t, &got)

@@ -56,7 +56,7 @@ func newOpenAI(p *catalog.Provider) (*openAI, error) {
 	for k, v := range p.Headers {
 		header.Set(k, v)
 	}
-	a.httpUpstream = newHTTPUpstream(header, p.ForwardHeaders)
+	a.httpUpstream = newHTTPUpstream(base, header, p.ForwardHeaders)
 	return a, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"hash/fnv"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -239,7 +240,15 @@ type httpUpstream struct {
 	forward []string    // canonical client header names passed through
 }
 
-func newHTTPUpstream(h http.Header, forward []string) httpUpstream {
+// newHTTPUpstream builds the upstream of base, the provider's base URL.
+// Credentials in base's userinfo go out as basic auth when h sets no
+// Authorization, as an http.Client would send them; like the other
+// credentials they are in the prebuilt header maps, not added per call.
+func newHTTPUpstream(base string, h http.Header, forward []string) httpUpstream {
+	if u, err := url.Parse(base); err == nil && u.User != nil && h.Get("Authorization") == "" {
+		pw, _ := u.User.Password()
+		(&http.Request{Header: h}).SetBasicAuth(u.User.Username(), pw)
+	}
 	st := h.Clone()
 	st.Set("Accept", "text/event-stream")
 	return httpUpstream{rt: newTransport(), sync: h, stream: st, forward: forwardable(forward)}
@@ -301,12 +310,6 @@ func (u *httpUpstream) send(ctx context.Context, url string, body []byte, stream
 	// the attempt's W3C traceparent; with tracing off ctx has no span and
 	// the header map goes out as it is (SPEC 12.5)
 	hreq.Header = tracing.Inject(ctx, hreq.Header)
-	if ui := hreq.URL.User; ui != nil && hreq.Header.Get("Authorization") == "" {
-		// credentials in base_url, which an http.Client would have sent
-		pw, _ := ui.Password()
-		hreq.Header = hreq.Header.Clone()
-		hreq.SetBasicAuth(ui.Username(), pw)
-	}
 	start := time.Now()
 	resp, err := u.rt.RoundTrip(hreq)
 	if err != nil {

@@ -277,7 +277,7 @@ func TestResponsesRequestRefusals(t *testing.T) {
 // TestForwardAllowlist: only listed client headers go upstream, never a
 // credential or hop-by-hop header, whatever the list says (SPEC 15).
 func TestForwardAllowlist(t *testing.T) {
-	u := newHTTPUpstream(http.Header{"Authorization": {"Bearer up-key"}}, []string{"x-trace-tag", "Authorization", "X-Api-Key", "Cookie", "Host", " X-Trace-Tag "})
+	u := newHTTPUpstream("https://api.example/v1", http.Header{"Authorization": {"Bearer up-key"}}, []string{"x-trace-tag", "Authorization", "X-Api-Key", "Cookie", "Host", " X-Trace-Tag "})
 	if len(u.forward) != 1 || u.forward[0] != "X-Trace-Tag" {
 		t.Fatalf("allowlist %v", u.forward)
 	}
