@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -29,14 +28,13 @@ import (
 // talks to Redis.
 type Options struct {
 	Logger *slog.Logger
-	// LogLines, when set, is where Logger's handler writes, a
-	// slog.JSONHandler with default options: each request's log line is
-	// then appended to it directly, the same bytes without slog's cost
-	// (telemetry.RequestLog). nil: the line goes through Logger.
-	LogLines io.Writer
-	Clock    routing.Clock // nil: the real clock
-	Seed     int64         // routing randomness; 0: time-based
-	Store    catalog.Store // catalog store; nil: a file under data_dir, or memory when data_dir is ""
+	// RequestLog writes each request's log line (SPEC 12.2); nil: one
+	// through Logger. cmd/switchyard builds it with its logger, on the
+	// writer the logger writes to, so lines skip slog's cost.
+	RequestLog *telemetry.RequestLog
+	Clock      routing.Clock // nil: the real clock
+	Seed       int64         // routing randomness; 0: time-based
+	Store      catalog.Store // catalog store; nil: a file under data_dir, or memory when data_dir is ""
 	// Version is the build's version, the service.version of its traces.
 	Version string
 
@@ -160,7 +158,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		Tier: live.Load().Tier, Audit: audit, Responses: respStore,
 		Metrics: metrics, Registry: reg, Logger: log, RedisState: opt.RedisState, Tracer: tracer,
 		Live: live, Reloader: reloader, Version: opt.Version,
-		RequestLog: telemetry.NewRequestLog(log, opt.LogLines),
+		RequestLog: opt.RequestLog,
 	}
 	n.Server = New(deps)
 	admin := NewAdmin(func() *config.Config { return live.Load().Config }, holder, store, func(st *catalog.State) { n.publish(st) })

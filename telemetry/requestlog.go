@@ -25,8 +25,9 @@ type RequestLog struct {
 
 // NewRequestLog logs through log, or, when lines is not nil, writes each
 // line to lines. lines must be where log's handler writes, a
-// slog.JSONHandler with default options (the process's log: see
-// cmd/switchyard): log still decides whether info lines are on.
+// slog.JSONHandler with default options: build the two together, as
+// cmd/switchyard's serveLogger does. log still decides whether info lines
+// are on.
 func NewRequestLog(log *slog.Logger, lines io.Writer) *RequestLog {
 	return &RequestLog{log: log, lines: lines}
 }

@@ -51,10 +51,10 @@ teams: [{name: t, keys: [sk-t]}]
 		t.Fatal(err)
 	}
 	stderr := &lockedBuffer{}
-	log, lines := serveLogger(stderr)
+	log, requests, flush := serveLogger(stderr)
 	ctx, cancel := context.WithCancel(context.Background())
 	addr, done := make(chan string, 1), make(chan int, 1)
-	go func() { done <- listenAndServe(ctx, cfg, path, log, lines, func(a string) { addr <- a }) }()
+	go func() { done <- listenAndServe(ctx, cfg, path, log, requests, func(a string) { addr <- a }) }()
 	var base string
 	select {
 	case a := <-addr:
@@ -77,7 +77,7 @@ teams: [{name: t, keys: [sk-t]}]
 	if code := <-done; code != 0 {
 		t.Fatalf("listenAndServe returned %d", code)
 	}
-	_ = lines.Close()
+	_ = flush()
 	seen := map[string]int{}
 	var msgs []string
 	for _, l := range strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n") {

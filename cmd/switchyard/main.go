@@ -81,13 +81,14 @@ func newLogger(w io.Writer) *slog.Logger {
 }
 
 // serveLogger is a serving process's log: newLogger's lines batched onto w
-// by a telemetry.LogWriter (no write system call per request line), which
-// is returned too: request lines are appended to it directly (the node's
-// Options.LogLines), and closing it writes out what is batched, on every
-// way out.
-func serveLogger(w io.Writer) (*slog.Logger, *telemetry.LogWriter) {
+// by a telemetry.LogWriter (no write system call per request line); the
+// request log that appends each request's line to that writer directly,
+// the bytes newLogger's handler would write; and flush, which writes out
+// what is batched, on every way out.
+func serveLogger(w io.Writer) (log *slog.Logger, requests *telemetry.RequestLog, flush func() error) {
 	lw := telemetry.NewLogWriter(w, telemetry.DefaultLogBuffer, telemetry.DefaultLogDelay)
-	return newLogger(lw), lw
+	log = newLogger(lw)
+	return log, telemetry.NewRequestLog(log, lw), lw.Close
 }
 
 func loadConfig(path string) (*config.Config, error) {
@@ -136,9 +137,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log, lines := serveLogger(stderr)
-	defer lines.Close()
-	return listenAndServe(ctx, cfg, *path, log, lines, nil)
+	log, requests, flush := serveLogger(stderr)
+	defer flush()
+	return listenAndServe(ctx, cfg, *path, log, requests, nil)
 }
 
 func serveDemo(stdout, stderr io.Writer) int {
@@ -157,9 +158,9 @@ func serveDemo(stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log, lines := serveLogger(stderr)
-	defer lines.Close()
-	return listenAndServe(ctx, cfg, "", log, lines, func(addr string) {
+	log, requests, flush := serveLogger(stderr)
+	defer flush()
+	return listenAndServe(ctx, cfg, "", log, requests, func(addr string) {
 		host := addr
 		if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 			host = "localhost:" + p
@@ -202,10 +203,9 @@ func demoAdminKey() string {
 
 // listenAndServe serves cfg until ctx ends, then drains. path is the file
 // SIGHUP re-reads ("" for the demo: a SIGHUP then logs that there is
-// nothing to reload). lines, when not nil, is where log's JSON handler
-// writes (see node.Options.LogLines).
-func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, lines io.Writer, ready func(addr string)) int {
-	node, err := node.Assemble(cfg, node.Options{Logger: log, LogLines: lines, ConfigPath: path, Version: version})
+// nothing to reload). requests writes the request lines (nil: through log).
+func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, requests *telemetry.RequestLog, ready func(addr string)) int {
+	node, err := node.Assemble(cfg, node.Options{Logger: log, RequestLog: requests, ConfigPath: path, Version: version})
 	if err != nil {
 		log.Error("starting gateway", "error", err)
 		return 1
