@@ -15,7 +15,7 @@ import (
 func slogLine(e *Entry, end time.Time) []byte {
 	var buf bytes.Buffer
 	r := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-	r.AddAttrs(RequestAttrs(e)...)
+	r.AddAttrs(requestAttrs(nil, e)...)
 	_ = slog.NewJSONHandler(&buf, nil).Handle(context.Background(), r)
 	return buf.Bytes()
 }
