@@ -8,30 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"switchyard/config"
 )
-
-// lockedBuffer is a process's stderr in a test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestServeLogRequestLines: the serving process's log (serveLogger) is
 // JSON lines; each request, answered or refused, is one "request" line
@@ -50,8 +31,10 @@ teams: [{name: t, keys: [sk-t]}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
-	log, requests, flush := serveLogger(stderr)
+	// a plain buffer: the log's LogWriter is its one writer, and it orders
+	// its writes (and Close's) under one lock
+	var stderr bytes.Buffer
+	log, requests, flush := serveLogger(&stderr)
 	ctx, cancel := context.WithCancel(context.Background())
 	addr, done := make(chan string, 1), make(chan int, 1)
 	go func() { done <- listenAndServe(ctx, cfg, path, log, requests, func(a string) { addr <- a }) }()
