@@ -222,7 +222,7 @@ func TestOneShardWriterOneCallPerFlush(t *testing.T) {
 	lc.lose.Store(false)
 	serve(3) // arrives while the call is unacknowledged
 	for i := 0; i < 4 && (!g.r.w.empty() || g.r.w.inflight != nil); i++ {
-		g.advance(2 * time.Second)
+		g.advance(defaultUsageEvery) // the usage rows wait this long (writer.dueUsage)
 		g.step(t)
 	}
 	if !g.r.w.empty() {

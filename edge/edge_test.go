@@ -221,6 +221,7 @@ func usageExactThroughOutage(t *testing.T, oneShard bool) {
 		t.Fatal("writer step failed after Redis came back")
 	}
 	for i := 0; i < 3 && !g.r.w.empty(); i++ { // the batch in flight first, then what piled up behind it
+		g.advance(defaultUsageEvery) // and the usage rows once they have waited (writer.dueUsage)
 		g.step(t)
 	}
 	for _, d := range []string{"d0", "d1"} {

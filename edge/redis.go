@@ -61,8 +61,11 @@ type Config struct {
 	Clock     func() time.Time
 	// Writer bounds (defaults in writer.go).
 	FlushEvery time.Duration // how often the writer sends what is pending (default 10ms)
-	MaxPins    int           // pending pin writes kept while Redis is away (default 100,000)
-	MaxAudit   int           // audit entries queued for the stream (default 10,000)
+	// UsageEvery is how long a team's served usage may wait before it is
+	// written (default 10s): see writer.take.
+	UsageEvery time.Duration
+	MaxPins    int // pending pin writes kept while Redis is away (default 100,000)
+	MaxAudit   int // audit entries queued for the stream (default 10,000)
 	// OneShard is set when every key lives on one Redis server (standalone
 	// or Sentinel, not Cluster): concurrent admissions of different teams
 	// then share one script call, and the writer sends one call per flush

@@ -16,6 +16,7 @@ import (
 // Writer bounds and rhythm.
 const (
 	defaultFlushEvery  = 10 * time.Millisecond // what is pending goes out at least this often
+	defaultUsageEvery  = 10 * time.Second      // a team's usage report waits at most this long
 	defaultMaxPins     = 100_000               // pending pin writes, all teams together
 	defaultMaxAudit    = 10_000                // audit entries queued for the stream
 	maxRefunds         = 256                   // refund pairs per team per batch; more are merged
@@ -37,17 +38,19 @@ type teamState struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	team     *catalog.Team // latest limits seen (TPM converts tokens to time)
-	charge   int64         // tokens to add to the TPM TAT
-	refunds  []refund      // bounded refunds not yet sent
-	usd      float64       // budget spend not yet sent
-	releases []string      // slot ids to remove
-	live     map[string]struct{}
-	usage    map[string]*usageRow
-	pins     map[string]pinWrite // coalesced per key: the last write wins
-	flight   *batch              // sent and not acknowledged; resent as is
-	dirty    bool                // queued in writer.dirty
-	usageExp time.Time           // when the usage hash's TTL is next renewed
+	team      *catalog.Team // latest limits seen (TPM converts tokens to time)
+	charge    int64         // tokens to add to the TPM TAT
+	refunds   []refund      // bounded refunds not yet sent
+	usd       float64       // budget spend not yet sent
+	releases  []string      // slot ids to remove
+	live      map[string]struct{}
+	usage     map[string]*usageRow
+	pins      map[string]pinWrite // coalesced per key: the last write wins
+	flight    *batch              // sent and not acknowledged; resent as is
+	dirty     bool                // queued in writer.dirty
+	usageExp  time.Time           // when the usage hash's TTL is next renewed
+	usageDue  time.Time           // when the usage pending is written (zero: not yet held)
+	usageHeld bool                // on writer.held until usageDue
 
 	// unshared is set when the local fallback admitted a request of this
 	// team that Redis has not heard of: the team's next admission script
@@ -279,12 +282,15 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	if ts.flight != nil {
 		return ts.flight
 	}
-	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, usage: ts.usage}
+	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, usage: wr.dueUsage(ts, now)}
 	b.usageTTL = -int64(usageTTL.Seconds())
-	if len(b.usage) > 0 && !now.Before(ts.usageExp) {
-		b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
+	if len(b.usage) > 0 {
+		if !now.Before(ts.usageExp) {
+			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
+		}
+		ts.usage, ts.usageDue = nil, time.Time{}
 	}
-	ts.charge, ts.refunds, ts.usd, ts.usage = 0, nil, 0, nil
+	ts.charge, ts.refunds, ts.usd = 0, nil, 0
 	if n := len(ts.releases); n > maxBatchItems {
 		b.releases = ts.releases[:maxBatchItems:maxBatchItems]
 		ts.releases = ts.releases[maxBatchItems:]
@@ -322,6 +328,62 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	return b
 }
 
+// dueUsage is the part of take that decides whether ts's usage rows go in
+// this batch (ts.mu held): only once they have waited usageEvery, or when
+// the writer drains. Usage is a report (SPEC 11: no admission reads it), so
+// a team serving a request now and then costs Redis one usage write per
+// usageEvery instead of one per request: with 10,000 teams, most flushes
+// carry a team's one request, and its usage was the larger part of the
+// finish script's work. Limits, budget spend, releases and pins are not
+// held. Rows held wait on w.held, in the order their wait began, which
+// brings the team back when they are due; they stay exact through any
+// outage, as before, and a killed node loses at most usageEvery of them
+// (its audit stream and log lines still hold every request).
+func (w *writer) dueUsage(ts *teamState, now time.Time) map[string]*usageRow {
+	if len(ts.usage) == 0 || w.draining {
+		return ts.usage
+	}
+	if ts.usageDue.IsZero() {
+		ts.usageDue = now.Add(w.usageEvery)
+	}
+	if !now.Before(ts.usageDue) {
+		return ts.usage
+	}
+	if !ts.usageHeld {
+		ts.usageHeld = true
+		w.held = append(w.held, heldUsage{ts: ts, due: ts.usageDue})
+	}
+	return nil
+}
+
+// heldUsage is a team whose usage rows wait until due.
+type heldUsage struct {
+	ts  *teamState
+	due time.Time
+}
+
+// releaseHeld queues for this round the teams of w.held whose usage is due
+// (all of them when draining), and drops them from it.
+func (w *writer) releaseHeld(now time.Time) {
+	i := w.heldHead
+	for ; i < len(w.held) && (w.draining || !now.Before(w.held[i].due)); i++ {
+		ts := w.held[i].ts
+		w.held[i] = heldUsage{}
+		ts.mu.Lock()
+		ts.usageHeld = false
+		ts.mu.Unlock()
+		w.markDirty(ts, false)
+	}
+	w.heldHead = i
+	if w.heldHead == len(w.held) {
+		w.held, w.heldHead = w.held[:0], 0
+	} else if w.heldHead > len(w.held)/2 {
+		n := copy(w.held, w.held[w.heldHead:])
+		clear(w.held[n:])
+		w.held, w.heldHead = w.held[:n], 0
+	}
+}
+
 // settle records the outcome of a batch: acknowledged, or kept to be resent.
 func (ts *teamState) settle(b *batch, err error) (again bool) {
 	ts.mu.Lock()
@@ -331,7 +393,7 @@ func (ts *teamState) settle(b *batch, err error) (again bool) {
 	}
 	if err == nil {
 		ts.flight = nil
-		return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || len(ts.usage) > 0 || len(ts.pins) > 0
+		return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || (len(ts.usage) > 0 && !ts.usageHeld) || len(ts.pins) > 0
 	}
 	return true
 }
@@ -425,6 +487,10 @@ type writer struct {
 	retryAt    time.Time
 	backoff    time.Duration
 	auditRetry []*telemetry.Entry
+	usageEvery time.Duration
+	held       []heldUsage // teams whose usage waits (dueUsage), from heldHead on
+	heldHead   int
+	draining   bool // close: everything goes out, held usage included
 }
 
 func newWriter(r *Redis, store *telemetry.RedisAudit, usage *ratelimit.RedisUsage) *writer {
@@ -435,11 +501,15 @@ func newWriter(r *Redis, store *telemetry.RedisAudit, usage *ratelimit.RedisUsag
 	if r.cfg.MaxPins <= 0 {
 		r.cfg.MaxPins = defaultMaxPins
 	}
+	usageEvery := r.cfg.UsageEvery
+	if usageEvery <= 0 {
+		usageEvery = defaultUsageEvery
+	}
 	if r.cfg.MaxAudit <= 0 {
 		r.cfg.MaxAudit = defaultMaxAudit
 	}
 	return &writer{
-		r: r, store: store, usage: usage, every: every, mark: nodeMarkKey(r.cfg.Prefix, r.node),
+		r: r, store: store, usage: usage, every: every, usageEvery: usageEvery, mark: nodeMarkKey(r.cfg.Prefix, r.node),
 		flushTTL: max(4*r.cfg.Timeout, 250*time.Millisecond),
 		auditQ:   make(chan *telemetry.Entry, r.cfg.MaxAudit),
 		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
@@ -517,6 +587,7 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 	if now.Before(w.retryAt) {
 		return false
 	}
+	w.releaseHeld(now)
 	renew := !now.Before(w.nextRenew)
 	if renew {
 		w.nextRenew = now.Add(w.r.cfg.SlotLease / 3)
@@ -658,6 +729,7 @@ func (w *writer) close(ctx context.Context) error {
 	if w.started.Load() {
 		<-w.done
 	}
+	w.draining = true
 	for {
 		w.retryAt = time.Time{}
 		w.nextRenew = w.r.cfg.Clock().Add(time.Hour) // no renewals at shutdown: the node is going away
