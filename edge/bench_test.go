@@ -2,11 +2,13 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/bench/floor"
+	"switchyard/catalog"
 	"switchyard/cluster"
 	"switchyard/config"
 	"switchyard/internal/redistest"
@@ -74,17 +76,32 @@ func (cannedClient) EvalSha(ctx context.Context, sha string, keys []string, args
 // BenchmarkBeginCPU is Begin and Finish of a limited team against a client
 // that answers at once: the CPU the edge adds to a request besides the
 // round trip.
+// With teams=10000 each request is the next of 10,000 teams, as in
+// bench/overhead.sh -m: the per-team records are out of cache.
 func BenchmarkBeginCPU(b *testing.B) {
-	loopBeginFinish(b, newRedis(cannedClient{}, nil, Config{OneShard: true}, nil, nil, nil, nil))
+	for _, n := range []int{1, 10_000} {
+		b.Run(fmt.Sprintf("teams=%d", n), func(b *testing.B) {
+			loopBeginFinishTeams(b, newRedis(cannedClient{}, nil, Config{OneShard: true}, nil, nil, nil, nil), n)
+		})
+	}
 }
 
 // loopBeginFinish is one limited team's request, Begin then Finish, per
 // benchmark iteration.
-func loopBeginFinish(b *testing.B, r *Redis) {
-	team := teamtest.Team("bench", teamtest.Limits{RPM: 1e8, TPM: 1e11})
+func loopBeginFinish(b *testing.B, r *Redis) { loopBeginFinishTeams(b, r, 1) }
+
+// loopBeginFinishTeams is loopBeginFinish over n teams in turn.
+func loopBeginFinishTeams(b *testing.B, r *Redis, n int) {
+	teams := make([]*catalog.Team, n)
+	for i := range teams {
+		teams[i] = teamtest.Team(fmt.Sprintf("t%d", i), teamtest.Limits{RPM: 1e8, TPM: 1e11})
+	}
 	ctx := context.Background()
 	b.ReportAllocs()
+	i := 0
 	for b.Loop() {
+		team := teams[i%n]
+		i++
 		bg, err := r.Begin(ctx, &Request{RequestID: "r", Team: team, Tokens: 25})
 		if err != nil || !bg.Decision.Allowed || bg.Local {
 			b.Fatal(err, bg.Decision.Allowed, bg.Local)

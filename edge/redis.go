@@ -184,11 +184,22 @@ func (r *Redis) sharedFor(key string) bool {
 func (r *Redis) SetDivisor(n int) { r.local.SetDivisor(n) }
 
 func (r *Redis) team(t *catalog.Team) *teamState {
-	if v, ok := r.teams.Load(t.Name); ok {
-		return v.(*teamState)
+	if ts, ok := t.Caches.Edge.Load().(*teamState); ok && ts.owner == r {
+		return ts
 	}
-	v, _ := r.teams.LoadOrStore(t.Name, newTeamState(newTeamKeys(r.cfg.Prefix, t.Name, r.node)))
-	return v.(*teamState)
+	var ts *teamState
+	if v, ok := r.teams.Load(t.Name); ok {
+		ts = v.(*teamState)
+	} else {
+		n := newTeamState(newTeamKeys(r.cfg.Prefix, t.Name, r.node))
+		n.owner, n.local = r, r.local.Ref(t.Name)
+		v, _ := r.teams.LoadOrStore(t.Name, n)
+		ts = v.(*teamState)
+	}
+	// kept on the team (this snapshot's) for the next request; a team of a
+	// snapshot that several edges share (tests) keeps the first one's
+	t.Caches.Edge.CompareAndSwap(nil, ts)
+	return ts
 }
 
 // stateOf is b's team record: the one Begin looked up, or r's (a Begun
@@ -592,7 +603,7 @@ func (r *Redis) learn(g *teamBatch) {
 			budget = max(budget, a.d.RetryAfter)
 		}
 	}
-	r.local.Mirror(t, rpm, tpm)
+	r.local.MirrorRef(g.calls[0].ts.local, t, rpm, tpm)
 	if budget > 0 {
 		r.local.BlockBudget(t.Name, r.cfg.Clock().Add(budget).UnixNano())
 	}

@@ -34,7 +34,9 @@ const (
 // request path (Begin, Finish) and the writer take mu only to fold in or
 // swap out a few fields, never while talking to Redis (SPEC 9).
 type teamState struct {
-	keys *teamKeys // immutable
+	keys  *teamKeys         // immutable
+	owner *Redis            // immutable: the edge whose record this is
+	local ratelimit.TeamRef // immutable: the team in the local fallback (learn mirrors into it)
 
 	mu sync.Mutex
 	// Guarded by mu.
