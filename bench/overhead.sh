@@ -14,6 +14,7 @@
 # (INFO commandstats before and after; scripts' inner commands included) and
 # CPU per request of the gateway, the floor and Redis (utime+stime from
 # /proc). Before the rounds every gateway runs one unmeasured warm-up phase.
+# At the end it prints each process's peak and current resident memory.
 # With -m a third gateway has 10,000 teams and its requests are spread over
 # 100,000 live sessions, ten per team (two deployments and session keeping
 # on in the gateway it is compared with and in it, so pins are read and
@@ -198,6 +199,12 @@ if [ $MANY = 1 ]; then
   echo "$(med many.rps) $(med gateway.rps) $(med many1.p50) $(med gateway1.p50) $(med direct1.p50)" |
     awk '{printf "  10,000 teams / 100,000 sessions vs one of each: throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
 fi
+# memory (SPEC 16: steady memory under 100 MB RSS at saturation): the peak
+# resident set over the whole run (VmHWM: warm-up and every phase), and now
+rss() { awk '/^VmHWM/ {h=$2} /^VmRSS/ {r=$2} END {printf "%.0f MB peak, %.0f MB now", h/1024, r/1024}' "/proc/$1/status"; }
+line="  memory (RSS): gateway $(rss $GWPID); floor $(rss $FLOORPID)"
+[ $MANY = 0 ] || line="$line; 10,000 teams $(rss $GWMPID)"
+echo "$line"
 if [ "$K" -gt 1 ]; then
   line="  paired per round (median of each round's own ratio): gateway/floor $(paired ratio gateway.rps floor.rps), p50 gateway - floor $(paired diff gateway1.p50 floor1.p50) us"
   [ $MANY = 0 ] || line="$line, 10,000 teams: throughput $(paired ratio many.rps gateway.rps), overhead one at a time $(paired overhead many1.p50 gateway1.p50 direct1.p50)"

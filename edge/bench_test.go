@@ -18,7 +18,8 @@ import (
 // BenchmarkBegin measures one request's edge work against a real
 // redis-server, one request at a time: Begin and Finish of a limited team
 // (the writer running as in production), next to the floor's one EVALSHA
-// with go-redis's default client and with the node's client.
+// with go-redis's default client and with the node's client, and the
+// least a GCRA admission on Redis's clock costs (minimalGCRA).
 func BenchmarkBegin(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
@@ -43,6 +44,14 @@ func BenchmarkBegin(b *testing.B) {
 			}
 		}
 	})
+	b.Run("gcra-minimal-node-client", func(b *testing.B) {
+		args := []any{int64(100_000_000), int64(100_000_000_000), int64(41)}
+		for b.Loop() {
+			if err := minimalGCRA.Run(ctx, conn.Client, []string{"bench:{team:min}:tat"}, args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("begin-finish", func(b *testing.B) { benchBeginFinish(b, conn) })
 	if err := conn.Warm(ctx); err != nil {
 		b.Fatal(err)
@@ -56,6 +65,27 @@ func BenchmarkBegin(b *testing.B) {
 	})
 	b.Run("begin-finish-warm", func(b *testing.B) { benchBeginFinish(b, conn) })
 }
+
+// minimalGCRA is the least an admission on Redis's clock can do (SPEC 3):
+// read the clock, read the TATs, write them back; one team, rpm and tpm,
+// no slots, budget, pins, releases or header values. Beside the floor's
+// INCR it is the lower bound of beginLua's round trip: one at a time on a
+// 2-core VM it is already tens of microseconds slower than the floor's.
+var minimalGCRA = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local v = redis.call('GET', KEYS[1])
+local r, tt = 0, 0
+if v then
+  local a, b = string.match(v, '^([^:]*):(.*)$')
+  r, tt = tonumber(a) or 0, tonumber(b) or 0
+end
+r = math.max(r, now) + W / tonumber(ARGV[1])
+tt = math.max(tt, now) + tonumber(ARGV[3]) * W / tonumber(ARGV[2])
+if r - W - now > 1 or tt - W - now > 1 then return 0 end
+redis.call('SET', KEYS[1], string.format('%.17g:%.17g', r, tt), 'PX', math.ceil((math.max(r, tt) - now) / 1000) + 1)
+return 1`)
 
 func benchBeginFinish(b *testing.B, conn *cluster.Conn) {
 	r := NewRedis(conn.Client, conn, Config{}, nil, nil, nil, nil)
