@@ -106,6 +106,7 @@ type Team struct {
 type TeamCaches struct {
 	Edge   atomic.Value // package edge: its record of the team
 	Series atomic.Value // package gateway: the team's last requests-counter series
+	Tokens atomic.Value // package gateway: the team's token series by deployment
 }
 
 // Allows reports whether the team may call the public model or alias.
