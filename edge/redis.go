@@ -62,7 +62,7 @@ type Config struct {
 	// Writer bounds (defaults in writer.go).
 	FlushEvery time.Duration // how often the writer sends what is pending (default 10ms)
 	// UsageEvery is how long a team's served usage may wait before it is
-	// written (default 10s): see writer.take.
+	// written (default 10s): see writer.dueUsage.
 	UsageEvery time.Duration
 	MaxPins    int // pending pin writes kept while Redis is away (default 100,000)
 	MaxAudit   int // audit entries queued for the stream (default 10,000)
@@ -603,7 +603,7 @@ func (r *Redis) learn(g *teamBatch) {
 			budget = max(budget, a.d.RetryAfter)
 		}
 	}
-	r.local.MirrorRef(g.calls[0].ts.local, t, rpm, tpm)
+	r.local.Mirror(g.calls[0].ts.local, t, rpm, tpm)
 	if budget > 0 {
 		r.local.BlockBudget(t.Name, r.cfg.Clock().Add(budget).UnixNano())
 	}

@@ -286,19 +286,6 @@ func (l *Local) Resets(team string) (rpm, tpm time.Duration) {
 	return time.Duration(max(0, r)), time.Duration(max(0, t))
 }
 
-// Mirror makes the local state of team t at least as full as a shared
-// decision reported: requests resets after rpmReset and tokens after
-// tpmReset. The shared limiter calls it after every decision Redis took, so
-// a node that falls back mid-burst never admits locally what Redis already
-// admitted (SPEC 9: a decision is shared or local, never both). With the
-// divisor the local bucket is as full, in proportion, as the shared one.
-func (l *Local) Mirror(t *catalog.Team, rpmReset, tpmReset time.Duration) {
-	if rpmReset <= 0 && tpmReset <= 0 {
-		return
-	}
-	l.MirrorRef(l.Ref(t.Name), t, rpmReset, tpmReset)
-}
-
 // TeamRef is a team's state in a Local, for a caller that keeps it beside
 // its own per-team record instead of looking the name up on every call
 // (with 10,000 teams each lookup is a cache miss). A Local never drops a
@@ -308,8 +295,13 @@ type TeamRef struct{ st *localTeam }
 // Ref is the team's state in l, made if new.
 func (l *Local) Ref(name string) TeamRef { return TeamRef{l.team(name)} }
 
-// MirrorRef is Mirror on the state ref names (t is the same team's limits).
-func (l *Local) MirrorRef(ref TeamRef, t *catalog.Team, rpmReset, tpmReset time.Duration) {
+// Mirror makes the local state ref of team t at least as full as a shared
+// decision reported: requests resets after rpmReset and tokens after
+// tpmReset. The shared limiter calls it after every decision Redis took, so
+// a node that falls back mid-burst never admits locally what Redis already
+// admitted (SPEC 9: a decision is shared or local, never both). With the
+// divisor the local bucket is as full, in proportion, as the shared one.
+func (l *Local) Mirror(ref TeamRef, t *catalog.Team, rpmReset, tpmReset time.Duration) {
 	if rpmReset <= 0 && tpmReset <= 0 {
 		return
 	}
