@@ -105,7 +105,7 @@ type Team struct {
 // package's to store and load.
 type TeamCaches struct {
 	Edge   atomic.Value // package edge: its record of the team
-	Series atomic.Value // package gateway: the team's last requests-counter series
+	Series atomic.Value // package gateway: the team's requests-counter series by model and status
 	Tokens atomic.Value // package gateway: the team's token series by deployment
 }
 

@@ -355,46 +355,13 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage, relayed int64) 
 }
 
 // depSeries are a team's switchyard_tokens_total series of one deployment.
-type depSeries struct {
-	dep                string
-	prompt, completion *telemetry.Counter
-}
+type depSeries struct{ prompt, completion *telemetry.Counter }
 
-// teamSeries is what a team keeps in catalog.TeamCaches.Tokens: the
-// series of the deployments it was served by (copied on change, never
-// written in place), of one server's tables.
-type teamSeries struct {
-	tokens *telemetry.CounterTable
-	deps   []depSeries
-}
-
-// maxTeamSeries bounds the deployments a team keeps series of; the rest are
-// looked up in the tables each time.
-const maxTeamSeries = 8
-
-// tokenSeries is the team's token series of deployment dep, kept
-// on the team: with 10,000 teams the tables' lookups by three labels were a
-// cache miss each per request.
+// tokenSeries is the team's token series of deployment dep, kept on the
+// team (teamSeries).
 func (cl *call) tokenSeries(dep string) depSeries {
 	m, t := cl.s.Metrics, cl.team
-	cur, _ := t.Caches.Tokens.Load().(*teamSeries)
-	if cur != nil && cur.tokens == m.Tokens {
-		for _, d := range cur.deps {
-			if d.dep == dep {
-				return d
-			}
-		}
-	}
-	d := depSeries{dep: dep, prompt: m.Tokens.WithLabelValues(t.Name, dep, "prompt"),
-		completion: m.Tokens.WithLabelValues(t.Name, dep, "completion")}
-	next := &teamSeries{tokens: m.Tokens}
-	if cur != nil && cur.tokens == m.Tokens {
-		if len(cur.deps) >= maxTeamSeries {
-			return d
-		}
-		next.deps = append(next.deps, cur.deps...)
-	}
-	next.deps = append(next.deps, d)
-	t.Caches.Tokens.Store(next)
-	return d
+	return teamSeries(&t.Caches.Tokens, m.Tokens, dep, func() depSeries {
+		return depSeries{m.Tokens.WithLabelValues(t.Name, dep, "prompt"), m.Tokens.WithLabelValues(t.Name, dep, "completion")}
+	})
 }

@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -329,31 +331,62 @@ func (cl *call) finish() {
 	s.RequestLog.Write(e, cl.start.Add(dur)) // the audit entry as one structured log line (SPEC 12.2)
 }
 
-// requestSeries is the switchyard_requests_total series of this request.
-// An authenticated team keeps its last one (catalog.TeamCaches.Series): a
-// team's requests mostly share one model and status, and the table's
-// lookup by three labels is a cache miss per request with 10,000 teams.
+// requestSeries is the switchyard_requests_total series of this request,
+// kept on an authenticated team (teamSeries).
 func (cl *call) requestSeries(model, team string, status int) *telemetry.Counter {
-	t := cl.team
-	if t == nil {
-		return cl.s.Metrics.Requests.WithLabelValues(model, team, strconv.Itoa(status))
-	}
 	table := cl.s.Metrics.Requests
-	if last, ok := t.Caches.Series.Load().(*lastSeries); ok && last.table == table && last.model == model && last.status == status {
-		return last.c
+	mk := func() *telemetry.Counter { return table.WithLabelValues(model, team, strconv.Itoa(status)) }
+	if cl.team == nil {
+		return mk()
 	}
-	c := table.WithLabelValues(model, team, strconv.Itoa(status))
-	t.Caches.Series.Store(&lastSeries{table: table, model: model, status: status, c: c})
-	return c
+	return teamSeries(&cl.team.Caches.Series, table, modelStatus{model, status}, mk)
 }
 
-// lastSeries is a team's last requests-counter series and its labels (the
-// team's name is the third).
-type lastSeries struct {
-	table  *telemetry.CounterTable // whose series (servers in one process may share a catalog)
+// modelStatus is the part of a requests series' labels a team varies.
+type modelStatus struct {
 	model  string
 	status int
-	c      *telemetry.Counter
+}
+
+// seriesSet is what a team keeps in one of its catalog.TeamCaches slots:
+// the series it counted in, by the labels it varies, of one server's
+// table (servers in one process may share a catalog). It is copied on
+// change, never written in place.
+type seriesSet[K comparable, V any] struct {
+	table *telemetry.CounterTable
+	keys  []K
+	vals  []V
+}
+
+// maxTeamSeries bounds the series a team keeps per slot; the rest are
+// looked up in the table each time.
+const maxTeamSeries = 8
+
+// teamSeries is the series of key k in table, found in the team's slot,
+// or made with mk and kept there: with 10,000 teams the table's lookup by
+// three labels was a cache miss per request, while the team is in cache
+// already.
+func teamSeries[K comparable, V any](slot *atomic.Value, table *telemetry.CounterTable, k K, mk func() V) V {
+	cur, _ := slot.Load().(*seriesSet[K, V])
+	if cur != nil && cur.table != table {
+		cur = nil
+	}
+	if cur != nil {
+		if i := slices.Index(cur.keys, k); i >= 0 {
+			return cur.vals[i]
+		}
+	}
+	v := mk()
+	if cur != nil && len(cur.keys) >= maxTeamSeries {
+		return v
+	}
+	next := &seriesSet[K, V]{table: table}
+	if cur != nil {
+		next.keys, next.vals = slices.Clone(cur.keys), slices.Clone(cur.vals)
+	}
+	next.keys, next.vals = append(next.keys, k), append(next.vals, v)
+	slot.Store(next)
+	return v
 }
 
 // spanOutcome is the server span's SPEC 12.5 attributes, from the audit entry.
