@@ -151,3 +151,43 @@ func TestUsageWaitsForItsInterval(t *testing.T) {
 		t.Fatalf("usage after close %s requests, want 5: close writes the usage still waiting", got)
 	}
 }
+
+// TestDueUsageBehindABatchInFlight: usage that comes due while the team's
+// previous batch waits to be resent (its reply was lost) goes out in the
+// flush after the resend, without another request of the team: released
+// from w.held, the team is no longer "holding", so the resend's settle
+// queues it again.
+func TestDueUsageBehindABatchInFlight(t *testing.T) {
+	g := newMiniRig(t, Config{UsageEvery: 5 * time.Second}, false)
+	lc := &lossyClient{Client: g.c}
+	g.r.c = lc
+	team := teamtest.Team("u", teamtest.Limits{})
+	const key = "sy:{team:u}:usage"
+	serve := func(pin string) {
+		b, err := g.r.Begin(context.Background(), &Request{RequestID: "r", Team: team, Tokens: 10, Pins: PinQuery{Session: "s", Models: [2]string{"m"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.r.Finish(&b, &Outcome{Served: true, Deployment: "d0", PromptTokens: 7, CompletionTokens: 3, DepModel: "m", DepPin: pin, DepTTL: time.Hour})
+	}
+	serve("p0")
+	if !g.step(t) { // the pin goes out, the usage row starts its wait
+		t.Fatal("writer step failed")
+	}
+	g.advance(time.Second)
+	serve("p1")
+	lc.lose.Store(true)
+	if g.step(t) { // the pin p1's batch: applied, its reply lost
+		t.Fatal("a lost reply reported success")
+	}
+	lc.lose.Store(false)
+	g.advance(5 * time.Second) // the usage is due now, behind the batch in flight
+	g.step(t)                  // resends the batch in flight, as it was: without the usage
+	if got := g.m.HGet(key, "d0|req"); got != "" {
+		t.Fatalf("usage %q requests in the resent batch, which was built before it was due", got)
+	}
+	g.step(t)
+	if got := g.m.HGet(key, "d0|req"); got != "2" {
+		t.Fatalf("usage %q requests after the resend and one more flush, want 2", got)
+	}
+}
