@@ -303,6 +303,47 @@ func TestRealRedisClusterMode(t *testing.T) {
 	}
 }
 
+// TestTATKeyTTL: the TAT key's expiry is the larger TAT rounded up to 10 s
+// of Redis's clock, and a write whose rounded TAT is not past the one it
+// read keeps the key's TTL (KEEPTTL) instead of setting it again: the
+// expiry never falls before the moment both buckets are full, and steady
+// traffic sets a TTL once per 10 s, not on every admission. On real Redis
+// and on miniredis.
+func TestTATKeyTTL(t *testing.T) {
+	const probe = tatLua + `
+if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+settat(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[1]), tonumber(ARGV[4]))
+return redis.call('PTTL', KEYS[1])
+`
+	const now = 1_700_000_003_000_000 // 7 s before a multiple of 10 s
+	steps := []struct {
+		name          string
+		r, t, prev    int64
+		preset, ttlMS int64 // a TTL set before the write (0: none); the TTL after it
+	}{
+		{"absent key: rounded up to the next 10 s", now + 1_000_000, 0, 0, 0, 7_001},
+		{"same 10 s: the TTL is kept", now + 2_000_000, 0, now + 1_000_000, 60_000, 60_000},
+		{"tpm part in the same 10 s: kept", now + 2_000_000, now + 6_999_999, now + 2_000_000, 60_000, 60_000},
+		{"past the rounded TAT read: set again", now + 8_000_000, 0, now + 6_999_999, 60_000, 17_001},
+		{"a refund moves it back: kept", now + 500_000, 0, now + 8_000_000, 0, 17_001},
+		{"what was read is gone (prev 0): set", now + 500_000, 0, 0, 60_000, 7_001},
+	}
+	srv := redistest.Start(t)
+	m := miniredis.RunT(t)
+	for name, c := range map[string]*redis.Client{"redis-server": srv.Client(), "miniredis": redis.NewClient(&redis.Options{Addr: m.Addr()})} {
+		for _, s := range steps {
+			got, err := c.Eval(context.Background(), probe, []string{"sy:{team:ttl}:tat"}, now, s.r, s.t, s.prev, s.preset).Int64()
+			if err != nil {
+				t.Fatalf("%s, %s: %v", name, s.name, err)
+			}
+			// real Redis counts the milliseconds since the write down
+			if got > s.ttlMS || got < s.ttlMS-200 {
+				t.Fatalf("%s, %s: PTTL %d ms, want %d", name, s.name, got, s.ttlMS)
+			}
+		}
+	}
+}
+
 // TestTATRoundTrip: the two TATs in one string key come back exactly (bit
 // for bit) from string.format('%.17g'), fractional microseconds included,
 // where Lua's tostring would keep 14 digits; on real Redis and on miniredis.
@@ -311,11 +352,11 @@ func TestTATRoundTrip(t *testing.T) {
 local now = tonumber(ARGV[1])
 local r = now + 60000000 / 7
 local tt = now + 1 / 3 + 1000 * 60000000 / 6001
-settat(KEYS[1], r, tt, now)
+settat(KEYS[1], r, tt, now, 0)
 local a, b = gettat(KEYS[1])
 local ok = 0
 if a == r and b == tt and redis.call('PTTL', KEYS[1]) > 0 then ok = 1 end
-settat(KEYS[1], 0, now, now) -- both full: deleted
+settat(KEYS[1], 0, now, now, tt) -- both full: deleted
 return {ok, redis.call('EXISTS', KEYS[1])}
 `
 	srv := redistest.Start(t)

@@ -28,9 +28,16 @@ local function gettat(k)
   local a, b = string.match(v, '^([^:]*):(.*)$')
   return tonumber(a) or 0, tonumber(b) or 0
 end
--- settat stores both TATs, with a TTL reaching the moment both buckets are
--- full again; when both already are, the key is deleted.
-local function settat(k, r, t, now)
+-- settat stores both TATs. The key lives at least until both buckets are
+-- full again (max(r, t)), with its expiry rounded up to a multiple of G (10 s
+-- of Redis's clock): every writer keeps the key's expiry at or after the
+-- rounded larger TAT it stores, so a writer whose new rounded TAT is not
+-- past the one it read (prev: the larger TAT read, 0 when the key was
+-- absent) keeps the TTL. Under steady traffic one write in G sets a TTL,
+-- the costly part of a SET in a script (Redis rewrites PX into PXAT for
+-- replicas and AOF). When both buckets are already full the key is deleted.
+local G = 10000000
+local function settat(k, r, t, now, prev)
   local m = math.max(r, t)
   if m <= now then
     redis.call('DEL', k)
@@ -38,7 +45,13 @@ local function settat(k, r, t, now)
   end
   if r <= now then r = 0 end
   if t <= now then t = 0 end
-  redis.call('SET', k, string.format('%.17g:%.17g', r, t), 'PX', math.ceil((m - now) / 1000) + 1)
+  local v = string.format('%.17g:%.17g', r, t)
+  local e = math.ceil(m / G) * G
+  if prev > 0 and e <= math.ceil(prev / G) * G then
+    redis.call('SET', k, v, 'KEEPTTL')
+  else
+    redis.call('SET', k, v, 'PX', math.ceil((e - now) / 1000) + 1)
+  end
 end
 `
 
@@ -91,6 +104,7 @@ for team = 1, tonumber(ARGV[2]) do
   local write = false
   local rraw, traw = 0, 0
   if rpm > 0 or tpm > 0 then rraw, traw = gettat(ktat) end
+  local prev = math.max(rraw, traw)
   if rpm > 0 and lr > 0 and now + lr > rraw then rraw, write = now + lr, true end
   if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
   local pcount, purged, added = 0, false, false
@@ -163,7 +177,7 @@ for team = 1, tonumber(ARGV[2]) do
       k = k + 1
     end
   end
-  if write then settat(ktat, rraw, traw, now) end
+  if write then settat(ktat, rraw, traw, now, prev) end
   if added then redis.call('PEXPIRE', kpar, 2 * lease) end
 end
 return out
@@ -229,6 +243,7 @@ for team = 1, tonumber(ARGV[4]) do
   if tpm > 0 and (charge > 0 or nref > 0) then
     clock()
     local rtat, tat = gettat(ktat)
+    local prev = math.max(rtat, tat)
     if tat < now then tat = now end
     tat = tat + charge * W / tpm
     for j = 1, nref do
@@ -238,7 +253,7 @@ for team = 1, tonumber(ARGV[4]) do
       i = i + 2
     end
     if tat < now then tat = now end
-    settat(ktat, rtat, tat, now)
+    settat(ktat, rtat, tat, now, prev)
   else
     i = i + 2 * nref
   end
