@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"switchyard/internal/teamtest"
+	"switchyard/telemetry"
 )
 
 // TestUsage: the usage read agrees between the local state and the Redis
@@ -189,5 +194,47 @@ func TestDueUsageBehindABatchInFlight(t *testing.T) {
 	g.step(t)
 	if got := g.m.HGet(key, "d0|req"); got != "2" {
 		t.Fatalf("usage %q requests after the resend and one more flush, want 2", got)
+	}
+}
+
+// roundClient counts the writer's rounds (one pipeline each).
+type roundClient struct {
+	Client
+	rounds atomic.Int32
+}
+
+func (c *roundClient) Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	c.rounds.Add(1)
+	return c.Client.Pipelined(ctx, fn)
+}
+
+// TestCloseGivesUpOnADeadRedis: a node stopping while Redis is unreachable
+// makes closeRounds failed rounds and returns, naming what is lost, long
+// before its shutdown budget ends. Before, it retried every 50 ms until the
+// budget (30 s in serve) ran out.
+func TestCloseGivesUpOnADeadRedis(t *testing.T) {
+	g := newMiniRig(t, Config{}, true)
+	rc := &roundClient{Client: g.c}
+	g.r.c = rc
+	team := teamtest.Team("gone", teamtest.Limits{RPM: 10, TPM: 1000})
+	b := begin(t, g.r, team, 100)
+	g.r.Finish(&b, &Outcome{Served: true, Deployment: "d0", PromptTokens: 7, CompletionTokens: 3, Audit: &telemetry.Entry{RequestID: "r1", Team: "gone"}})
+	g.m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := g.r.Close(ctx)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("close = %v with the budget %v: want an error before the budget ends", err, ctx.Err())
+	}
+	if n := rc.rounds.Load(); n != closeRounds {
+		t.Fatalf("%d rounds, want %d", n, closeRounds)
+	}
+	for _, want := range []string{"1 teams", "1 audit entries"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("close error %q does not name %q", err, want)
+		}
+	}
+	if got := g.obs.audit.Load(); got != 1 {
+		t.Fatalf("%d audit entries counted as dropped, want 1", got)
 	}
 }

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -724,14 +725,22 @@ func (w *writer) send(ctx context.Context, calls []*finishCall, entries []*telem
 	return ok
 }
 
-// close stops the goroutine and sends what is pending until ctx ends; what
-// is still unsent then is counted as dropped.
+// closeRounds is how many failed rounds in a row close makes before it
+// gives up on Redis: a node stopping while Redis is unreachable exits after
+// a few flush timeouts (flushTTL each, at most), not after its whole
+// shutdown budget (SPEC 9: a dead peer costs at most its timeout).
+const closeRounds = 3
+
+// close stops the goroutine and sends what is pending, until ctx ends or
+// closeRounds rounds in a row have failed; what is still unsent then is
+// lost, counted (audit) and named in the error.
 func (w *writer) close(ctx context.Context) error {
 	w.once.Do(func() { close(w.stop) })
 	if w.started.Load() {
 		<-w.done
 	}
 	w.draining = true
+	failed := 0
 	for {
 		w.retryAt = time.Time{}
 		w.nextRenew = w.r.cfg.Clock().Add(time.Hour) // no renewals at shutdown: the node is going away
@@ -742,9 +751,18 @@ func (w *writer) close(ctx context.Context) error {
 			}
 			return nil
 		}
-		if ctx.Err() != nil {
-			w.r.obs.OnDropped("audit", len(w.auditQ)+len(w.auditRetry))
-			return ctx.Err()
+		if ok {
+			failed = 0
+		} else {
+			failed++
+		}
+		if ctx.Err() != nil || failed == closeRounds {
+			audit := len(w.auditQ) + len(w.auditRetry)
+			w.r.obs.OnDropped("audit", audit)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("edge: Redis failed %d flushes in a row at shutdown: the pending writes of %d teams (usage, spend, corrections, pins) and %d audit entries are lost", failed, w.pendingTeams(), audit)
 		}
 		t := time.NewTimer(retryMin)
 		select {
@@ -753,6 +771,18 @@ func (w *writer) close(ctx context.Context) error {
 			t.Stop()
 		}
 	}
+}
+
+// pendingTeams is how many teams still have writes for Redis.
+func (w *writer) pendingTeams() int {
+	n := 0
+	w.r.teams.Range(func(_, v any) bool {
+		if ts := v.(*teamState); ts.pending() {
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // empty reports whether nothing is pending.
@@ -768,13 +798,15 @@ func (w *writer) empty() bool {
 	}
 	empty := true
 	w.r.teams.Range(func(_, v any) bool {
-		ts := v.(*teamState)
-		ts.mu.Lock()
-		if ts.flight != nil || ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || len(ts.usage) > 0 || len(ts.pins) > 0 {
-			empty = false
-		}
-		ts.mu.Unlock()
+		empty = !v.(*teamState).pending()
 		return empty
 	})
 	return empty
+}
+
+// pending reports whether ts has writes for Redis, sent or not.
+func (ts *teamState) pending() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.flight != nil || ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || len(ts.usage) > 0 || len(ts.pins) > 0
 }
