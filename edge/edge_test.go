@@ -128,6 +128,36 @@ func TestSlotLease(t *testing.T) {
 	}
 }
 
+// TestSlotSetTTL: an admission sets the slot set's TTL to two leases only
+// when less than one is left, so the set always outlives the slots in it
+// and a busy team does not pay a PEXPIRE per admission. Before, every
+// admission set it (the second case below saw 60 s again).
+func TestSlotSetTTL(t *testing.T) {
+	lease := 30 * time.Second
+	g := newMiniRig(t, Config{SlotLease: lease}, false)
+	team := teamtest.Team("ttl", teamtest.Limits{Par: 100})
+	const key = "sy:{team:ttl}:par"
+	for _, c := range []struct {
+		name   string
+		preset time.Duration // the set's TTL before the admission (0: none)
+		want   time.Duration
+	}{
+		{"a new set: two leases", 0, 2 * lease},
+		{"more than a lease left: kept", 31 * time.Second, 31 * time.Second},
+		{"less than a lease left: two leases", 29 * time.Second, 2 * lease},
+	} {
+		if c.preset > 0 {
+			g.m.SetTTL(key, c.preset)
+		}
+		if b := begin(t, g.r, team, 0); !b.Decision.Allowed {
+			t.Fatalf("%s: admission refused", c.name)
+		}
+		if got := g.m.TTL(key); got != c.want {
+			t.Fatalf("%s: TTL %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestEveryExitReconciles: an admitted request that is not served refunds
 // its whole reservation; a served one is charged what Charge says.
 func TestEveryExitReconciles(t *testing.T) {

@@ -83,7 +83,8 @@ end
 // kind is the one with the longest wait (the one that binds) and nothing is
 // charged. A slot's score is its lease expiry: a slot whose node stopped
 // renewing it is past its score within one lease and is dropped when the
-// set is full.
+// set is full. The set's TTL is set to two leases when less than one
+// is left, so it always outlives the slots in it.
 const beginLua = tatLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -178,7 +179,10 @@ for team = 1, tonumber(ARGV[2]) do
     end
   end
   if write then settat(ktat, rraw, traw, now, prev) end
-  if added then redis.call('PEXPIRE', kpar, 2 * lease) end
+  -- the set outlives its newest lease (now + lease) while its TTL is at
+  -- least one lease: set to two only then, not on every admission (a
+  -- PEXPIRE in a script costs Redis a PEXPIREAT rewrite for replicas)
+  if added and redis.call('PTTL', kpar) < lease then redis.call('PEXPIRE', kpar, 2 * lease) end
 end
 return out
 `
