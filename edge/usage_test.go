@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"switchyard/catalog"
 	"switchyard/internal/teamtest"
 	"switchyard/telemetry"
 )
@@ -105,6 +106,17 @@ func TestTeamKeys(t *testing.T) {
 	}
 }
 
+// servePinned is one served request of team in session "s" on deployment
+// d0 of model "m" (7 + 3 tokens), pinning the session to pin.
+func servePinned(t *testing.T, r *Redis, team *catalog.Team, pin string) {
+	t.Helper()
+	b, err := r.Begin(context.Background(), &Request{RequestID: "r", Team: team, Tokens: 10, Pins: PinQuery{Session: "s", Models: [2]string{"m"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Finish(&b, &Outcome{Served: true, Deployment: "d0", PromptTokens: 7, CompletionTokens: 3, DepModel: "m", DepPin: pin, DepTTL: time.Hour})
+}
+
 // TestUsageWaitsForItsInterval: a team's usage rows wait usageEvery before
 // they are written, summed, in one write, while its pins (and every other
 // write) go out with the next flush; a team whose only pending write is
@@ -116,11 +128,7 @@ func TestUsageWaitsForItsInterval(t *testing.T) {
 	team := teamtest.Team("u", teamtest.Limits{})
 	const key = "sy:{team:u}:usage"
 	serve := func(pin string) {
-		b, err := g.r.Begin(context.Background(), &Request{RequestID: "r", Team: team, Tokens: 10, Pins: PinQuery{Session: "s", Models: [2]string{"m"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.r.Finish(&b, &Outcome{Served: true, Deployment: "d0", PromptTokens: 7, CompletionTokens: 3, DepModel: "m", DepPin: pin, DepTTL: time.Hour})
+		servePinned(t, g.r, team, pin)
 		if !g.step(t) {
 			t.Fatal("writer step failed")
 		}
@@ -168,13 +176,7 @@ func TestDueUsageBehindABatchInFlight(t *testing.T) {
 	g.r.c = lc
 	team := teamtest.Team("u", teamtest.Limits{})
 	const key = "sy:{team:u}:usage"
-	serve := func(pin string) {
-		b, err := g.r.Begin(context.Background(), &Request{RequestID: "r", Team: team, Tokens: 10, Pins: PinQuery{Session: "s", Models: [2]string{"m"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.r.Finish(&b, &Outcome{Served: true, Deployment: "d0", PromptTokens: 7, CompletionTokens: 3, DepModel: "m", DepPin: pin, DepTTL: time.Hour})
-	}
+	serve := func(pin string) { servePinned(t, g.r, team, pin) }
 	serve("p0")
 	if !g.step(t) { // the pin goes out, the usage row starts its wait
 		t.Fatal("writer step failed")
