@@ -396,7 +396,7 @@ func (ts *teamState) settle(b *batch, err error) (again bool) {
 	}
 	if err == nil {
 		ts.flight = nil
-		return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || (len(ts.usage) > 0 && !ts.usageHeld) || len(ts.pins) > 0
+		return ts.unsent(false)
 	}
 	return true
 }
@@ -808,5 +808,12 @@ func (w *writer) empty() bool {
 func (ts *teamState) pending() bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return ts.flight != nil || ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 || len(ts.usage) > 0 || len(ts.pins) > 0
+	return ts.flight != nil || ts.unsent(true)
+}
+
+// unsent reports whether ts has writes not yet taken into a batch (ts.mu
+// held); usage on w.held counts only with held.
+func (ts *teamState) unsent(held bool) bool {
+	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 ||
+		(len(ts.usage) > 0 && (held || !ts.usageHeld)) || len(ts.pins) > 0
 }
