@@ -710,12 +710,14 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	if o.Served && o.Deployment != "" {
 		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
 	}
-	urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
+	visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
 	if o.Audit != nil {
 		r.ring.Record(o.Audit)
 		r.w.audit(o.Audit)
 	}
-	r.w.markDirty(ts, urgent)
+	if visit {
+		r.w.markDirty(ts, urgent)
+	}
 }
 
 // keepPin stores the pin key = value in the local copy and returns the key

@@ -165,6 +165,54 @@ func TestUsageWaitsForItsInterval(t *testing.T) {
 	}
 }
 
+// TestUsageOnlyFinishLeavesTheWriterAlone: once a team's usage rows wait
+// in the writer's held list, a request whose only write is another usage
+// row does not queue the team for the writer (each visit was a lock and a
+// batch per request with 10,000 teams); the rows still all arrive, summed,
+// when due. A request with something else to send (here a pin) still
+// queues it.
+func TestUsageOnlyFinishLeavesTheWriterAlone(t *testing.T) {
+	g := newMiniRig(t, Config{UsageEvery: 5 * time.Second}, false)
+	team := teamtest.Team("u", teamtest.Limits{})
+	const key = "sy:{team:u}:usage"
+	queued := func() int {
+		g.r.w.dmu.Lock()
+		defer g.r.w.dmu.Unlock()
+		return len(g.r.w.dirty)
+	}
+	servePinned(t, g.r, team, "")
+	if queued() != 1 {
+		t.Fatalf("the first usage row queued %d teams, want 1 (the writer starts its wait)", queued())
+	}
+	if !g.step(t) {
+		t.Fatal("writer step failed")
+	}
+	for i := range 3 {
+		servePinned(t, g.r, team, "")
+		if n := queued(); n != 0 {
+			t.Fatalf("usage-only request %d queued %d teams while the team's rows wait", i+2, n)
+		}
+		g.advance(time.Second)
+	}
+	servePinned(t, g.r, team, "p")
+	if queued() != 1 {
+		t.Fatalf("a request with a pin to write queued %d teams, want 1", queued())
+	}
+	if !g.step(t) {
+		t.Fatal("writer step failed")
+	}
+	if got := g.m.HGet(key, "d0|req"); got != "" {
+		t.Fatalf("usage written before it was due (%s requests)", got)
+	}
+	g.advance(2 * time.Second) // 5 s after the first row
+	if !g.step(t) {
+		t.Fatal("writer step failed")
+	}
+	if got, tok := g.m.HGet(key, "d0|req"), g.m.HGet(key, "d0|tok"); got != "5" || tok != "50" {
+		t.Fatalf("usage once due: %s requests, %s tokens; want 5 and 50", got, tok)
+	}
+}
+
 // TestDueUsageBehindABatchInFlight: usage that comes due while the team's
 // previous batch waits to be resent (its reply was lost) goes out in the
 // flush after the resend, without another request of the team: released

@@ -107,11 +107,18 @@ type finishWrite struct {
 	tierTTL, depTTL            time.Duration
 }
 
-// add folds w in; it reports whether a slot release was queued (the writer
-// sends those at once, so other nodes see the slot free soon too).
-func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins int) (urgent bool) {
+// add folds w in. It reports whether the writer has to visit the team
+// (visit) and whether a slot release was queued (urgent: the writer sends
+// those at once, so other nodes see the slot free soon too). A write that
+// is only a usage row of a team whose rows already wait in the writer's
+// held list (usageHeld) needs no visit: the held list brings the team back
+// when its rows are due. With 10,000 teams nearly every request is the
+// only one of its team in a flush, and the visit (a lock and a batch of a
+// team state no longer in cache) was the writer's largest cost per request.
+func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins int) (visit, urgent bool) {
 	dropped, relDropped := 0, 0
 	ts.mu.Lock()
+	visit = w.slot != "" || w.delta != 0 || w.usd != 0 || w.tierKey != "" || w.depKey != "" || (w.dep0 != "" && !ts.usageHeld)
 	ts.team = t
 	if w.slot != "" {
 		delete(ts.live, w.slot)
@@ -166,7 +173,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	if relDropped > 0 {
 		wr.r.obs.OnDropped("releases", relDropped)
 	}
-	return urgent
+	return visit, urgent
 }
 
 func (ts *teamState) pinLocked(key string, p pinWrite, wr *writer, maxPins int) int {
