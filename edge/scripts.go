@@ -22,10 +22,15 @@ import (
 
 // tatLua is shared by both scripts: reading and writing the TAT key.
 const tatLua = `
+-- the globals the scripts call, as locals: a global is a table lookup on
+-- every use, a local a register
+local call, tonumber, unpack = redis.call, tonumber, unpack
+local max, min, floor, ceil = math.max, math.min, math.floor, math.ceil
+local fmt, match = string.format, string.match
 local function gettat(k)
-  local v = redis.call('GET', k)
+  local v = call('GET', k)
   if not v then return 0, 0 end
-  local a, b = string.match(v, '^([^:]*):(.*)$')
+  local a, b = match(v, '^([^:]*):(.*)$')
   return tonumber(a) or 0, tonumber(b) or 0
 end
 -- settat stores both TATs. The key lives at least until both buckets are
@@ -38,19 +43,19 @@ end
 -- replicas and AOF). When both buckets are already full the key is deleted.
 local G = 10000000
 local function settat(k, r, t, now, prev)
-  local m = math.max(r, t)
+  local m = max(r, t)
   if m <= now then
-    redis.call('DEL', k)
+    call('DEL', k)
     return
   end
   if r <= now then r = 0 end
   if t <= now then t = 0 end
-  local v = string.format('%.17g:%.17g', r, t)
-  local e = math.ceil(m / G) * G
-  if prev > 0 and e <= math.ceil(prev / G) * G then
-    redis.call('SET', k, v, 'KEEPTTL')
+  local v = fmt('%.17g:%.17g', r, t)
+  local e = ceil(m / G) * G
+  if prev > 0 and e <= ceil(prev / G) * G then
+    call('SET', k, v, 'KEEPTTL')
   else
-    redis.call('SET', k, v, 'PX', math.ceil((e - now) / 1000) + 1)
+    call('SET', k, v, 'PX', ceil((e - now) / 1000) + 1)
   end
 end
 `
@@ -86,7 +91,7 @@ end
 // set is full. The set's TTL is set to two leases when less than one
 // is left, so it always outlives the slots in it.
 const beginLua = tatLua + `
-local t = redis.call('TIME')
+local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local W = 60000000
 local TOL = 1
@@ -99,21 +104,21 @@ for team = 1, tonumber(ARGV[2]) do
   local lr, lt, nrel = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
   local ktat, kpar, kbud = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   i, k = i + 8, k + 3
-  if nrel > 0 then redis.call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1)) end
+  if nrel > 0 then call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1)) end
   i = i + nrel
 
   local write = false
   local rraw, traw = 0, 0
   if rpm > 0 or tpm > 0 then rraw, traw = gettat(ktat) end
-  local prev = math.max(rraw, traw)
+  local prev = max(rraw, traw)
   if rpm > 0 and lr > 0 and now + lr > rraw then rraw, write = now + lr, true end
   if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
   local pcount, purged, added = 0, false, false
-  if par > 0 then pcount = redis.call('ZCARD', kpar) end
+  if par > 0 then pcount = call('ZCARD', kpar) end
   local bwait = 0
   if budget > 0 and period > 0 then
-    local p = math.floor(now / period)
-    local h = redis.call('HMGET', kbud, 'p', 'usd')
+    local p = floor(now / period)
+    local h = call('HMGET', kbud, 'p', 'usd')
     if tonumber(h[1]) == p and (tonumber(h[2]) or 0) >= budget then bwait = (p + 1) * period - now end
   end
 
@@ -140,8 +145,8 @@ for team = 1, tonumber(ARGV[2]) do
     if par > 0 and pcount >= par then
       if not purged then
         -- full: drop slots whose lease ran out (their node died), count again
-        redis.call('ZREMRANGEBYSCORE', kpar, '-inf', now)
-        pcount, purged = redis.call('ZCARD', kpar), true
+        call('ZREMRANGEBYSCORE', kpar, '-inf', now)
+        pcount, purged = call('ZCARD', kpar), true
       end
       if pcount >= par and 1000000 > wait then wait, kind = 1000000, 3 end
     end
@@ -156,25 +161,25 @@ for team = 1, tonumber(ARGV[2]) do
         ttat, traw, write = tnext, tnext, true
       end
       if par > 0 then
-        redis.call('ZADD', kpar, now + lease * 1000, slot)
+        call('ZADD', kpar, now + lease * 1000, slot)
         pcount, added = pcount + 1, true
       end
     end
     -- header values: units left at now, and microseconds until the bucket is full
     local rrem, rres, trem, tres = rpm, 0, tpm, 0
     if rtat > now then
-      rres = math.ceil(rtat - now)
-      rrem = math.max(0, math.min(rpm, math.floor((W - (rtat - now) + TOL) * rpm / W)))
+      rres = ceil(rtat - now)
+      rrem = max(0, min(rpm, floor((W - (rtat - now) + TOL) * rpm / W)))
     end
     if ttat > now then
-      tres = math.ceil(ttat - now)
-      trem = math.max(0, math.min(tpm, math.floor((W - (ttat - now) + TOL) * tpm / W)))
+      tres = ceil(ttat - now)
+      trem = max(0, min(tpm, floor((W - (ttat - now) + TOL) * tpm / W)))
     end
     local o = #out
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, kind, math.ceil(wait), rrem
-    out[o + 5], out[o + 6], out[o + 7], out[o + 8] = rres, trem, tres, math.ceil(ttat)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, kind, ceil(wait), rrem
+    out[o + 5], out[o + 6], out[o + 7], out[o + 8] = rres, trem, tres, ceil(ttat)
     for j = 1, np do
-      out[o + 8 + j] = redis.call('GET', KEYS[k]) or ''
+      out[o + 8 + j] = call('GET', KEYS[k]) or ''
       k = k + 1
     end
   end
@@ -182,7 +187,7 @@ for team = 1, tonumber(ARGV[2]) do
   -- the set outlives its newest lease (now + lease) while its TTL is at
   -- least one lease: set to two only then, not on every admission (a
   -- PEXPIRE in a script costs Redis a PEXPIREAT rewrite for replicas)
-  if added and redis.call('PTTL', kpar) < lease then redis.call('PEXPIRE', kpar, 2 * lease) end
+  if added and call('PTTL', kpar) < lease then call('PEXPIRE', kpar, 2 * lease) end
 end
 return out
 `
@@ -218,9 +223,9 @@ return out
 // now (SPEC 3). The rpm part is kept as it is.
 const finishLua = tatLua + `
 local seq = tonumber(ARGV[1])
-local last = tonumber(redis.call('GET', KEYS[1]) or -1)
+local last = tonumber(call('GET', KEYS[1]) or -1)
 if seq <= last then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 
 local W = 60000000
 local lease = tonumber(ARGV[3])
@@ -228,7 +233,7 @@ local lease = tonumber(ARGV[3])
 local now = nil
 local function clock()
   if not now then
-    local t = redis.call('TIME')
+    local t = call('TIME')
     now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
   return now
@@ -247,13 +252,13 @@ for team = 1, tonumber(ARGV[4]) do
   if tpm > 0 and (charge > 0 or nref > 0) then
     clock()
     local rtat, tat = gettat(ktat)
-    local prev = math.max(rtat, tat)
+    local prev = max(rtat, tat)
     if tat < now then tat = now end
     tat = tat + charge * W / tpm
     for j = 1, nref do
       local back = tonumber(ARGV[i]) * W / tpm
       local hold = tonumber(ARGV[i + 1]) - now
-      if hold > 0 then tat = tat - math.min(back, hold) end
+      if hold > 0 then tat = tat - min(back, hold) end
       i = i + 2
     end
     if tat < now then tat = now end
@@ -263,26 +268,26 @@ for team = 1, tonumber(ARGV[4]) do
   end
   if usd > 0 and period > 0 then
     clock()
-    local p = math.floor(now / period)
-    if tonumber(redis.call('HGET', kbudget, 'p')) == p then
-      redis.call('HINCRBYFLOAT', kbudget, 'usd', usds)
+    local p = floor(now / period)
+    if tonumber(call('HGET', kbudget, 'p')) == p then
+      call('HINCRBYFLOAT', kbudget, 'usd', usds)
     else
-      redis.call('HSET', kbudget, 'p', p, 'usd', usds)
+      call('HSET', kbudget, 'p', p, 'usd', usds)
     end
-    redis.call('PEXPIRE', kbudget, math.ceil(((p + 1) * period - now) / 1000) + 60000)
+    call('PEXPIRE', kbudget, ceil(((p + 1) * period - now) / 1000) + 60000)
   end
   local nrel = tonumber(ARGV[i]); i = i + 1
   if nrel > 0 then
-    redis.call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1))
+    call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1))
     i = i + nrel
   end
   local nren = tonumber(ARGV[i]); i = i + 1
   if nren > 0 then
     clock()
     for j = i, i + nren - 1 do
-      redis.call('ZADD', kpar, 'XX', now + lease * 1000, ARGV[j])
+      call('ZADD', kpar, 'XX', now + lease * 1000, ARGV[j])
     end
-    redis.call('PEXPIRE', kpar, 2 * lease)
+    call('PEXPIRE', kpar, 2 * lease)
     i = i + nren
   end
   local nuse = tonumber(ARGV[i]); i = i + 1
@@ -292,26 +297,26 @@ for team = 1, tonumber(ARGV[4]) do
       local d = ARGV[i]
       -- a new field (a new hash, or a deployment new to it) gets the TTL
       -- now; otherwise it is renewed when the writer says it is due
-      if redis.call('HINCRBY', kusage, d .. '|req', ARGV[i + 1]) == tonumber(ARGV[i + 1]) then fresh = true end
-      redis.call('HINCRBY', kusage, d .. '|tok', ARGV[i + 2])
+      if call('HINCRBY', kusage, d .. '|req', ARGV[i + 1]) == tonumber(ARGV[i + 1]) then fresh = true end
+      call('HINCRBY', kusage, d .. '|tok', ARGV[i + 2])
       if tonumber(ARGV[i + 3]) > 0 then
-        redis.call('HINCRBYFLOAT', kusage, d .. '|usd', ARGV[i + 3])
+        call('HINCRBYFLOAT', kusage, d .. '|usd', ARGV[i + 3])
       end
       i = i + 4
     end
-    if fresh or uttl > 0 then redis.call('EXPIRE', kusage, math.abs(uttl)) end
+    if fresh or uttl > 0 then call('EXPIRE', kusage, math.abs(uttl)) end
   end
   for j = 1, np do
     local v, ttl, mode = ARGV[i], ARGV[i + 1], ARGV[i + 2]
     i = i + 3
     if mode == '2' then
-      redis.call('DEL', KEYS[k])
+      call('DEL', KEYS[k])
     elseif mode == '1' then
-      if not redis.call('SET', KEYS[k], v, 'NX', 'PX', ttl) then
-        redis.call('PEXPIRE', KEYS[k], ttl)
+      if not call('SET', KEYS[k], v, 'NX', 'PX', ttl) then
+        call('PEXPIRE', KEYS[k], ttl)
       end
     else
-      redis.call('SET', KEYS[k], v, 'PX', ttl)
+      call('SET', KEYS[k], v, 'PX', ttl)
     end
     k = k + 1
   end
