@@ -20,7 +20,8 @@
 # on in the gateway it is compared with and in it, so pins are read and
 # written): SPEC 16's "cost stays flat" figure. Results are medians of the interleaved rounds;
 # a last line gives the medians of each round's own ratio (paired), which
-# the machine's drift between rounds does not skew.
+# the machine's drift between rounds does not skew. Each round starts its
+# phases at a different one, so no phase always follows the same other.
 #
 #   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m]
 set -euo pipefail
@@ -191,18 +192,34 @@ paired() {
   paste "${files[@]}" | awk -v op="$op" '{ if (op == "ratio") print $1 / $2; else if (op == "diff") print $1 - $2; else print ($1 - $3) / ($2 - $3) }' |
     sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
+# The phases of a group, as run arguments; a round starts each group at a
+# different phase (round r at phase r mod n), so every phase runs in every
+# position equally often: a phase always run right after another would
+# share that one's after-effects (its GC, its writer's last flush: the
+# floor's phase saw the gateway's audit XADDs) in every round, and its
+# ratio would carry that bias. A second's pause before each phase lets
+# those settle.
+sat=("direct http://$MOCK/v1/chat/completions $C 2"
+  "floor http://$FLOOR/v1/chat/completions $C 2 $out/post.lua $FLOORPID"
+  "gateway http://$GW/v1/chat/completions $C 2 $one $GWPID")
+one1=("direct1 http://$MOCK/v1/chat/completions 1 1"
+  "floor1 http://$FLOOR/v1/chat/completions 1 1 $out/post.lua $FLOORPID"
+  "gateway1 http://$GW/v1/chat/completions 1 1 $one $GWPID")
+[ $TRACE = 0 ] || { sat+=("traced http://$GWT/v1/chat/completions $C 2"); one1+=("traced1 http://$GWT/v1/chat/completions 1 1"); }
+[ $MANY = 0 ] || { sat+=("many http://$GWM/v1/chat/completions $C 2 $out/many.lua $GWMPID"); one1+=("many1 http://$GWM/v1/chat/completions 1 1 $out/many.lua $GWMPID"); }
+rotated() { # round phase...: the phases, starting at phase round mod n
+  # (names of its own: run sets globals such as n, and bash scopes dynamically)
+  local rot_r=$1; shift; local rot_ph=("$@") rot_n=$# rot_i
+  for ((rot_i = 0; rot_i < rot_n; rot_i++)); do
+    sleep 1
+    # shellcheck disable=SC2086 # each phase is a word list of run arguments
+    run ${rot_ph[(rot_i + rot_r) % rot_n]}
+  done
+}
 for r in $(seq 1 "$K"); do
   echo "== round $r/$K: saturation ($C connections, ${D}s each), then one connection (${D}s each); redis: $REDIS"
-  run direct "http://$MOCK/v1/chat/completions" "$C" 2
-  run floor "http://$FLOOR/v1/chat/completions" "$C" 2 "$out/post.lua" $FLOORPID
-  run gateway "http://$GW/v1/chat/completions" "$C" 2 "$one" $GWPID
-  [ $TRACE = 0 ] || run traced "http://$GWT/v1/chat/completions" "$C" 2
-  [ $MANY = 0 ] || run many "http://$GWM/v1/chat/completions" "$C" 2 "$out/many.lua" $GWMPID
-  run direct1 "http://$MOCK/v1/chat/completions" 1 1
-  run floor1 "http://$FLOOR/v1/chat/completions" 1 1 "$out/post.lua" $FLOORPID
-  run gateway1 "http://$GW/v1/chat/completions" 1 1 "$one" $GWPID
-  [ $TRACE = 0 ] || run traced1 "http://$GWT/v1/chat/completions" 1 1
-  [ $MANY = 0 ] || run many1 "http://$GWM/v1/chat/completions" 1 1 "$out/many.lua" $GWMPID
+  rotated "$r" "${sat[@]}"
+  rotated "$r" "${one1[@]}"
 done
 echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything)"
 echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 0.95), floor/direct = %.3f\n", $1/$2, $2/$3}'
