@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -409,5 +410,62 @@ func TestBusySessionPinRenewedPerQuarterTTL(t *testing.T) {
 	serve()
 	if v, _ := rig.m.Get(key); v != "d1" {
 		t.Fatalf("a pin Redis lost was not written again: %q", v)
+	}
+}
+
+// TestGoneTeamRecordsAreDropped: the record of a team the catalog no
+// longer has is dropped, with its state in the local fallback, once the
+// team has been gone and the record idle for the grace (the longest
+// request plus one lease), not before; a team that comes back within it is
+// kept, and so is a record with a live slot. Before, every record stayed
+// until restart: team churn through the admin API grew the node's memory
+// (SPEC 16: it grows with the bounded stores only).
+func TestGoneTeamRecordsAreDropped(t *testing.T) {
+	g := newMiniRig(t, Config{SlotLease: 30 * time.Second}, false)
+	var mu sync.Mutex
+	known := map[string]bool{"a": true, "b": true, "c": true}
+	g.r.KeepTeams(func(n string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return known[n]
+	}, func() time.Duration { return time.Minute }) // grace: 1m + the 30 s lease
+	lim := teamtest.Limits{RPM: 100, TPM: 100000}
+	for _, name := range []string{"a", "b"} {
+		b, err := g.r.Begin(context.Background(), &Request{RequestID: "r", Team: teamtest.Team(name, lim), Tokens: 10})
+		if err != nil || !b.Decision.Allowed {
+			t.Fatalf("team %s: %v %+v", name, err, b.Decision)
+		}
+		g.r.Finish(&b, &Outcome{Served: true, Deployment: "d0", PromptTokens: 7, CompletionTokens: 3})
+	}
+	// c keeps a slot: its request is still running
+	if b, err := g.r.Begin(context.Background(), &Request{RequestID: "r", Team: teamtest.Team("c", teamtest.Limits{Par: 1}), Tokens: 10}); err != nil || !b.Decision.Allowed {
+		t.Fatalf("team c: %v %+v", err, b.Decision)
+	}
+	has := func(n string) bool { _, ok := g.r.teams.Load(n); return ok }
+	mu.Lock()
+	known = map[string]bool{}
+	mu.Unlock()
+	for elapsed := 10 * time.Second; elapsed <= 3*time.Minute; elapsed += 10 * time.Second {
+		g.advance(10 * time.Second)
+		if !g.step(t) {
+			t.Fatalf("writer step failed at %v", elapsed)
+		}
+		if elapsed == 40*time.Second {
+			mu.Lock()
+			known["b"] = true // created again: its record is the team's again
+			mu.Unlock()
+		}
+		// a's usage row waits 10 s from the first round and goes out at
+		// 20 s; the record is idle from the 30 s round on, so it is dropped
+		// at the round 90 s later
+		if want := elapsed < 120*time.Second; has("a") != want {
+			t.Fatalf("at %v team a's record present %v, want %v", elapsed, has("a"), want)
+		}
+		if !has("b") || !has("c") {
+			t.Fatalf("at %v: team b (back in the catalog) present %v, team c (a live slot) present %v", elapsed, has("b"), has("c"))
+		}
+	}
+	if usage := g.m.HGet("sy:{team:a}:usage", "d0|req"); usage != "1" {
+		t.Fatalf("team a's usage %q requests in Redis: its pending writes must go out before its record is dropped", usage)
 	}
 }

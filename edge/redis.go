@@ -119,6 +119,29 @@ type Redis struct {
 	seq   atomic.Uint64
 	teams sync.Map // team name -> *teamState
 	comb  combiner // the node's admission combiner when cfg.OneShard
+	keep  atomic.Pointer[keepTeams]
+}
+
+// keepTeams is KeepTeams' argument: which teams the catalog has, and how
+// long a gone team's idle record is kept.
+type keepTeams struct {
+	has     func(team string) bool
+	longest func() time.Duration
+}
+
+// KeepTeams lets the writer drop the records of teams the catalog no
+// longer has (SPEC 16: memory grows with the bounded stores only, also
+// under team churn through the admin API): has reports whether the catalog
+// has the team now. A record is dropped, with the team's state in the
+// local fallback, once the team has been gone and the record idle (nothing
+// pending, in flight or waiting, no live slot) at every renewal round for
+// longest() plus one slot lease. longest must bound every request (the
+// live server.request_timeout), so no request admitted under an older
+// catalog can still finish into a dropped record while a new one of the
+// same name (the team created again) sends under the same applied-batch
+// mark. Until KeepTeams is called nothing is dropped.
+func (r *Redis) KeepTeams(has func(team string) bool, longest func() time.Duration) {
+	r.keep.Store(&keepTeams{has: has, longest: longest})
 }
 
 // NewRedis returns the Redis edge state over c and starts its writer.

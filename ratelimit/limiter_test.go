@@ -29,3 +29,23 @@ func TestLocalDivisor(t *testing.T) {
 		t.Fatalf("par 2 / 3 replicas: %v %v, want one slot", d.Allowed, d2.Allowed)
 	}
 }
+
+// TestLocalForget: Forget drops a team's state (its map entry), and the
+// name's next admission starts from full buckets.
+func TestLocalForget(t *testing.T) {
+	l := NewLocal(newFakeClock().Now, 1)
+	team := teamtest.Team("f", teamtest.Limits{RPM: 1})
+	if d, _ := l.Admit(context.Background(), Admission{RequestID: "1", Team: team}); !d.Allowed {
+		t.Fatal("first request refused")
+	}
+	if d, _ := l.Admit(context.Background(), Admission{RequestID: "2", Team: team}); d.Allowed {
+		t.Fatal("rpm 1 admitted a second request")
+	}
+	l.Forget("f")
+	if _, ok := l.teams.Load("f"); ok {
+		t.Fatal("the team's state is still held after Forget")
+	}
+	if d, _ := l.Admit(context.Background(), Admission{RequestID: "3", Team: team}); !d.Allowed {
+		t.Fatal("after Forget the team's buckets did not start full")
+	}
+}

@@ -288,9 +288,15 @@ func (l *Local) Resets(team string) (rpm, tpm time.Duration) {
 
 // TeamRef is a team's state in a Local, for a caller that keeps it beside
 // its own per-team record instead of looking the name up on every call
-// (with 10,000 teams each lookup is a cache miss). A Local never drops a
-// team's state, so a ref stays valid.
+// (with 10,000 teams each lookup is a cache miss). A ref stays valid until
+// Forget drops the team: it then still works, on state no longer shared
+// with new lookups, so the caller forgets its ref together with the team.
 type TeamRef struct{ st *localTeam }
+
+// Forget drops team's state, for a team the catalog no longer has (SPEC
+// 16: memory grows with the bounded stores only, also under team churn).
+// A later lookup of the name starts from full buckets.
+func (l *Local) Forget(team string) { l.teams.Delete(team) }
 
 // Ref is the team's state in l, made if new.
 func (l *Local) Ref(name string) TeamRef { return TeamRef{l.team(name)} }
