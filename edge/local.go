@@ -28,6 +28,14 @@ func NewLocal(clock func() time.Time, ring *telemetry.Ring) *Local {
 	return &Local{lim: ratelimit.NewLocal(clock, 1), pins: sessions.NewLocal(clock, sessions.DefaultMaxEntries*10), ring: ring}
 }
 
+// TeamNames calls fn with every team the local limiter holds state of.
+func (l *Local) TeamNames(fn func(team string)) { l.lim.Teams(fn) }
+
+// ForgetTeam drops team's limiter state, for a team the catalog no longer
+// has (the gateway's sweep of gone teams calls it, after a grace no request
+// of the team outlives).
+func (l *Local) ForgetTeam(team string) { l.lim.Forget(team) }
+
 // Begin implements State.
 func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if q.Team == nil {

@@ -170,6 +170,15 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		n.Server.Admin = admin
 		n.Server.Admin.register(n.Server.adminGroup)
 	}
+	// a deleted team's metric series and local limits leave once no request
+	// admitted before its deletion can still be running (goneTeams)
+	stores := []teamStore{metrics}
+	if ts, ok := es.(teamStore); ok {
+		stores = append(stores, ts)
+	}
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	go n.sweepGoneTeams(sweepCtx, stores)
+	n.OnClose(func(context.Context) error { stopSweep(); return nil })
 	return n, nil
 }
 

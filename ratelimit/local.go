@@ -298,6 +298,14 @@ type TeamRef struct{ st *localTeam }
 // A later lookup of the name starts from full buckets.
 func (l *Local) Forget(team string) { l.teams.Delete(team) }
 
+// Teams calls fn with the name of every team l holds state of.
+func (l *Local) Teams(fn func(team string)) {
+	l.teams.Range(func(k, _ any) bool {
+		fn(k.(string))
+		return true
+	})
+}
+
 // Ref is the team's state in l, made if new.
 func (l *Local) Ref(name string) TeamRef { return TeamRef{l.team(name)} }
 

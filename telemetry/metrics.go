@@ -52,6 +52,33 @@ type Metrics struct {
 
 // NewMetrics creates the collectors and registers them, plus the Go and
 // process collectors, on reg.
+// teamTables are the per-team tables with the index of their team label.
+func (m *Metrics) teamTables() [4]struct {
+	t *CounterTable
+	i int
+} {
+	return [4]struct {
+		t *CounterTable
+		i int
+	}{{m.Requests, 1}, {m.EdgeRejections, 0}, {m.Tokens, 0}, {m.Cost, 0}}
+}
+
+// TeamNames calls fn with the team of every per-team series (repeats
+// possible).
+func (m *Metrics) TeamNames(fn func(team string)) {
+	for _, tt := range m.teamTables() {
+		tt.t.Values(tt.i, fn)
+	}
+}
+
+// ForgetTeam deletes every per-team series of team (SPEC 16: a deleted
+// team's series leave with it).
+func (m *Metrics) ForgetTeam(team string) {
+	for _, tt := range m.teamTables() {
+		tt.t.Forget(tt.i, team)
+	}
+}
+
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "switchyard"
 	latencyBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}

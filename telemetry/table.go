@@ -80,6 +80,32 @@ func (t *CounterTable) WithLabelValues(values ...string) *Counter {
 	return c
 }
 
+// Values calls fn with the value of label i of every series (a value once
+// per series, so repeats are possible).
+func (t *CounterTable) Values(i int, fn func(value string)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for k := range t.series {
+		fn(k[i])
+	}
+}
+
+// Forget deletes the series whose value of label i is value and returns
+// how many it deleted. A *Counter taken before still counts, unexported:
+// forget only series nothing adds to any more.
+func (t *CounterTable) Forget(i int, value string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k := range t.series {
+		if k[i] == value {
+			delete(t.series, k)
+			n++
+		}
+	}
+	return n
+}
+
 // Describe implements prometheus.Collector.
 func (t *CounterTable) Describe(ch chan<- *prometheus.Desc) { ch <- t.desc }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,5 +70,25 @@ func TestCounterTableObjectsPerSeries(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if per := float64(after.Mallocs-before.Mallocs) / float64(len(teams)); per > 2 {
 		t.Fatalf("%.1f allocations per series; want at most 2", per)
+	}
+}
+
+// TestCounterTableForget: Values lists a label's values, and Forget drops
+// exactly the series with the value at that label.
+func TestCounterTableForget(t *testing.T) {
+	tb := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "h"}, "model", "team", "status")
+	tb.WithLabelValues("m", "a", "200").Inc()
+	tb.WithLabelValues("n", "a", "500").Inc()
+	tb.WithLabelValues("a", "b", "200").Inc() // "a" as a model, not a team
+	if n := tb.Forget(1, "a"); n != 2 {
+		t.Fatalf("Forget dropped %d series, want 2", n)
+	}
+	var teams []string
+	tb.Values(1, func(v string) { teams = append(teams, v) })
+	if !slices.Equal(teams, []string{"b"}) {
+		t.Fatalf("teams left %q, want [b]", teams)
+	}
+	if got := tb.WithLabelValues("m", "a", "200").Value(); got != 0 {
+		t.Fatalf("a series made again after Forget starts at %v, want 0", got)
 	}
 }

@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"time"
+)
+
+// teamStore is per-team state of the node that does not drop a deleted
+// team's part by itself: the metric series, a local-only edge's limiter.
+type teamStore interface {
+	TeamNames(fn func(team string))
+	ForgetTeam(team string)
+}
+
+// goneTeams drops from the node's team stores the state of teams the
+// catalog no longer has (SPEC 16: memory grows with the bounded stores
+// only, also under team churn through the admin API), once a team has been
+// gone at every sweep for grace. grace outlasts the longest request (the
+// live server.request_timeout), so no request admitted before the deletion
+// still adds to a series or a limiter state after it is dropped: a series
+// counted by such a request would vanish from /metrics, and a team created
+// again would start a second one. The Redis edge drops its own records
+// (edge.Redis.KeepTeams). Only the sweeping goroutine uses a goneTeams.
+type goneTeams struct {
+	since map[string]time.Time // first sweep each gone team was found gone at
+}
+
+// sweep is one pass at now over stores; has reports whether the catalog
+// has a team. It returns how many teams it dropped.
+func (g *goneTeams) sweep(now time.Time, has func(team string) bool, grace time.Duration, stores []teamStore) int {
+	if g.since == nil {
+		g.since = map[string]time.Time{}
+	}
+	seen := map[string]struct{}{}
+	for _, st := range stores {
+		st.TeamNames(func(n string) {
+			if n != "" && n != "-" { // "-": the requests series of unauthenticated requests
+				seen[n] = struct{}{}
+			}
+		})
+	}
+	for n := range g.since {
+		if _, ok := seen[n]; !ok {
+			delete(g.since, n) // nothing left to drop
+		}
+	}
+	dropped := 0
+	for n := range seen {
+		if has(n) {
+			delete(g.since, n) // back (or never gone): the wait starts again next time
+			continue
+		}
+		at, ok := g.since[n]
+		if !ok {
+			g.since[n] = now
+			continue
+		}
+		if now.Sub(at) >= grace {
+			for _, st := range stores {
+				st.ForgetTeam(n)
+			}
+			delete(g.since, n)
+			dropped++
+		}
+	}
+	return dropped
+}
+
+// goneTeamsEvery is how often the node sweeps its team stores.
+const goneTeamsEvery = time.Minute
+
+// sweepGoneTeams runs the sweeps until ctx ends.
+func (n *Node) sweepGoneTeams(ctx context.Context, stores []teamStore) {
+	var g goneTeams
+	t := time.NewTicker(goneTeamsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			snap := n.Catalog.Load()
+			grace := n.cfg().Server.RequestTimeout + goneTeamsEvery
+			if d := g.sweep(now, func(team string) bool { return snap.Team(team) != nil }, grace, stores); d > 0 {
+				n.Logger.Info("dropped the metrics and local limits of teams no longer in the catalog", "teams", d)
+			}
+		}
+	}
+}
