@@ -50,24 +50,21 @@ type Metrics struct {
 	BodyBudgetRejected prometheus.Counter
 }
 
-// NewMetrics creates the collectors and registers them, plus the Go and
-// process collectors, on reg.
-// teamTables are the per-team tables with the index of their team label.
-func (m *Metrics) teamTables() [4]struct {
-	t *CounterTable
-	i int
-} {
-	return [4]struct {
-		t *CounterTable
-		i int
-	}{{m.Requests, 1}, {m.EdgeRejections, 0}, {m.Tokens, 0}, {m.Cost, 0}}
+// teamTable is a per-team table and the index of its team label.
+type teamTable struct {
+	t     *CounterTable
+	label int
+}
+
+func (m *Metrics) teamTables() [4]teamTable {
+	return [4]teamTable{{m.Requests, 1}, {m.EdgeRejections, 0}, {m.Tokens, 0}, {m.Cost, 0}}
 }
 
 // TeamNames calls fn with the team of every per-team series (repeats
 // possible).
 func (m *Metrics) TeamNames(fn func(team string)) {
 	for _, tt := range m.teamTables() {
-		tt.t.Values(tt.i, fn)
+		tt.t.Values(tt.label, fn)
 	}
 }
 
@@ -75,10 +72,12 @@ func (m *Metrics) TeamNames(fn func(team string)) {
 // team's series leave with it).
 func (m *Metrics) ForgetTeam(team string) {
 	for _, tt := range m.teamTables() {
-		tt.t.Forget(tt.i, team)
+		tt.t.Forget(tt.label, team)
 	}
 }
 
+// NewMetrics creates the collectors and registers them, plus the Go and
+// process collectors, on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "switchyard"
 	latencyBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
