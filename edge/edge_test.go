@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -413,22 +412,17 @@ func TestBusySessionPinRenewedPerQuarterTTL(t *testing.T) {
 	}
 }
 
-// TestGoneTeamRecordsAreDropped: the record of a team the catalog no
-// longer has is dropped, with its state in the local fallback, once the
-// team has been gone and the record idle for the grace (the longest
-// request plus one lease), not before; a team that comes back within it is
-// kept, and so is a record with a live slot. Before, every record stayed
-// until restart: team churn through the admin API grew the node's memory
-// (SPEC 16: it grows with the bounded stores only).
-func TestGoneTeamRecordsAreDropped(t *testing.T) {
+// TestForgetTeamsKeepsBusyRecords: ForgetTeams drops the records of the
+// teams it names, with their state in the local fallback, and only once
+// nothing of theirs is left for the writer: a team's usage goes out before
+// its record is dropped, and a record with a live slot is kept. The wait
+// for no request of a deleted team to be running (the grace) and a team
+// created again within it are the gateway sweep's: TestGoneTeamsSweep.
+// Before, every record stayed until restart: team churn through the admin
+// API grew the node's memory (SPEC 16: it grows with the bounded stores
+// only).
+func TestForgetTeamsKeepsBusyRecords(t *testing.T) {
 	g := newMiniRig(t, Config{SlotLease: 30 * time.Second}, false)
-	var mu sync.Mutex
-	known := map[string]bool{"a": true, "b": true, "c": true}
-	g.r.KeepTeams(func(n string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return known[n]
-	}, func() time.Duration { return time.Minute }) // grace: 1m + the 30 s lease
 	lim := teamtest.Limits{RPM: 100, TPM: 100000}
 	for _, name := range []string{"a", "b"} {
 		b, err := g.r.Begin(context.Background(), &Request{RequestID: "r", Team: teamtest.Team(name, lim), Tokens: 10})
@@ -442,28 +436,32 @@ func TestGoneTeamRecordsAreDropped(t *testing.T) {
 		t.Fatalf("team c: %v %+v", err, b.Decision)
 	}
 	has := func(n string) bool { _, ok := g.r.teams.Load(n); return ok }
-	mu.Lock()
-	known = map[string]bool{}
-	mu.Unlock()
-	for elapsed := 10 * time.Second; elapsed <= 3*time.Minute; elapsed += 10 * time.Second {
+	local := func(n string) bool {
+		found := false
+		g.r.local.Teams(func(m string) { found = found || m == n })
+		return found
+	}
+	all := func(string) bool { return true }
+	g.r.ForgetTeams(all)
+	if !has("a") || !has("b") || !has("c") {
+		t.Fatalf("records dropped with writes pending: a %v, b %v, c %v", has("a"), has("b"), has("c"))
+	}
+	// the usage rows wait 10 s from the first round and go out at 20 s
+	for range 3 {
 		g.advance(10 * time.Second)
 		if !g.step(t) {
-			t.Fatalf("writer step failed at %v", elapsed)
+			t.Fatal("writer step failed")
 		}
-		if elapsed == 40*time.Second {
-			mu.Lock()
-			known["b"] = true // created again: its record is the team's again
-			mu.Unlock()
-		}
-		// a's usage row waits 10 s from the first round and goes out at
-		// 20 s; the record is idle from the 30 s round on, so it is dropped
-		// at the round 90 s later
-		if want := elapsed < 120*time.Second; has("a") != want {
-			t.Fatalf("at %v team a's record present %v, want %v", elapsed, has("a"), want)
-		}
-		if !has("b") || !has("c") {
-			t.Fatalf("at %v: team b (back in the catalog) present %v, team c (a live slot) present %v", elapsed, has("b"), has("c"))
-		}
+	}
+	g.r.ForgetTeams(func(n string) bool { return n == "a" || n == "c" })
+	if has("a") || local("a") {
+		t.Fatalf("team a, idle: record present %v, local fallback state present %v; want both dropped", has("a"), local("a"))
+	}
+	if !has("b") {
+		t.Fatal("team b's record dropped, but ForgetTeams was not asked to")
+	}
+	if !has("c") {
+		t.Fatal("team c's record (a live slot) dropped")
 	}
 	if usage := g.m.HGet("sy:{team:a}:usage", "d0|req"); usage != "1" {
 		t.Fatalf("team a's usage %q requests in Redis: its pending writes must go out before its record is dropped", usage)

@@ -31,10 +31,16 @@ func NewLocal(clock func() time.Time, ring *telemetry.Ring) *Local {
 // TeamNames calls fn with every team the local limiter holds state of.
 func (l *Local) TeamNames(fn func(team string)) { l.lim.Teams(fn) }
 
-// ForgetTeam drops team's limiter state, for a team the catalog no longer
-// has (the gateway's sweep of gone teams calls it, after a grace no request
-// of the team outlives).
-func (l *Local) ForgetTeam(team string) { l.lim.Forget(team) }
+// ForgetTeams drops the limiter state of the teams drop names, for teams
+// the catalog no longer has (the gateway's sweep of gone teams calls it,
+// after a grace no request of the team outlives).
+func (l *Local) ForgetTeams(drop func(team string) bool) {
+	l.lim.Teams(func(n string) {
+		if drop(n) {
+			l.lim.Forget(n)
+		}
+	})
+}
 
 // Begin implements State.
 func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {

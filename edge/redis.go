@@ -119,29 +119,32 @@ type Redis struct {
 	seq   atomic.Uint64
 	teams sync.Map // team name -> *teamState
 	comb  combiner // the node's admission combiner when cfg.OneShard
-	keep  atomic.Pointer[keepTeams]
 }
 
-// keepTeams is KeepTeams' argument: which teams the catalog has, and how
-// long a gone team's idle record is kept.
-type keepTeams struct {
-	has     func(team string) bool
-	longest func() time.Duration
+// TeamNames calls fn with every team the edge keeps a record of.
+func (r *Redis) TeamNames(fn func(team string)) {
+	r.teams.Range(func(k, _ any) bool {
+		fn(k.(string))
+		return true
+	})
 }
 
-// KeepTeams lets the writer drop the records of teams the catalog no
-// longer has (SPEC 16: memory grows with the bounded stores only, also
-// under team churn through the admin API): has reports whether the catalog
-// has the team now. A record is dropped, with the team's state in the
-// local fallback, once the team has been gone and the record idle (nothing
-// pending, in flight or waiting, no live slot) at every renewal round for
-// longest() plus one slot lease. longest must bound every request (the
-// live server.request_timeout), so no request admitted under an older
-// catalog can still finish into a dropped record while a new one of the
-// same name (the team created again) sends under the same applied-batch
-// mark. Until KeepTeams is called nothing is dropped.
-func (r *Redis) KeepTeams(has func(team string) bool, longest func() time.Duration) {
-	r.keep.Store(&keepTeams{has: has, longest: longest})
+// ForgetTeams drops the records of the teams drop names, with their state
+// in the local fallback, for teams the catalog no longer has (SPEC 16:
+// memory grows with the bounded stores only, also under team churn). The
+// caller (the gateway's sweep of gone teams) waits until no request of
+// the team can still be running; a record still busy even so (writes not
+// yet in Redis, a batch in flight, usage waiting, a live slot) is kept for
+// a later sweep, so nothing is lost and a team created again never gets a
+// second record sending under the first one's applied-batch mark.
+func (r *Redis) ForgetTeams(drop func(team string) bool) {
+	r.teams.Range(func(k, v any) bool {
+		name, ts := k.(string), v.(*teamState)
+		if drop(name) && ts.idle() && r.teams.CompareAndDelete(name, ts) {
+			r.local.Forget(name)
+		}
+		return true
+	})
 }
 
 // NewRedis returns the Redis edge state over c and starts its writer.

@@ -54,7 +54,6 @@ type teamState struct {
 	usageExp  time.Time           // when the usage hash's TTL is next renewed
 	usageDue  time.Time           // when the usage pending is written (zero: not yet held)
 	usageHeld bool                // on writer.held until usageDue
-	goneAt    time.Time           // since when the team is gone and the record idle (zero: not); see forgettable
 
 	// unshared is set when the local fallback admitted a request of this
 	// team that Redis has not heard of: the team's next admission script
@@ -608,23 +607,14 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 	w.dirty = nil
 	w.dmu.Unlock()
 	if renew {
-		keep := w.r.keep.Load()
-		var grace time.Duration
-		if keep != nil {
-			grace = keep.longest() + w.r.cfg.SlotLease
-		}
-		w.r.teams.Range(func(k, v any) bool {
-			ts, name := v.(*teamState), k.(string)
+		w.r.teams.Range(func(_, v any) bool {
+			ts := v.(*teamState)
 			ts.mu.Lock()
 			add := len(ts.live) > 0 && !ts.dirty
 			ts.dirty = ts.dirty || add
-			drop := keep != nil && ts.forgettable(now, !keep.has(name), grace)
 			ts.mu.Unlock()
 			if add {
 				dirty = append(dirty, ts)
-			}
-			if drop && w.r.teams.CompareAndDelete(name, ts) {
-				w.r.local.Forget(name)
 			}
 			return true
 		})
@@ -828,21 +818,12 @@ func (ts *teamState) pending() bool {
 	return ts.flight != nil || ts.unsent(true)
 }
 
-// forgettable reports whether ts's record may be dropped at now (ts.mu
-// held; see Redis.KeepTeams): its team gone from the catalog, and the
-// record idle, at every renewal round for grace. A round that finds the
-// team back or the record busy starts the wait again.
-func (ts *teamState) forgettable(now time.Time, gone bool, grace time.Duration) bool {
-	idle := !ts.dirty && ts.flight == nil && len(ts.live) == 0 && !ts.usageHeld && !ts.unsent(true)
-	if !gone || !idle {
-		ts.goneAt = time.Time{}
-		return false
-	}
-	if ts.goneAt.IsZero() {
-		ts.goneAt = now
-		return false
-	}
-	return now.Sub(ts.goneAt) >= grace
+// idle reports whether ts has nothing for the writer: no write pending or
+// in flight, no usage waiting, no live slot.
+func (ts *teamState) idle() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return !ts.dirty && ts.flight == nil && len(ts.live) == 0 && !ts.usageHeld && !ts.unsent(true)
 }
 
 // unsent reports whether ts has writes not yet taken into a batch (ts.mu

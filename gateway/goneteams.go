@@ -3,14 +3,26 @@ package gateway
 import (
 	"context"
 	"time"
+
+	"switchyard/edge"
 )
 
-// teamStore is per-team state of the node that does not drop a deleted
-// team's part by itself: the metric series, a local-only edge's limiter.
+// teamStore is per-team state of the node: the metric series and the
+// edge state (its records and its local limiter).
 type teamStore interface {
 	TeamNames(fn func(team string))
-	ForgetTeam(team string)
+	// ForgetTeams drops the state of the teams drop names, in one pass; a
+	// store may keep a team's state it cannot drop yet (the Redis edge's
+	// record with writes still pending), for a later sweep.
+	ForgetTeams(drop func(team string) bool)
 }
+
+// Assemble finds the edge's part by a type assertion; these keep both
+// edges in it.
+var (
+	_ teamStore = (*edge.Redis)(nil)
+	_ teamStore = (*edge.Local)(nil)
+)
 
 // goneTeams drops from the node's team stores the state of teams the
 // catalog no longer has (SPEC 16: memory grows with the bounded stores
@@ -19,8 +31,9 @@ type teamStore interface {
 // live server.request_timeout), so no request admitted before the deletion
 // still adds to a series or a limiter state after it is dropped: a series
 // counted by such a request would vanish from /metrics, and a team created
-// again would start a second one. The Redis edge drops its own records
-// (edge.Redis.KeepTeams). Only the sweeping goroutine uses a goneTeams.
+// again would start a second one, and on the Redis edge two records of one
+// team could send under one applied-batch mark. Only the sweeping
+// goroutine uses a goneTeams.
 type goneTeams struct {
 	since map[string]time.Time // first sweep each gone team was found gone at
 }
@@ -44,7 +57,7 @@ func (g *goneTeams) sweep(now time.Time, has func(team string) bool, grace time.
 			delete(g.since, n) // nothing left to drop
 		}
 	}
-	dropped := 0
+	drop := map[string]struct{}{}
 	for n := range seen {
 		if has(n) {
 			delete(g.since, n) // back (or never gone): the wait starts again next time
@@ -56,14 +69,17 @@ func (g *goneTeams) sweep(now time.Time, has func(team string) bool, grace time.
 			continue
 		}
 		if now.Sub(at) >= grace {
-			for _, st := range stores {
-				st.ForgetTeam(n)
-			}
+			drop[n] = struct{}{}
 			delete(g.since, n)
-			dropped++
 		}
 	}
-	return dropped
+	if len(drop) > 0 {
+		dropping := func(n string) bool { _, ok := drop[n]; return ok }
+		for _, st := range stores {
+			st.ForgetTeams(dropping)
+		}
+	}
+	return len(drop)
 }
 
 // goneTeamsEvery is how often the node sweeps its team stores.
@@ -82,7 +98,7 @@ func (n *Node) sweepGoneTeams(ctx context.Context, stores []teamStore) {
 			snap := n.Catalog.Load()
 			grace := n.cfg().Server.RequestTimeout + goneTeamsEvery
 			if d := g.sweep(now, func(team string) bool { return snap.Team(team) != nil }, grace, stores); d > 0 {
-				n.Logger.Info("dropped the metrics and local limits of teams no longer in the catalog", "teams", d)
+				n.Logger.Info("dropped the metrics and edge state of teams no longer in the catalog", "teams", d)
 			}
 		}
 	}

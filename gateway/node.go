@@ -170,7 +170,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		n.Server.Admin = admin
 		n.Server.Admin.register(n.Server.adminGroup)
 	}
-	// a deleted team's metric series and local limits leave once no request
+	// a deleted team's metric series and edge state leave once no request
 	// admitted before its deletion can still be running (goneTeams)
 	stores := []teamStore{metrics}
 	if ts, ok := es.(teamStore); ok {

@@ -121,10 +121,6 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		log.Warn("redis connections not all opened before serving; they open on first use", "error", err)
 	}
 	wcancel()
-	// a team deleted through the admin API leaves the edge's memory once no
-	// request admitted before its deletion can still be running
-	es.KeepTeams(func(team string) bool { return gn.Catalog.Load().Team(team) != nil },
-		func() time.Duration { return gn.Live.Load().Config.Server.RequestTimeout })
 	n := &Node{Node: gn, Redis: c}
 	ctx, cancel := context.WithCancel(context.Background())
 	// closers run last added first: stop the loops, then (gateway's) the

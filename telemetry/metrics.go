@@ -68,11 +68,11 @@ func (m *Metrics) TeamNames(fn func(team string)) {
 	}
 }
 
-// ForgetTeam deletes every per-team series of team (SPEC 16: a deleted
-// team's series leave with it).
-func (m *Metrics) ForgetTeam(team string) {
+// ForgetTeams deletes every per-team series of the teams drop names (SPEC
+// 16: a deleted team's series leave with it), one pass per table.
+func (m *Metrics) ForgetTeams(drop func(team string) bool) {
 	for _, tt := range m.teamTables() {
-		tt.t.Forget(tt.label, team)
+		tt.t.Forget(tt.label, drop)
 	}
 }
 

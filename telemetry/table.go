@@ -90,15 +90,15 @@ func (t *CounterTable) Values(i int, fn func(value string)) {
 	}
 }
 
-// Forget deletes the series whose value of label i is value and returns
-// how many it deleted. A *Counter taken before still counts, unexported:
-// forget only series nothing adds to any more.
-func (t *CounterTable) Forget(i int, value string) int {
+// Forget deletes, in one pass, the series whose value of label i drop
+// reports, and returns how many it deleted. A *Counter taken before still
+// counts, unexported: forget only series nothing adds to any more.
+func (t *CounterTable) Forget(i int, drop func(value string) bool) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
 	for k := range t.series {
-		if k[i] == value {
+		if drop(k[i]) {
 			delete(t.series, k)
 			n++
 		}

@@ -80,7 +80,7 @@ func TestCounterTableForget(t *testing.T) {
 	tb.WithLabelValues("m", "a", "200").Inc()
 	tb.WithLabelValues("n", "a", "500").Inc()
 	tb.WithLabelValues("a", "b", "200").Inc() // "a" as a model, not a team
-	if n := tb.Forget(1, "a"); n != 2 {
+	if n := tb.Forget(1, func(v string) bool { return v == "a" }); n != 2 {
 		t.Fatalf("Forget dropped %d series, want 2", n)
 	}
 	var teams []string
