@@ -108,17 +108,17 @@ type finishWrite struct {
 }
 
 // add folds w in. It reports whether the writer has to visit the team
-// (visit) and whether a slot release was queued (urgent: the writer sends
-// those at once, so other nodes see the slot free soon too). A write that
-// is only a usage row of a team whose rows already wait in the writer's
-// held list (usageHeld) needs no visit: the held list brings the team back
-// when its rows are due. With 10,000 teams nearly every request is the
+// (visit: the team has writes to send now, unsent(false)) and whether a
+// slot release was queued (urgent: the writer sends those at once, so
+// other nodes see the slot free soon too). A write that is only a usage
+// row of a team whose rows already wait in the writer's held list
+// (usageHeld) needs no visit: the held list brings the team back when its
+// rows are due. With 10,000 teams nearly every request is the
 // only one of its team in a flush, and the visit (a lock and a batch of a
 // team state no longer in cache) was the writer's largest cost per request.
 func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins int) (visit, urgent bool) {
 	dropped, relDropped := 0, 0
 	ts.mu.Lock()
-	visit = w.slot != "" || w.delta != 0 || w.usd != 0 || w.tierKey != "" || w.depKey != "" || (w.dep0 != "" && !ts.usageHeld)
 	ts.team = t
 	if w.slot != "" {
 		delete(ts.live, w.slot)
@@ -166,6 +166,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	if w.depKey != "" {
 		dropped += ts.pinLocked(w.depKey, pinWrite{value: w.dep, ttl: w.depTTL}, wr, maxPins)
 	}
+	visit = ts.unsent(false)
 	ts.mu.Unlock()
 	if dropped > 0 {
 		wr.r.obs.OnDropped("pins", dropped)
