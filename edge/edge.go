@@ -51,6 +51,14 @@ type State interface {
 	Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
+	// TeamNames calls fn with every team this node holds edge state of.
+	TeamNames(fn func(team string))
+	// ForgetTeams drops, in one pass, the state of the teams drop names:
+	// teams the catalog no longer has, once none of their requests can
+	// still be running (the gateway's sweep of gone teams waits for that).
+	// State it cannot drop yet (writes not in Redis, a live slot) is kept
+	// for a later call. Never called on the request path.
+	ForgetTeams(drop func(team string) bool)
 }
 
 // Request is what Begin needs to know about a request.

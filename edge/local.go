@@ -28,12 +28,11 @@ func NewLocal(clock func() time.Time, ring *telemetry.Ring) *Local {
 	return &Local{lim: ratelimit.NewLocal(clock, 1), pins: sessions.NewLocal(clock, sessions.DefaultMaxEntries*10), ring: ring}
 }
 
-// TeamNames calls fn with every team the local limiter holds state of.
+// TeamNames implements State: every team the local limiter holds state of.
 func (l *Local) TeamNames(fn func(team string)) { l.lim.Teams(fn) }
 
-// ForgetTeams drops the limiter state of the teams drop names, for teams
-// the catalog no longer has (the gateway's sweep of gone teams calls it,
-// after a grace no request of the team outlives).
+// ForgetTeams implements State: it drops the limiter state of the teams
+// drop names.
 func (l *Local) ForgetTeams(drop func(team string) bool) {
 	l.lim.Teams(func(n string) {
 		if drop(n) {

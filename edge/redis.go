@@ -121,7 +121,7 @@ type Redis struct {
 	comb  combiner // the node's admission combiner when cfg.OneShard
 }
 
-// TeamNames calls fn with every team the edge keeps a record of.
+// TeamNames implements State: every team the edge keeps a record of.
 func (r *Redis) TeamNames(fn func(team string)) {
 	r.teams.Range(func(k, _ any) bool {
 		fn(k.(string))
@@ -129,14 +129,13 @@ func (r *Redis) TeamNames(fn func(team string)) {
 	})
 }
 
-// ForgetTeams drops the records of the teams drop names, with their state
-// in the local fallback, for teams the catalog no longer has (SPEC 16:
-// memory grows with the bounded stores only, also under team churn). The
-// caller (the gateway's sweep of gone teams) waits until no request of
-// the team can still be running; a record still busy even so (writes not
-// yet in Redis, a batch in flight, usage waiting, a live slot) is kept for
-// a later sweep, so nothing is lost and a team created again never gets a
-// second record sending under the first one's applied-batch mark.
+// ForgetTeams implements State: it drops the records of the teams drop
+// names, with their state in the local fallback (SPEC 16: memory grows
+// with the bounded stores only, also under team churn). A record still
+// busy (writes not yet in Redis, a batch in flight, usage waiting, a live
+// slot) is kept for a later sweep, so nothing is lost and a team created
+// again never gets a second record sending under the first one's
+// applied-batch mark.
 func (r *Redis) ForgetTeams(drop func(team string) bool) {
 	r.teams.Range(func(k, v any) bool {
 		name, ts := k.(string), v.(*teamState)

@@ -3,26 +3,15 @@ package gateway
 import (
 	"context"
 	"time"
-
-	"switchyard/edge"
 )
 
-// teamStore is per-team state of the node: the metric series and the
-// edge state (its records and its local limiter).
+// teamStore is per-team state of the node: the metric series
+// (telemetry.Metrics) and the edge state (edge.State, whose methods say
+// what each does).
 type teamStore interface {
 	TeamNames(fn func(team string))
-	// ForgetTeams drops the state of the teams drop names, in one pass; a
-	// store may keep a team's state it cannot drop yet (the Redis edge's
-	// record with writes still pending), for a later sweep.
 	ForgetTeams(drop func(team string) bool)
 }
-
-// Assemble finds the edge's part by a type assertion; these keep both
-// edges in it.
-var (
-	_ teamStore = (*edge.Redis)(nil)
-	_ teamStore = (*edge.Local)(nil)
-)
 
 // goneTeams drops from the node's team stores the state of teams the
 // catalog no longer has (SPEC 16: memory grows with the bounded stores

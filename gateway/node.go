@@ -172,12 +172,8 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	}
 	// a deleted team's metric series and edge state leave once no request
 	// admitted before its deletion can still be running (goneTeams)
-	stores := []teamStore{metrics}
-	if ts, ok := es.(teamStore); ok {
-		stores = append(stores, ts)
-	}
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
-	go n.sweepGoneTeams(sweepCtx, stores)
+	go n.sweepGoneTeams(sweepCtx, []teamStore{metrics, es})
 	n.OnClose(func(context.Context) error { stopSweep(); return nil })
 	return n, nil
 }
