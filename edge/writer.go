@@ -816,15 +816,17 @@ func (w *writer) empty() bool {
 func (ts *teamState) pending() bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return ts.flight != nil || ts.unsent(true)
+	return ts.pendingLocked()
 }
 
-// idle reports whether ts has nothing for the writer: no write pending or
-// in flight, no usage waiting, no live slot.
+func (ts *teamState) pendingLocked() bool { return ts.flight != nil || ts.unsent(true) }
+
+// idle reports whether ts has nothing for the writer: nothing pending, not
+// queued for a flush nor on the held list, no live slot.
 func (ts *teamState) idle() bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return !ts.dirty && ts.flight == nil && len(ts.live) == 0 && !ts.usageHeld && !ts.unsent(true)
+	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && len(ts.live) == 0
 }
 
 // unsent reports whether ts has writes not yet taken into a batch (ts.mu

@@ -36,7 +36,7 @@ func (g *goneTeams) sweep(now time.Time, has func(team string) bool, grace time.
 	seen := map[string]struct{}{}
 	for _, st := range stores {
 		st.TeamNames(func(n string) {
-			if n != "" && n != "-" { // "-": the requests series of unauthenticated requests
+			if n != "" && n != noTeam {
 				seen[n] = struct{}{}
 			}
 		})
@@ -70,6 +70,10 @@ func (g *goneTeams) sweep(now time.Time, has func(team string) bool, grace time.
 	}
 	return len(drop)
 }
+
+// noTeam is the team label of requests no team was found for (no key,
+// a wrong one); the sweep never drops its series.
+const noTeam = "-"
 
 // goneTeamsEvery is how often the node sweeps its team stores.
 const goneTeamsEvery = time.Minute

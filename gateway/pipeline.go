@@ -317,7 +317,7 @@ func (cl *call) finish() {
 	}
 	team := e.Team
 	if team == "" {
-		team = "-"
+		team = noTeam
 	}
 	model := cl.model
 	if cl.snap.Models[model] == nil && cl.snap.Routes[model] == nil {
