@@ -169,7 +169,8 @@ cpu() { [ -n "${1:-}" ] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
 # pay that flush (its CPU and Redis's). IDLEG and IDLER are the CPU ticks the
 # 10,000-team gateway and Redis use in HOLD seconds with no load at all
 # (timers, heartbeats, Redis's expiry cycle), measured once after the
-# warm-up's own usage went out; a phase's deferred cost is what it adds to that.
+# warm-up's own usage went out; a phase's deferred cost is what it adds to that
+# (its commands fall between two phases' snapshots and count in neither).
 HOLD=11; IDLEG=0; IDLER=0
 if [ $MANY = 1 ]; then
   sleep $HOLD
@@ -179,10 +180,10 @@ if [ $MANY = 1 ]; then
 fi
 cstats() { [ $REDIS = 1 ] && redis-cli -p $RPORT info commandstats | tr -d '\r' | sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\),usec=\([0-9]*\).*/\1 \2 \3/p' || true; }
 run() { # name url connections threads [script] [pid whose CPU to count]
-  local script="${5:-$out/post.lua}" before cpu0 cpu1
+  local script="${5:-$out/post.lua}" before after cpu0 cpu1
   before=$(cstats); cpu0=$(cpu "${6:-}"); rcpu0=$(cpu "$RPID")
   wrk -t"$4" -c"$3" -d"${D}s" -s "$script" "$2" > "$out/$1.txt" 2>&1
-  cpu1=$(cpu "${6:-}"); rcpu1=$(cpu "$RPID")
+  cpu1=$(cpu "${6:-}"); rcpu1=$(cpu "$RPID"); after=$(cstats)
   read -r _ n errs rps p50 p99 < <(grep RESULT "$out/$1.txt")
   printf "  %-9s rps=%-8.0f p50=%-8sus p99=%-8sus requests=%s errors=%s" "$1" "$rps" "$p50" "$p99" "$n" "$errs"
   if [ -n "${6:-}" ]; then
@@ -202,13 +203,13 @@ run() { # name url connections threads [script] [pid whose CPU to count]
   if [ $REDIS = 1 ]; then
     local rc; rc=$(echo "($rcpu1 - $rcpu0) * 1000000 / $(getconf CLK_TCK) / $n" | bc -l)
     printf " redis-cpu/req=%.0fus" "$rc"; SUM[$1.rcpu]="${SUM[$1.rcpu]:-} $rc"
-    local br; br=$(join -a2 -e0 -o 0,1.2,1.3,2.2,2.3 <(echo "$before" | sort) <(cstats | sort) |
-      awk -v n="$n" '$1 != "info" && ($4 - $2) / n >= 0.005 { printf " %s=%.2f", $1, ($4 - $2) / n }
-        $1 == "evalsha" || $1 == "eval" { sc += $4 - $2; su += $5 - $3 }
-        END { if (sc > 0) printf " script-us/call=%.1f script-us/req=%.1f", su / sc, su / n }')
-    printf " redis/req:%s" "$br"
-    local su; su=$(echo "$br" | sed -n 's/.*script-us\/req=\([0-9.]*\).*/\1/p')
-    SUM[$1.sus]="${SUM[$1.sus]:-} ${su:-0}"
+    # per command: name, calls and usec before, calls and usec after
+    local d; d=$(join -a2 -e0 -o 0,1.2,1.3,2.2,2.3 <(echo "$before" | sort) <(echo "$after" | sort))
+    printf " redis/req:"
+    echo "$d" | awk -v n="$n" '$1 != "info" && ($4 - $2) / n >= 0.005 { printf " %s=%.2f", $1, ($4 - $2) / n }'
+    local sc su; read -r sc su < <(echo "$d" | awk '$1 == "evalsha" || $1 == "eval" { c += $4 - $2; u += $5 - $3 } END { print c + 0, u + 0 }')
+    [ "$sc" = 0 ] || printf " script-us/call=%.1f script-us/req=%.1f" "$(echo "$su / $sc" | bc -l)" "$(echo "$su / $n" | bc -l)"
+    SUM[$1.sus]="${SUM[$1.sus]:-} $(echo "$su / $n" | bc -l)"
   fi
   echo
   SUM[$1.rps]="${SUM[$1.rps]:-} $rps"; SUM[$1.p50]="${SUM[$1.p50]:-} $p50"
