@@ -189,9 +189,17 @@ func RevokeKey(cur *State, team, id string) (*State, error) {
 // reported. changed reports whether next differs from cur.
 func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State, changed bool, problems []string) {
 	next = cur.Clone()
+	index := make(map[string]int, len(next.Teams))
+	owner := map[string]string{} // lower-case digest -> team holding it
+	for i, t := range next.Teams {
+		index[t.Name] = i
+		for _, k := range t.Keys {
+			owner[strings.ToLower(k.Digest)] = t.Name
+		}
+	}
 	for _, ft := range cfg.Teams {
-		i := next.team(ft.Name)
-		if i < 0 {
+		i, ok := index[ft.Name]
+		if !ok {
 			continue
 		}
 		old := next.Teams[i].Keys
@@ -206,8 +214,8 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 		}
 		fresh := configKeys(ft.Keys, now)
 		for _, k := range fresh {
-			if owner := next.digestOwner(k.Digest, ft.Name); owner != "" {
-				problems = append(problems, fmt.Sprintf("teams[%s].keys: a key is also held by team %q; it was not applied", ft.Name, owner))
+			if o, held := owner[strings.ToLower(k.Digest)]; held && o != ft.Name {
+				problems = append(problems, fmt.Sprintf("teams[%s].keys: a key is also held by team %q; it was not applied", ft.Name, o))
 				continue
 			}
 			if w, ok := was[k.ID]; ok {
@@ -217,28 +225,17 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 				changed = true
 			}
 			kept = append(kept, k)
+			owner[strings.ToLower(k.Digest)] = ft.Name
 		}
-		if len(was) > 0 {
+		for _, k := range was { // config keys the file no longer lists
 			changed = true
+			if d := strings.ToLower(k.Digest); owner[d] == ft.Name {
+				delete(owner, d)
+			}
 		}
 		next.Teams[i].Keys = kept
 	}
 	return next, changed, problems
-}
-
-// digestOwner names another team than except holding digest, or "".
-func (s *State) digestOwner(digest, except string) string {
-	for _, t := range s.Teams {
-		if t.Name == except {
-			continue
-		}
-		for _, k := range t.Keys {
-			if k.Digest == digest {
-				return t.Name
-			}
-		}
-	}
-	return ""
 }
 
 // KeyProblems checks the key rules over the whole state: every digest is
