@@ -198,7 +198,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		cl.clen[0] = strconv.Itoa(len(resp.Body))
 		h["Content-Length"] = cl.clen[:] // complete once flushed: finish sends it before its bookkeeping
 		cl.entry.Status = status
-		if err := s.writeBody(cl.c, status, resp.Body); err != nil {
+		if err := s.writeBody(cl.c, status, resp.Body, cl.end); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()
 		}
 		return true, nil
@@ -245,7 +245,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	// Every write and flush gets write_timeout to make progress: a client
 	// that stops reading is cut off then, and the deferred Close releases
 	// the upstream call at once (SPEC 14).
-	ew := s.newEventWriter(w)
+	ew := s.newEventWriter(w, cl.end)
 	ev := first
 	var relayed int64
 	for {

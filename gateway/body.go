@@ -201,23 +201,37 @@ func (l *bodyLease) release() {
 }
 
 // deadlines is the middleware that gives every response write_timeout from
-// the start of the request; handlers that write later or longer (the
-// pipeline, streams) renew it before each write.
+// the start of the request, capped at request_timeout; handlers that write
+// later or longer (the pipeline, streams) renew it before each write.
 func (s *Server) deadlines(c *gin.Context) {
-	s.renewWriteDeadline(c.Writer)
+	s.renewWriteDeadline(c.Writer, time.Now().Add(s.cfg().Server.RequestTimeout))
 	c.Next()
 }
 
 // renewWriteDeadline gives the next write server.write_timeout to make
-// progress: a client that stops reading is cut off then, and the write
-// fails at once instead of holding the handler, its slot and its upstream
-// call (SPEC 14).
-func (s *Server) renewWriteDeadline(w http.ResponseWriter) {
-	if t := s.cfg().Server.WriteTimeout; t > 0 {
-		if d := connDeadlines(w); d != nil {
-			_ = d.SetWriteDeadline(time.Now().Add(t))
+// progress, but never past end, the request's deadline (zero: none): a
+// client that stops reading is cut off then, and the write fails at once
+// instead of holding the handler, its slot and its upstream call (SPEC 14).
+func (s *Server) renewWriteDeadline(w http.ResponseWriter, end time.Time) {
+	if d := connDeadlines(w); d != nil {
+		if t := writeDeadline(time.Now(), s.cfg().Server.WriteTimeout, end); !t.IsZero() {
+			_ = d.SetWriteDeadline(t)
 		}
 	}
+}
+
+// writeDeadline is the deadline of a write starting at now: timeout later,
+// capped at end. Zero timeout or end means that bound is off; both off
+// gives the zero time (no deadline).
+func writeDeadline(now time.Time, timeout time.Duration, end time.Time) time.Time {
+	var t time.Time
+	if timeout > 0 {
+		t = now.Add(timeout)
+	}
+	if !end.IsZero() && (t.IsZero() || end.Before(t)) {
+		t = end
+	}
+	return t
 }
 
 // deadliner is the connection deadline control of net/http's response
@@ -270,14 +284,15 @@ const writeChunk = 256 << 10
 var jsonContentType = []string{"application/json"}
 
 // writeBody writes a complete JSON response with a renewed write deadline
-// per chunk. It returns the first write error.
-func (s *Server) writeBody(c *gin.Context, status int, body []byte) error {
+// per chunk, none past end (the request's deadline). It returns the first
+// write error.
+func (s *Server) writeBody(c *gin.Context, status int, body []byte, end time.Time) error {
 	w := c.Writer
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	w.WriteHeaderNow()
 	for len(body) > 0 {
-		s.renewWriteDeadline(w)
+		s.renewWriteDeadline(w, end)
 		n := min(len(body), writeChunk)
 		if _, err := w.Write(body[:n]); err != nil {
 			return err
@@ -287,23 +302,27 @@ func (s *Server) writeBody(c *gin.Context, status int, body []byte) error {
 	return nil
 }
 
-// eventWriter writes stream events, each under a renewed write deadline.
+// eventWriter writes stream events, each under a renewed write deadline
+// that never passes the request's.
 type eventWriter struct {
 	w       http.ResponseWriter
 	timeout time.Duration
+	end     time.Time    // the request's deadline; zero: none
 	dl      deadliner    // nil when the writer has none
 	flush   func() error // reports a failed write
 }
 
-func (s *Server) newEventWriter(w http.ResponseWriter) eventWriter {
-	return eventWriter{w: w, timeout: s.cfg().Server.WriteTimeout, dl: connDeadlines(w), flush: flushError(w)}
+func (s *Server) newEventWriter(w http.ResponseWriter, end time.Time) eventWriter {
+	return eventWriter{w: w, timeout: s.cfg().Server.WriteTimeout, end: end, dl: connDeadlines(w), flush: flushError(w)}
 }
 
 // write writes and flushes one event under a renewed write deadline; the
 // error of either ends the stream.
 func (ew eventWriter) write(ev []byte) error {
-	if ew.dl != nil && ew.timeout > 0 {
-		_ = ew.dl.SetWriteDeadline(time.Now().Add(ew.timeout))
+	if ew.dl != nil {
+		if t := writeDeadline(time.Now(), ew.timeout, ew.end); !t.IsZero() {
+			_ = ew.dl.SetWriteDeadline(t)
+		}
 	}
 	if _, err := ew.w.Write(ev); err != nil {
 		return err

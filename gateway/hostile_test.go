@@ -616,3 +616,66 @@ func TestAdminKeyAsDigest(t *testing.T) {
 		t.Fatalf("the digest itself must not be the admin key: %d", w.Code)
 	}
 }
+
+// Issue 30 reproduction (finding 3): request_timeout did not bound writes.
+// A client that never reads held the handler, the upstream call and the
+// team's only slot until write_timeout (30 s here), however short the
+// request timeout. Now the write deadline never passes the request's, so
+// both a stalled stream and a stalled sync body are cut at request_timeout
+// (1 s), long before write_timeout.
+func TestRequestTimeoutCutsBlockedWrites(t *testing.T) {
+	big := `{"id":"c","object":"chat.completion","created":1,"model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("z", 8<<20) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk := "data: " + `{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("x", 1000) + `"}}]}` + "\n\n"
+			for i := 0; i < 200_000 && r.Context().Err() == nil; i++ { // bounded
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, big)
+	}))
+	defer up.Close()
+	g := startGateway(t, `
+server: {write_timeout: 30s, request_timeout: 1s, upstream_timeout: 5s}
+providers:
+  - {name: up, kind: openai, base_url: "${UPSTREAM}/v1", api_key: k}
+deployments:
+  - {id: d, model: m, provider: up}
+teams:
+  - {name: t, keys: ["sk-test"], models: ["*"], max_parallel: 1}
+`, up.URL)
+	st := g.node.Router.State("d")
+	team := g.node.Catalog.Load().Team("t")
+	for _, stream := range []bool{true, false} {
+		body := fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream)
+		c := g.rawRequest(t, "/v1/chat/completions", "sk-test", len(body), body)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(4 << 10) // we never read
+		}
+		start := time.Now()
+		deadline := start.Add(10 * time.Second) // well under write_timeout
+		for st.InFlight() == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		for time.Now().Before(deadline) {
+			u, err := g.node.Edge.Usage(context.Background(), team)
+			if st.InFlight() == 0 && err == nil && u.InFlight == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		u, _ := g.node.Edge.Usage(context.Background(), team)
+		if st.InFlight() != 0 || u.InFlight != 0 {
+			t.Fatalf("stream=%v: after %v the upstream call (%d) or the team's slot (%d) is still held by a client that never reads",
+				stream, time.Since(start), st.InFlight(), u.InFlight)
+		}
+		c.Close()
+	}
+}

@@ -29,6 +29,7 @@ type call struct {
 	c      *gin.Context
 	ctx    context.Context
 	start  time.Time
+	end    time.Time // the request's deadline (server.request_timeout): no write passes it
 	reqID  string
 	format wire.Format
 	op     catalog.Operation
@@ -85,6 +86,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl.hdr.str("Request-Id", cl.reqID) // the Anthropic SDKs read this name (SPEC 10)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg().Server.RequestTimeout)
 	defer cancel()
+	cl.end, _ = ctx.Deadline()
 	cl.ctx, cl.span = s.Tracer.StartRequest(ctx, c.Request, c.FullPath())
 	defer cl.body.release() // after finish: the body is referenced until the request ends
 	defer cl.finish()
@@ -97,7 +99,7 @@ func (cl *call) fail(e *apiError) bool {
 	cl.entry.Status = e.Status
 	cl.entry.Error = e.Message
 	cl.hdr.flush(cl.c.Writer.Header())
-	cl.s.renewWriteDeadline(cl.c.Writer)
+	cl.s.renewWriteDeadline(cl.c.Writer, cl.end)
 	writeErrorFormat(cl.c, e, cl.format)
 	return false
 }
