@@ -11,6 +11,7 @@ import (
 	"switchyard/catalog"
 	"switchyard/edge"
 	"switchyard/providers"
+	"switchyard/redact"
 	"switchyard/routing"
 	"switchyard/telemetry"
 	"switchyard/tracing"
@@ -129,7 +130,7 @@ func (cl *call) record(plan *routing.Plan) routing.PlanResult {
 		e.Attempts = append(e.Attempts, telemetry.Attempt{
 			Deployment: a.Deployment, Model: a.Model, Adapter: a.Adapter, Transport: a.Transport,
 			Start: a.Start, Duration: a.Duration, Status: a.Status, Class: a.Class.String(),
-			Fallback: a.Fallback, LastResort: a.LastResort, Probe: a.Probe, Error: a.Error,
+			Fallback: a.Fallback, LastResort: a.LastResort, Probe: a.Probe, Error: redact.Credentials(a.Error),
 		})
 	}
 	e.Degraded = res.Degraded

@@ -679,3 +679,65 @@ teams:
 		c.Close()
 	}
 }
+
+// Issue 30 reproduction: an upstream 401 quoting a key that is not the
+// provider's own ("Incorrect API key provided: sk-upstream-SECRET123...")
+// reached the audit entry verbatim. Now anything shaped like a credential
+// is masked after its first six characters in what the client, the audit
+// and the log see, also when the upstream JSON-escaped it.
+func TestUpstreamQuotingForeignKeysMasked(t *testing.T) {
+	foreign := "sk-upstream-SECRET123abcdefgh"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if bytes.Contains(body, []byte("auth")) {
+			w.WriteHeader(401)
+			fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s.","type":"invalid_request_error","code":"invalid_api_key"}}`, foreign)
+			return
+		}
+		w.WriteHeader(400)
+		// escaped the way a JSON encoder may: sk\u002d..., and an AWS id and a Bearer token beside it
+		fmt.Fprint(w, `{"error":{"message":"bad: sk\u002dupstream\u002dSECRET123abcdefgh AKIAIOSFODNN7SECRET1 Bearer SECRETtoken-0123456789","type":"invalid_request_error"}}`)
+	}))
+	defer up.Close()
+	g := startGateway(t, hostileServer+`
+providers:
+  - {name: up, kind: openai, base_url: "${UPSTREAM}/v1", api_key: sk-configured-0123456789abcdef}
+deployments:
+  - {id: a, model: up-auth, provider: up, upstream_model: auth}
+  - {id: b, model: up-bad, provider: up, upstream_model: bad}
+teams:
+  - {name: t, keys: ["sk-test"], models: ["*"]}
+`, up.URL)
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(method, path, key, body, id string) string {
+		req, _ := http.NewRequest(method, "http://"+g.addr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		if id != "" {
+			req.Header.Set("X-Request-Id", id)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
+	}
+	seen := map[string]string{}
+	for _, m := range []string{"up-auth", "up-bad"} {
+		seen["client "+m] = get("POST", "/v1/chat/completions", "sk-test", `{"model":"`+m+`","messages":[{"role":"user","content":"hi"}]}`, "q-"+m)
+		seen["audit "+m] = get("GET", "/admin/requests/q-"+m, "adm", "", "")
+	}
+	seen["log"] = g.logs.String()
+	if !strings.Contains(seen["audit up-auth"], "sk-ups") {
+		t.Errorf("the audit should keep the key's first six characters to tell which it was: %s", seen["audit up-auth"])
+	}
+	for where, s := range seen {
+		for _, leak := range []string{"SECRET", `\u002dSECRET`} {
+			if strings.Contains(s, leak) {
+				t.Errorf("%s holds %q: %s", where, leak, s)
+			}
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"switchyard/edge"
 	"switchyard/providers"
 	"switchyard/ratelimit"
+	"switchyard/redact"
 	"switchyard/responses"
 	"switchyard/routing"
 	"switchyard/routing/tier"
@@ -73,6 +74,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	log = slog.New(redact.Handler(log.Handler())) // no log line carries a credential (SPEC 15)
 	clock := opt.Clock
 	if clock == nil {
 		clock = routing.SystemClock{}

@@ -13,6 +13,7 @@ import (
 	"switchyard/catalog"
 	"switchyard/edge"
 	"switchyard/ratelimit"
+	"switchyard/redact"
 	"switchyard/routing"
 	"switchyard/routing/tier"
 	"switchyard/sessions"
@@ -294,6 +295,7 @@ func (cl *call) finish() {
 		e.Stream = cl.req.Stream
 	}
 	e.RoutedModel = cl.model
+	e.Error = redact.Credentials(e.Error) // what the gateway wrote may quote upstream text (SPEC 15)
 	e.DurationMs = float64(dur.Microseconds()) / 1000
 	e.OverheadMs = float64((dur - cl.upstream).Microseconds()) / 1000
 	if cl.verdict != nil {

@@ -13,6 +13,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/redact"
 )
 
 // Scrubber removes what an upstream must never leak through the gateway
@@ -101,8 +102,8 @@ func NewScrubber(p *catalog.Provider) *Scrubber {
 	return s
 }
 
-// String scrubs error text: credentials, then the provider's hosts, then
-// any address.
+// String scrubs error text: the provider's credentials, then its hosts,
+// then any address, then anything shaped like a credential (SPEC 15).
 func (s *Scrubber) String(msg string) string {
 	if msg == "" {
 		return msg
@@ -113,7 +114,7 @@ func (s *Scrubber) String(msg string) string {
 	for _, h := range s.hosts {
 		msg = strings.ReplaceAll(msg, h, redactedAddress)
 	}
-	return addressPattern.ReplaceAllString(msg, redactedAddress)
+	return redact.Credentials(addressPattern.ReplaceAllString(msg, redactedAddress))
 }
 
 // Body returns b without the credential; b itself when it holds none (no

@@ -25,6 +25,7 @@ import (
 	"switchyard/gateway"
 	"switchyard/node"
 	"switchyard/providers"
+	"switchyard/redact"
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
 	"switchyard/wire"
@@ -75,9 +76,10 @@ func usage(w io.Writer) {
 `)
 }
 
-// newLogger is the process's structured log: JSON lines on w.
+// newLogger is the process's structured log: JSON lines on w, with
+// anything shaped like a credential masked (SPEC 15).
 func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(redact.Handler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }
 
 // serveLogger is a serving process's log: newLogger's lines batched onto w

@@ -1,0 +1,84 @@
+// Package redact masks what is shaped like a credential in text the
+// gateway relays, records or logs (SPEC 15): OpenAI and Anthropic keys
+// (sk-, sk-ant-), AWS access key ids (AKIA, ASIA), Google API keys (AIza),
+// Bearer tokens and JWTs, whoever's they are, also when JSON-escaped.
+//
+// It is for error text, audit entries and logs, never for a model's answer.
+package redact
+
+import (
+	"regexp"
+	"strings"
+)
+
+// keep is how many characters of a credential stay readable, so an
+// operator can tell which key it was.
+const keep = 6
+
+// mask replaces the rest of a credential.
+const mask = "****"
+
+// escaped is one JSON \u escape of a printable ASCII character: JSON text
+// may spell any key character that way.
+const escaped = `\\u00[2-7][0-9A-Fa-f]`
+
+// keyChar is one character of a key: a letter, digit, '-' or '_', written
+// plainly or as a JSON escape.
+const keyChar = `(?:[A-Za-z0-9_-]|` + escaped + `)`
+
+// tokenChar is one character of a Bearer token (RFC 6750's b64token), plain,
+// JSON-escaped, or the JSON escape of '/'.
+const tokenChar = `(?:[A-Za-z0-9._~+/=-]|\\/|` + escaped + `)`
+
+// credential matches every shape SPEC 15 names. Each starts at a word
+// boundary, so "task-..." is not an "sk-" key.
+var credential = regexp.MustCompile(
+	`\bsk(?:-|\\u002[dD])` + keyChar + `{16,}` +
+		`|\b(?:AKIA|ASIA)[A-Z0-9]{16}` +
+		`|\bAIza` + keyChar + `{35}` +
+		`|\b[Bb]earer(?:[ \t]|\\u0020|%20)+` + tokenChar + `{8,}` +
+		`|\beyJ` + keyChar + `{8,}\.` + keyChar + `{8,}\.` + keyChar + `{8,}`)
+
+// quick are the substrings one of which every credential contains: text
+// holding none of them is returned without running the expression.
+var quick = []string{"sk", "AKIA", "ASIA", "AIza", "earer", "eyJ"}
+
+// Credentials returns s with every credential-shaped string masked after
+// its first six characters (a JSON escape counts as one character, so a
+// masked JSON string stays valid JSON). s itself when it holds none.
+func Credentials(s string) string {
+	if !maybe(s) {
+		return s
+	}
+	return credential.ReplaceAllStringFunc(s, maskOne)
+}
+
+func maybe(s string) bool {
+	for _, q := range quick {
+		if strings.Contains(s, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskOne keeps the first keep characters of a match and masks the rest.
+func maskOne(m string) string {
+	i := 0
+	for n := 0; n < keep && i < len(m); n++ {
+		i += charLen(m[i:])
+	}
+	return m[:i] + mask
+}
+
+// charLen is the length in bytes of the first character of s, a JSON
+// escape counting as one.
+func charLen(s string) int {
+	if s[0] == '\\' && len(s) >= 6 && s[1] == 'u' {
+		return 6
+	}
+	if s[0] == '\\' && len(s) >= 2 {
+		return 2
+	}
+	return 1
+}
