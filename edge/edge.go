@@ -164,14 +164,19 @@ type Outcome struct {
 	Audit *telemetry.Entry // stored in the audit log (nil = none)
 }
 
-// Charge is what a served request is charged (SPEC 3): the upstream's usage
-// when it reported any; otherwise the prompt estimate plus the output
-// estimated from the bytes relayed (characters/4, rounded up), never zero.
-func Charge(promptEstimate int, prompt, completion int, bytesRelayed int64) (int, int) {
+// Charge is what a served request is charged (SPEC 3, 14): the upstream's
+// usage when it reported any; otherwise the prompt estimate plus the output
+// estimated from the content characters relayed (characters/4, rounded up,
+// at most outputLimit when that is set), never zero.
+func Charge(promptEstimate int, prompt, completion int, contentChars int64, outputLimit int) (int, int) {
 	if prompt > 0 || completion > 0 {
 		return prompt, completion
 	}
-	return promptEstimate, int((bytesRelayed + 3) / 4)
+	out := int((contentChars + 3) / 4)
+	if outputLimit > 0 {
+		out = min(out, outputLimit)
+	}
+	return promptEstimate, out
 }
 
 // limited reports whether t has any limit (a team without limits costs no

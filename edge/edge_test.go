@@ -177,7 +177,7 @@ func TestEveryExitReconciles(t *testing.T) {
 			t.Fatalf("not served: %d tokens left, want the whole 1000 back", d.RemainingTokens)
 		}
 		b = begin(t, e.st, team, 1000)
-		p, c := Charge(10, 0, 0, 400) // no usage reported: prompt estimate + bytes/4
+		p, c := Charge(10, 0, 0, 400, 0) // no usage reported: prompt estimate + content characters/4
 		if p != 10 || c != 100 {
 			t.Fatalf("Charge = %d, %d", p, c)
 		}

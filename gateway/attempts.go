@@ -189,7 +189,11 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		cl.att.End(o, tracing.Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens, Body: resp.Body})
 		res := cl.plan.Result()
 		cl.setDecisionHeaders(res, d)
-		cl.settle(d, resp.Usage, int64(len(resp.Body)))
+		var chars int64
+		if resp.Usage == (providers.Usage{}) { // only then is the answer's length the charge
+			chars = contentChars(resp.Body, contentFields(cl.format, false))
+		}
+		cl.settle(d, resp.Usage, chars)
 		status := resp.Status
 		if status == 0 {
 			status = http.StatusOK
@@ -248,7 +252,8 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	// the upstream call at once (SPEC 14).
 	ew := s.newEventWriter(w, cl.end)
 	ev := first
-	var relayed int64
+	var relayed int64 // content characters: the charge when the upstream reports no usage
+	fields := contentFields(cl.format, true)
 	for {
 		if st.Ended() {
 			s.Edge.Release(cl.ctx, &cl.begun) // before the client can see the end (SPEC 3)
@@ -258,7 +263,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 			cl.entry.Error = "client stopped reading the stream: " + werr.Error()
 			break
 		}
-		relayed += int64(len(ev))
+		relayed += contentChars(ev, fields)
 		ev, err = st.Next()
 		if err == nil {
 			continue
@@ -326,12 +331,18 @@ func (cl *call) setDecisionHeaders(res routing.PlanResult, served *catalog.Deplo
 }
 
 // settle fills the outcome of a served request: the tokens charged (the
-// upstream's usage, or the estimate from the prompt and the bytes relayed,
-// never zero: SPEC 3), the session's deployment pin, and the audit usage.
-// The edge state reconciles them in Finish.
-func (cl *call) settle(d *catalog.Deployment, u providers.Usage, relayed int64) {
+// upstream's usage, clamped, or the estimate from the prompt and the
+// content characters relayed, never zero: SPEC 3, 14), the session's
+// deployment pin, and the audit usage. The edge state reconciles them in
+// Finish.
+func (cl *call) settle(d *catalog.Deployment, u providers.Usage, chars int64) {
 	s := cl.s
-	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, relayed)
+	if c, changed := u.Clamped(); changed {
+		s.Logger.Warn("upstream usage out of range, clamped", "deployment", d.ID, "request_id", cl.reqID,
+			"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens)
+		u = c
+	}
+	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, chars, cl.outputTokens)
 	cost := d.ExpectedCost(prompt, completion)
 	cl.entry.PromptTokens, cl.entry.CompletionTokens, cl.entry.CostUSD = prompt, completion, cost
 	o := &cl.out

@@ -86,6 +86,21 @@ type Response struct {
 // Usage is the token usage an upstream reported.
 type Usage struct{ PromptTokens, CompletionTokens int }
 
+// MaxUsageTokens is the most tokens one request's usage may count (SPEC 14):
+// an upstream reporting more is believed up to here.
+const MaxUsageTokens = 100_000_000
+
+// Clamped returns u with every count within [0, MaxUsageTokens], and
+// whether it had to change one: upstream usage is never written into the
+// limiter or Redis as it came (a negative or absurd count would make a TTL
+// invalid or refund capacity never charged).
+func (u Usage) Clamped() (Usage, bool) {
+	c := Usage{clampTokens(u.PromptTokens), clampTokens(u.CompletionTokens)}
+	return c, c != u
+}
+
+func clampTokens(n int) int { return min(max(n, 0), MaxUsageTokens) }
+
 // EventStream relays an upstream stream event by event.
 //
 // The context given to Do governs the whole stream: cancelling it aborts a

@@ -148,3 +148,20 @@ func TestSyncBodyCapped(t *testing.T) {
 		t.Fatalf("a 60 MiB Content-Length with a 2-byte body: cap %d, %v allocs", cap(raw), n)
 	}
 }
+
+func TestUsageClamped(t *testing.T) {
+	cases := []struct {
+		in, want Usage
+		changed  bool
+	}{
+		{Usage{10, 20}, Usage{10, 20}, false},
+		{Usage{-5, 20}, Usage{0, 20}, true},
+		{Usage{900_000_000_000_000_000, 1}, Usage{MaxUsageTokens, 1}, true},
+		{Usage{1, -1}, Usage{1, 0}, true},
+	}
+	for _, c := range cases {
+		if got, ch := c.in.Clamped(); got != c.want || ch != c.changed {
+			t.Errorf("%+v.Clamped() = %+v, %v; want %+v, %v", c.in, got, ch, c.want, c.changed)
+		}
+	}
+}
