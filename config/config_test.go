@@ -203,3 +203,16 @@ func TestTracingConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsListenValidated(t *testing.T) {
+	for _, tc := range []struct{ yml, want string }{
+		{"server: {metrics_listen: \"127.0.0.1:9090\"}\n", ""},
+		{"server: {metrics_listen: \"nonsense\"}\n", "server.metrics_listen: \"nonsense\" is not host:port"},
+		{"server: {listen: \":8080\", metrics_listen: \":8080\"}\n", "server.metrics_listen: \":8080\" is server.listen itself"},
+	} {
+		_, err := Load([]byte(tc.yml+minimal), nil)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: %v, want %q", tc.yml, err, tc.want)
+		}
+	}
+}

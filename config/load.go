@@ -38,6 +38,7 @@ func defaults() map[string]any {
 		"server.read_timeout":              "30s",
 		"server.write_timeout":             "30s",
 		"server.idle_timeout":              "120s",
+		"server.metrics_listen":            "",
 		"server.max_messages":              10000,
 		"server.max_input_items":           2048,
 		"server.max_inflight_body_bytes":   0, // derived from max_body_bytes in applyItemDefaults

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -33,6 +34,13 @@ func Validate(c *Config) Problems {
 
 	if c.Server.Listen == "" {
 		add("server.listen: must not be empty (e.g. \":8080\")")
+	}
+	if m := c.Server.MetricsListen; m != "" {
+		if _, _, err := net.SplitHostPort(m); err != nil {
+			add("server.metrics_listen: %q is not host:port (e.g. \"127.0.0.1:9090\")", m)
+		} else if m == c.Server.Listen {
+			add("server.metrics_listen: %q is server.listen itself; leave it empty to serve /metrics there, or name another address", m)
+		}
 	}
 	if c.Server.MaxBodyBytes <= 0 {
 		add("server.max_body_bytes: must be > 0, got %d", c.Server.MaxBodyBytes)

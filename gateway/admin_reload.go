@@ -231,6 +231,7 @@ func keepRestartOnly(cur, next *config.Config) []string {
 	}
 	keep("server.listen", cur.Server.Listen != next.Server.Listen, func() { next.Server.Listen = cur.Server.Listen })
 	keep("server.node_id", cur.Server.NodeID != next.Server.NodeID, func() { next.Server.NodeID = cur.Server.NodeID })
+	keep("server.metrics_listen", cur.Server.MetricsListen != next.Server.MetricsListen, func() { next.Server.MetricsListen = cur.Server.MetricsListen })
 	// the http.Server's own timeouts (HTTPServer); read_timeout and
 	// write_timeout are applied per request and change live
 	keep("server.read_header_timeout", cur.Server.ReadHeaderTimeout != next.Server.ReadHeaderTimeout,

@@ -152,7 +152,9 @@ func (s *Server) routes() {
 	e.GET("/v1/models/*id", s.handleModel)
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.handleReady)
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})))
+	if s.Config.Server.MetricsListen == "" {
+		e.GET("/metrics", gin.WrapH(s.MetricsHandler()))
+	}
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path})
@@ -268,6 +270,30 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// MetricsHandler serves the Prometheus metrics of this node.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})
+}
+
+// MetricsServer is the http.Server of server.metrics_listen, serving only
+// GET /metrics; nil when metrics are served on the main listener.
+func (s *Server) MetricsServer() *http.Server {
+	c := s.Config.Server
+	if c.MetricsListen == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.MetricsHandler())
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadHeaderTimeout + c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // HTTPServer is the http.Server for this edge with the SPEC 14 timeouts:

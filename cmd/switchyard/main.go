@@ -222,8 +222,19 @@ func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *s
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go reloadOnHUP(ctx, hup, node.Reloader, log)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if msrv := node.MetricsServer(); msrv != nil {
+		mln, err := net.Listen("tcp", cfg.Server.MetricsListen)
+		if err != nil {
+			log.Error("listening for metrics", "addr", cfg.Server.MetricsListen, "error", err)
+			_ = srv.Close()
+			return 1
+		}
+		go func() { errc <- msrv.Serve(mln) }()
+		defer func() { _ = msrv.Close() }()
+		log.Info("metrics listening", "addr", mln.Addr().String())
+	}
 	log.Info("switchyard listening", "addr", ln.Addr().String(), "node", cfg.Server.NodeID, "version", version,
 		"redis", cfg.Redis.Enabled(), "deployments", len(node.Catalog.Load().Deployments))
 	if ready != nil {
