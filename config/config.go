@@ -26,12 +26,12 @@ type Config struct {
 // Server configures the HTTP edge. The timeouts and shape limits bound what
 // a hostile client can make the gateway hold (SPEC 14).
 type Server struct {
-	Listen          string        `koanf:"listen"`           // address to listen on; default ":8080"
-	NodeID          string        `koanf:"node_id"`          // default: hostname
+	Listen string `koanf:"listen"`  // address to listen on; default ":8080"
+	NodeID string `koanf:"node_id"` // default: hostname
 	// MetricsListen, when set, is the only address /metrics is served on
 	// (team names, tokens and spend are not for every client, SPEC 12.1);
 	// empty serves it on Listen. Changing it needs a restart.
-	MetricsListen string `koanf:"metrics_listen"`
+	MetricsListen   string        `koanf:"metrics_listen"`
 	MaxBodyBytes    int64         `koanf:"max_body_bytes"`   // request body limit; default 10 MiB
 	UpstreamTimeout time.Duration `koanf:"upstream_timeout"` // per attempt, until the first byte; default 60s
 	RequestTimeout  time.Duration `koanf:"request_timeout"`  // whole request; default 10m
