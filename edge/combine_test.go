@@ -184,6 +184,24 @@ func (l *lossyClient) Pipelined(ctx context.Context, fn func(redis.Pipeliner) er
 	return cmds, err
 }
 
+// EvalSha runs the script and, while lose is set, loses its reply.
+func (l *lossyClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c := l.Client.EvalSha(ctx, sha, keys, args...)
+	if l.lose.Load() && c.Err() == nil {
+		c.SetErr(context.DeadlineExceeded)
+	}
+	return c
+}
+
+// Eval runs the script and, while lose is set, loses its reply.
+func (l *lossyClient) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	c := l.Client.Eval(ctx, script, keys, args...)
+	if l.lose.Load() && c.Err() == nil {
+		c.SetErr(context.DeadlineExceeded)
+	}
+	return c
+}
+
 // TestOneShardWriterOneCallPerFlush: on one shard a flush carries every
 // team's writes in one finishLua call under the node's mark; a call whose
 // reply was lost is resent as it was (applied once), and what arrived
@@ -245,7 +263,8 @@ type kindObs struct {
 	kinds map[string]int
 }
 
-func (o *kindObs) OnFallback(string) {}
+func (o *kindObs) OnFallback(string)           {}
+func (o *kindObs) OnWriteError(string, string) {}
 func (o *kindObs) OnDropped(kind string, n int) {
 	o.mu.Lock()
 	o.kinds[kind] += n

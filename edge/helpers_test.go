@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +26,14 @@ func newFakeClock() *fakeclock.Clock { return fakeclock.New(time.Unix(1_700_000_
 // countObs counts Observer events.
 type countObs struct {
 	fallbacks, dropped, audit atomic.Int64
+	mu                        sync.Mutex
+	writeErrs                 []string // teams whose writes Redis rejected
+}
+
+func (o *countObs) OnWriteError(team, _ string) {
+	o.mu.Lock()
+	o.writeErrs = append(o.writeErrs, team)
+	o.mu.Unlock()
 }
 
 func (o *countObs) OnFallback(string) { o.fallbacks.Add(1) }

@@ -41,6 +41,9 @@ type Observer interface {
 	// kept for Redis because the writer's bound was reached. (The node's
 	// deployment usage writer reports "usage" to the same observer.)
 	OnDropped(kind string, n int)
+	// OnWriteError: Redis rejected one team's post-response writes (its
+	// batch is lost, the other teams' of the same call were applied).
+	OnWriteError(team, err string)
 }
 
 // NopObserver ignores every event.
@@ -51,6 +54,9 @@ func (NopObserver) OnFallback(string) {}
 
 // OnDropped implements Observer.
 func (NopObserver) OnDropped(string, int) {}
+
+// OnWriteError implements Observer.
+func (NopObserver) OnWriteError(string, string) {}
 
 // Config tunes the Redis edge state; zero values take the defaults.
 type Config struct {
@@ -658,20 +664,36 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 	} else {
 		d, lerr = r.admitLocal(b.stateOf(r), q)
 	}
-	if lerr != nil {
-		return b, lerr
+	// Unless the breaker refused the call before it was sent, the script
+	// may have run and taken a slot in Redis whose answer was lost: Finish
+	// releases it with the local admission, and a refusal releases it now
+	// (it would otherwise be held for a whole lease).
+	maybeTaken := ac != nil && ac.slot != "" && !errors.Is(err, errLate) && !errors.Is(err, cluster.ErrBreakerOpen)
+	if lerr != nil || !d.Allowed {
+		if maybeTaken {
+			r.releaseLost(b.stateOf(r), q.Team, ac.slot)
+		}
+		if lerr != nil {
+			return b, lerr
+		}
 	}
 	b.Decision = d
 	if d.Allowed {
 		b.t = ticket{admitted: true, local: true, lt: d.Ticket}
-		// Unless the breaker refused the call before it was sent, the script
-		// may have run and taken a slot in Redis: Finish releases it too.
-		if ac != nil && ac.slot != "" && !errors.Is(err, errLate) && !errors.Is(err, cluster.ErrBreakerOpen) {
+		if maybeTaken {
 			b.t.remote = ac.slot
 		}
 	}
 	b.Decision.Ticket = ratelimit.Ticket{}
 	return b, nil
+}
+
+// releaseLost queues the release of a slot an admission script may have
+// taken in Redis although its answer never arrived.
+func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, slot string) {
+	if visit, urgent := ts.add(t, &finishWrite{slot: slot}, r.w, r.cfg.MaxPins); visit {
+		r.w.markDirty(ts, urgent)
+	}
 }
 
 // admitLocal decides q in the local fallback; an admission marks its team

@@ -201,7 +201,8 @@ return out
 //	      shard), then per team: rpm+tpm TATs, budget hash, parallel slots,
 //	      usage hash, and the pins to write
 //	ARGV: 1 call seq, 2 mark ttl (ms), 3 slot lease (ms), 4 number of teams,
-//	      then per team: number of pins, tpm, tokens to charge (>= 0), usd,
+//	      then per team: the number of its arguments after these two and
+//	            of its keys, number of pins, tpm, tokens to charge (>= 0), usd,
 //	            budget period (s), usage ttl (s; negative when its renewal
 //	            is not due: only a new field sets it),
 //	            n refunds and n pairs (tokens, reservation end us),
@@ -210,7 +211,8 @@ return out
 //	            n usage rows and (deployment, requests, tokens, usd) each,
 //	            for each pin key: (value, ttl ms, mode: 0 set, 1 keep a
 //	            higher tier, 2 delete)
-//	returns 1 when applied, 0 when this call was already applied
+//	returns 0 when this call was already applied, else {1, then for each
+//	        team whose part Redis rejected: its number (from 1), the error}
 //
 // The mark makes a call idempotent: the writer resends a call whose first
 // send failed in an unknown state (a timeout) as it was, with the same seq,
@@ -239,8 +241,9 @@ local function clock()
   return now
 end
 
-local i, k = 5, 2
-for team = 1, tonumber(ARGV[4]) do
+-- apply writes one team's part, its arguments from ARGV[i] and its keys
+-- from KEYS[k]
+local function apply(i, k)
   local np, tpm, charge = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local usds, period, uttl = ARGV[i + 3], tonumber(ARGV[i + 4]) * 1000000, tonumber(ARGV[i + 5])
   local usd = tonumber(usds)
@@ -321,7 +324,22 @@ for team = 1, tonumber(ARGV[4]) do
     k = k + 1
   end
 end
-return 1
+
+-- each team's part runs under pcall: a part Redis rejects (a bad value, a
+-- key of another type) stops that team's part alone, and the call reports
+-- it (team number, error) instead of dropping the teams after it
+local out = {1}
+local i, k = 5, 2
+for team = 1, tonumber(ARGV[4]) do
+  local na, nk = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local ok, err = pcall(apply, i + 2, k)
+  if not ok then
+    out[#out + 1] = team
+    out[#out + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+  end
+  i, k = i + 2 + na, k + nk
+end
+return out
 `
 
 // The scripts, loaded once per process: EVALSHA, falling back to EVAL on

@@ -133,11 +133,12 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		ts.charge += w.delta
 	} else if w.delta < 0 {
 		if len(ts.refunds) >= maxRefunds {
-			// merged into the newest: the sum, bounded by the later end (a
-			// looser bound, only under a backlog of this many refunds)
+			// merged into the newest: the sum, bounded by the earlier end, so
+			// the merge never returns capacity that one of its reservations
+			// no longer holds (a tighter bound: it may return less, never more)
 			last := &ts.refunds[len(ts.refunds)-1]
 			last.tokens += -w.delta
-			last.end = max(last.end, w.end)
+			last.end = min(last.end, w.end)
 		} else {
 			ts.refunds = append(ts.refunds, refund{tokens: -w.delta, end: w.end})
 		}
@@ -321,11 +322,13 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		}
 	}
 	wr.pinCount.Add(-int64(len(b.pins)))
-	if renew {
+	if renew && len(ts.live) > 0 {
+		// every live slot, however many: one left out would lose its lease
+		// while its request runs and let another request take its place
+		// (the script renews them one ZADD at a time, so their number is not
+		// bounded by Lua's stack as the releases' unpack is)
+		b.renew = make([]string, 0, len(ts.live))
 		for id := range ts.live {
-			if len(b.renew) == maxBatchItems {
-				break
-			}
 			b.renew = append(b.renew, id)
 		}
 	}
@@ -412,8 +415,11 @@ func (ts *teamState) settle(b *batch, err error) (again bool) {
 // appendTo adds b's part of a finishLua call: its keys and arguments.
 func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	tk := b.ts.keys
+	k0 := len(keys)
 	keys = append(keys, tk.finish[:]...)
 	t := b.team
+	args = append(args, 0, 0) // this part's argument and key counts, filled in below
+	a0 := len(args)
 	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, max(1, int64(ratelimit.BudgetPeriod(t).Seconds())), b.usageTTL)
 	args = append(args, len(b.refunds))
 	for _, r := range b.refunds {
@@ -435,6 +441,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 		keys = append(keys, tk.base+k)
 		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
 	}
+	args[a0-2], args[a0-1] = len(args)-a0, len(keys)-k0
 	return keys, args
 }
 
@@ -452,7 +459,7 @@ func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishC
 	nk, na := 1, 4
 	for _, b := range batches {
 		nk += 4 + len(b.pins)
-		na += 10 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins)
+		na += 12 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins)
 	}
 	keys := make([]string, 1, nk)
 	keys[0] = mark
@@ -707,8 +714,11 @@ func (w *writer) send(ctx context.Context, calls []*finishCall, entries []*telem
 		err := cmds[i].Err()
 		if err != nil {
 			ok = false
-		} else if c == w.inflight {
-			w.inflight = nil
+		} else {
+			if c == w.inflight {
+				w.inflight = nil
+			}
+			w.rejected(c, cmds[i].Val())
 		}
 		for _, b := range c.batches {
 			if b.ts.settle(b, err) {
@@ -731,6 +741,25 @@ func (w *writer) send(ctx context.Context, calls []*finishCall, entries []*telem
 		}
 	}
 	return ok
+}
+
+// rejected reports the teams whose part of an applied call Redis rejected
+// (finishLua's {1, team, error, ...}): each is logged and counted, and its
+// batch is settled like the others, since sending it again would fail
+// again; the other teams of the call were applied (SPEC 14).
+func (w *writer) rejected(c *finishCall, reply any) {
+	v, ok := reply.([]any)
+	if !ok {
+		return // 0: the call had been applied already
+	}
+	for j := 1; j+1 < len(v); j += 2 {
+		n, _ := v[j].(int64)
+		if n < 1 || int(n) > len(c.batches) {
+			continue
+		}
+		msg, _ := v[j+1].(string)
+		w.r.obs.OnWriteError(c.batches[n-1].team.Name, msg)
+	}
 }
 
 // closeRounds is how many failed rounds in a row close makes before it

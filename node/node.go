@@ -72,7 +72,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 	})
 	prefix := cfg.Redis.KeyPrefix
-	obs := &observer{m: m}
+	obs := &observer{m: m, log: log}
 	var clock func() time.Time
 	if opt.Clock != nil {
 		clock = opt.Clock.Now
@@ -177,7 +177,10 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 
 // observer turns the edge state's and the usage counter's events into
 // metrics.
-type observer struct{ m *telemetry.Metrics }
+type observer struct {
+	m   *telemetry.Metrics
+	log *slog.Logger
+}
 
 // OnFallback implements edge.Observer.
 func (o *observer) OnFallback(component string) { o.m.RedisFallback.WithLabelValues(component).Inc() }
@@ -195,6 +198,15 @@ func (o *observer) OnDropped(kind string, n int) {
 		o.m.UsageDropped.Add(float64(n))
 	}
 	o.m.EdgeDropped.WithLabelValues(kind).Add(float64(n))
+}
+
+// OnWriteError implements edge.Observer: one team's post-response writes
+// that Redis rejected, logged and counted in
+// switchyard_usage_write_errors_total (SPEC 14).
+func (o *observer) OnWriteError(team, err string) {
+	o.m.UsageWriteErrors.Inc()
+	o.log.Error("Redis rejected a team's post-response writes; they are lost, the other teams' were applied",
+		"team", team, "error", err)
 }
 
 // usageObserver is the observer as ratelimit.Observer.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -40,7 +41,7 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // switchyard_audit_dropped_total.
 func TestDroppedWritesByKind(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	obs := &observer{m: telemetry.NewMetrics(reg)}
+	obs := &observer{m: telemetry.NewMetrics(reg), log: slog.Default()}
 	zero := scrape(t, reg)
 	for _, kind := range []string{"pins", "releases", "usage"} {
 		if v, ok := zero["switchyard_edge_dropped_total{kind="+kind+"}"]; !ok || v != 0 {

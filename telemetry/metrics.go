@@ -40,6 +40,9 @@ type Metrics struct {
 	RedisFallback *prometheus.CounterVec // component
 	UsageDropped  prometheus.Counter
 	AuditDropped  prometheus.Counter
+	// UsageWriteErrors counts post-response writes of one team that Redis
+	// rejected (SPEC 14).
+	UsageWriteErrors prometheus.Counter
 	// EdgeDropped counts the shared-state writes lost because a writer's
 	// bound was reached, by kind: pins, releases, usage (the last also in
 	// UsageDropped). Audit entries have AuditDropped.
@@ -135,6 +138,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Usage deltas that could not be written to Redis at all."}),
 		AuditDropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "audit_dropped_total",
 			Help: "Audit entries that could not be stored."}),
+		UsageWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_write_errors_total",
+			Help: "Post-response writes of one team that Redis rejected; the other teams' writes of the same call were applied."}),
 		EdgeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_dropped_total",
 			Help: "Shared-state writes lost because a writer's bound was reached, by kind (pins, releases, usage)."}, []string{"kind"}),
 
@@ -146,7 +151,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
-		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.EdgeDropped, m.BodyBudgetRejected,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.EdgeDropped, m.BodyBudgetRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	for _, kind := range EdgeDropKinds {
