@@ -168,6 +168,9 @@ func (r *Redis) Load(ctx context.Context, team, prev string, refs []string, b Bu
 		if json.Unmarshal([]byte(str(f[3])), &rec.Input) != nil || json.Unmarshal([]byte(str(f[4])), &rec.Output) != nil {
 			return Lookup{}, &MissingError{ID: rec.ID} // unreadable: as good as gone
 		}
+		if rd.used += rec.ItemsSize(); rd.used > b.Bytes {
+			return Lookup{}, ErrTooLarge // the exact count, past the script's estimate
+		}
 		rd.chain = append(rd.chain, rec)
 	}
 	res = res[5*n:]

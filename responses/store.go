@@ -105,9 +105,8 @@ func ItemResponse(itemID string) (string, bool) {
 type Budget struct {
 	// Bytes is what the earlier turns may add to the request (wire.Item.Size
 	// summed over their items). Past it Load stops with ErrTooLarge before
-	// reading further; a store whose sizes are only estimates (Redis, which
-	// counts stored JSON) allows a small multiple and leaves the exact
-	// count to the caller.
+	// reading further (Redis's walk counts the stored JSON, so it reads at
+	// most about twice Bytes before the exact count).
 	Bytes int64
 	// Depth is the most turns the walk follows (at least 1).
 	Depth int
