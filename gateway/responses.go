@@ -153,8 +153,11 @@ func (rs *responsesCall) responsesDone(body []byte, output []wire.Item) {
 	if session == "" {
 		session = cl.sessionKey()
 	}
+	// a copy of this turn's items: a subslice would keep the expanded
+	// conversation's whole array alive in the store
+	input := append([]wire.Item(nil), rq.Input[rs.first:]...)
 	cl.s.Responses.Save(cl.team.Name, &responses.Record{ID: rq.ID, Session: session, Prev: rq.PreviousResponseID,
-		Input: rq.Input[rs.first:], Output: output, Response: body})
+		Input: input, Output: output, Response: body})
 }
 
 // errExpandedTooLarge is a request whose stored turns or referenced items
