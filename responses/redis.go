@@ -317,10 +317,12 @@ func (r *Redis) write(batch []job) {
 	if len(calls) > 0 {
 		failed := 0
 		var last error
-		for _, cmd := range evalPipelined(ctx, r.c, saveScript, calls) {
-			if err := cmd.Err(); err != nil {
+		for i, cmd := range evalPipelined(ctx, r.c, saveScript, calls) {
+			if n, err := cmd.Int64(); err != nil {
 				failed++
 				last = err
+			} else if n == 0 {
+				r.log.Warn("response larger than responses.max_team_bytes: kept on this node only", "response_id", calls[i].args[0], "bytes", calls[i].args[9])
 			}
 		}
 		if failed > 0 {

@@ -460,3 +460,28 @@ func TestRedisDownFallsBackToLocal(t *testing.T) {
 		t.Fatalf("a read with Redis down must be bounded, took %v", d)
 	}
 }
+
+// A follow-up served on another node: its own turn is in that node's local
+// store, the earlier ones are walked in Redis, in one script call.
+func TestRedisChainAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	mk := impls(t, Config{TTL: time.Hour, MaxLocal: 100})["redis"]
+	im := mk()
+	im.store.Save("t", rec("resp_f1", "", []wire.Item{msg("", "user", "one")}, "a1"))
+	im.store.Save("t", rec("resp_f2", "resp_f1", []wire.Item{msg("", "user", "two")}, "a2"))
+	im.flush()
+	b := im.other()
+	b.Save("t", rec("resp_f3", "resp_f2", []wire.Item{msg("", "user", "three")}, "a3"))
+	lk, err := b.Load(ctx, "t", "resp_f3", []string{outID("resp_f1", 0)}, big)
+	if err != nil || len(lk.Chain) != 3 {
+		t.Fatalf("chain: %+v %v", lk.Chain, err)
+	}
+	for i, want := range []string{"resp_f1", "resp_f2", "resp_f3"} {
+		if lk.Chain[i].ID != want || text(lk.Chain[i].Output[0]) != "a"+strconv.Itoa(i+1) {
+			t.Fatalf("turn %d: %+v", i, lk.Chain[i])
+		}
+	}
+	if text(lk.Items[outID("resp_f1", 0)]) != "a1" {
+		t.Fatalf("items: %+v", lk.Items)
+	}
+}
