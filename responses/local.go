@@ -50,10 +50,15 @@ func NewLocal(now func() time.Time, cfg Config) *Local {
 func scoped(team, id string) string { return team + "\x00" + id }
 
 // localSize is what a record holds in memory, near enough to bound the
-// store in bytes: its strings and a fixed cost per record and item.
+// store in bytes: its strings and a fixed cost per record, item and part.
 func localSize(team string, rec *Record) int64 {
 	n := int64(recordOverhead + 2*len(team) + 2*len(rec.ID) + len(rec.Session) + len(rec.Prev) + len(rec.Response))
 	n += int64(itemOverhead * (len(rec.Input) + len(rec.Output)))
+	for _, items := range [][]wire.Item{rec.Input, rec.Output} {
+		for i := range items {
+			n += int64(partOverhead * len(items[i].Content))
+		}
+	}
 	return n + rec.ItemsSize()
 }
 

@@ -178,3 +178,6 @@ const recordOverhead = 256
 
 // itemOverhead is the same for each item (the wire.Item struct).
 const itemOverhead = 160
+
+// partOverhead is the same for each content part (the wire.Part struct).
+const partOverhead = 64
