@@ -35,12 +35,16 @@ const guardSlack = 1 << 20
 // Redis is the shared store. A team's keys share its hash tag (one Cluster
 // slot, with its limits and pins):
 //
-//	<prefix>{team:<name>}:resp:<id>  hash of one turn, TTL store_ttl:
+//	<prefix>{team:<name>}:turn:<id>  hash of one turn, TTL store_ttl:
 //	                                 p prev id, s session, i input JSON,
 //	                                 o output JSON, r response JSON,
 //	                                 z its accounted size in bytes
 //	<prefix>{team:<name>}:rzs        sorted set "<id>:<size>" by save order
 //	<prefix>{team:<name>}:rstore     hash: b bytes accounted, q save sequence
+//
+// (Records of the earlier, copying format were strings under resp: and
+// ritem:; they are never read, so their ids are unknown, and they expire
+// by their own TTL.)
 //
 // Saving a turn and evicting the team's oldest turns past max_team_bytes is
 // one script, so one team can never hold more of Redis than its share. A
@@ -91,8 +95,8 @@ func NewRedis(c RedisClient, prefix string, timeout time.Duration, cfg Config, l
 	return r
 }
 
-func (r *Redis) recKey(team, id string) string { return cluster.TeamKey(r.prefix, team, "resp:"+id) }
-func (r *Redis) recBase(team string) string    { return cluster.TeamKey(r.prefix, team, "resp:") }
+func (r *Redis) recKey(team, id string) string { return cluster.TeamKey(r.prefix, team, "turn:"+id) }
+func (r *Redis) recBase(team string) string    { return cluster.TeamKey(r.prefix, team, "turn:") }
 func (r *Redis) indexKey(team string) string   { return cluster.TeamKey(r.prefix, team, "rzs") }
 func (r *Redis) teamKey(team string) string    { return cluster.TeamKey(r.prefix, team, "rstore") }
 

@@ -423,7 +423,7 @@ func flush(t *testing.T, r *Redis) {
 func redisBytes(mr *miniredis.Miniredis, prefix string) int64 {
 	var n int64
 	for _, k := range mr.Keys() {
-		if !strings.HasPrefix(k, prefix+"resp:") {
+		if !strings.HasPrefix(k, prefix+"turn:") {
 			continue
 		}
 		fields, _ := mr.HKeys(k)
