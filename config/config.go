@@ -236,4 +236,10 @@ func (t Tracing) Enabled() bool { return t.OTLPEndpoint != "" }
 type Responses struct {
 	StoreTTL time.Duration `koanf:"store_ttl"` // how long a stored response is kept (Redis or local); default 24h
 	MaxLocal int           `koanf:"max_local"` // responses the local store keeps, oldest evicted; default 10000
+	// MaxLocalBytes bounds the local store in bytes (its records' items,
+	// response objects and a fixed cost each), oldest evicted; default 256 MiB.
+	MaxLocalBytes int64 `koanf:"max_local_bytes"`
+	// MaxTeamBytes bounds one team's stored responses in Redis, in bytes,
+	// the team's oldest evicted first; default 256 MiB.
+	MaxTeamBytes int64 `koanf:"max_team_bytes"`
 }

@@ -68,6 +68,8 @@ func defaults() map[string]any {
 		"tracing.service_name":             "switchyard",
 		"responses.store_ttl":              "24h",
 		"responses.max_local":              10000,
+		"responses.max_local_bytes":        256 << 20,
+		"responses.max_team_bytes":         256 << 20,
 	}
 }
 

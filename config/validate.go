@@ -310,6 +310,12 @@ func Validate(c *Config) Problems {
 	if c.Responses.MaxLocal < 1 {
 		add("responses.max_local: must be >= 1")
 	}
+	if c.Responses.MaxLocalBytes < 1 {
+		add("responses.max_local_bytes: must be >= 1")
+	}
+	if c.Responses.MaxTeamBytes < 1 {
+		add("responses.max_team_bytes: must be >= 1")
+	}
 	p = append(p, validateTracing(c.Tracing)...)
 	return p
 }

@@ -225,7 +225,8 @@ func (n *Node) Close(ctx context.Context) error {
 
 // ResponsesConfig is the response store's part of cfg (responses.*).
 func ResponsesConfig(cfg *config.Config) responses.Config {
-	return responses.Config{TTL: cfg.Responses.StoreTTL, MaxLocal: cfg.Responses.MaxLocal}
+	return responses.Config{TTL: cfg.Responses.StoreTTL, MaxLocal: cfg.Responses.MaxLocal,
+		MaxLocalBytes: cfg.Responses.MaxLocalBytes, MaxTeamBytes: cfg.Responses.MaxTeamBytes}
 }
 
 // localStore picks the catalog store without Redis: a state file under

@@ -41,7 +41,10 @@ func (s *Server) handleResponses(c *gin.Context) {
 
 // conversation gives the request its response id and, when it continues a
 // stored conversation, replaces its input with the stored turns plus its
-// own items (references resolved), in one bounded store read.
+// own items (references resolved), in one bounded store read. What the
+// expansion adds is counted before anything is built: past
+// server.max_body_bytes it is a 413 (SPEC 10.1, 14), so a few bytes of
+// references can never make the node hold more than the body limit.
 func (cl *call) conversation() bool {
 	rq := cl.req.Responses
 	if rq == nil {
@@ -52,24 +55,42 @@ func (cl *call) conversation() bool {
 	if rq.PreviousResponseID == "" && len(rq.Refs) == 0 {
 		return true
 	}
-	lk, err := cl.s.Responses.Load(cl.ctx, cl.team.Name, rq.PreviousResponseID, rq.Refs)
+	srv := cl.s.cfg().Server
+	maxItems := srv.MaxMessages
+	if maxItems < 1 {
+		maxItems = wire.DefaultMaxMessages
+	}
+	// what the stored turns and references may add: the body limit less
+	// the body itself (a reference's own bytes are not subtracted back)
+	room := srv.MaxBodyBytes - int64(len(cl.req.Raw))
+	lk, err := cl.s.Responses.Load(cl.ctx, cl.team.Name, rq.PreviousResponseID, rq.Refs, responses.Budget{Bytes: room, Depth: maxItems})
+	var missing *responses.MissingError
 	switch {
+	case errors.As(err, &missing):
+		return cl.fail(errTurnNotFound(rq.PreviousResponseID, missing.ID))
 	case errors.Is(err, responses.ErrNotFound):
 		return cl.fail(errResponseNotFound(rq.PreviousResponseID, "previous_response_id", "previous_response_not_found"))
+	case errors.Is(err, responses.ErrTooLarge):
+		return cl.fail(errExpandedTooLarge(srv.MaxBodyBytes, "previous_response_id"))
+	case errors.Is(err, responses.ErrTooDeep):
+		return cl.fail(errBadRequest("previous_response_id", "the conversation has more than "+strconv.Itoa(maxItems)+" stored turns (server.max_messages): start a new conversation"))
 	case err != nil:
 		return cl.fail(&apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "response_store_unavailable", Param: "previous_response_id",
 			Message: "the response store could not be read in time; retry, or send the conversation without previous_response_id"})
 	}
-	var items []wire.Item
-	if p := lk.Previous; p != nil {
-		items = make([]wire.Item, 0, len(p.Items)+len(rq.Input))
-		items = append(items, p.Items...)
-		cl.rs.session = p.Session
+	// count, then build: the sizes and the item count of everything the
+	// expansion adds, stopping at the first byte past the limit
+	var added int64
+	n := len(rq.Input)
+	for _, t := range lk.Chain {
+		if added += t.ItemsSize(); added > room {
+			return cl.fail(errExpandedTooLarge(srv.MaxBodyBytes, "previous_response_id"))
+		}
+		n += len(t.Input) + len(t.Output)
 	}
-	cl.rs.first = len(items)
-	for i, it := range rq.Input {
+	for i := range rq.Input {
+		it := &rq.Input[i]
 		if it.Type != "item_reference" {
-			items = append(items, it)
 			continue
 		}
 		ref, ok := lk.Items[it.ID]
@@ -77,14 +98,29 @@ func (cl *call) conversation() bool {
 			return cl.fail(&apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "item_not_found",
 				Param: "input[" + strconv.Itoa(i) + "].id", Message: "Item with id '" + it.ID + "' not found: it is unknown, expired, or stored with store: false"})
 		}
-		items = append(items, ref)
+		if added += int64(ref.Size()); added > room {
+			return cl.fail(errExpandedTooLarge(srv.MaxBodyBytes, "input["+strconv.Itoa(i)+"].id"))
+		}
 	}
-	srv := cl.s.cfg().Server
-	if err := cl.req.ExpandResponses(items, wire.Limits{MaxMessages: srv.MaxMessages}); err != nil {
+	if n > maxItems {
+		return cl.fail(errBadRequest("previous_response_id", "the conversation has "+strconv.Itoa(n)+" items with the stored turns; at most "+strconv.Itoa(maxItems)+" are allowed (server.max_messages): start a new conversation"))
+	}
+	items := make([]wire.Item, 0, n)
+	for _, t := range lk.Chain {
+		items = append(append(items, t.Input...), t.Output...)
+	}
+	if len(lk.Chain) > 0 {
+		cl.rs.session = lk.Chain[len(lk.Chain)-1].Session
+	}
+	cl.rs.first = len(items)
+	for _, it := range rq.Input {
+		if it.Type == "item_reference" {
+			it = lk.Items[it.ID]
+		}
+		items = append(items, it)
+	}
+	if err := cl.req.ExpandResponses(items, wire.Limits{MaxMessages: maxItems}); err != nil {
 		return cl.fail(fromInputError(err))
-	}
-	if limit := srv.MaxBodyBytes; int64(cl.req.TextLen()) > limit {
-		return cl.fail(errBadRequest("previous_response_id", "the conversation with its stored turns is larger than server.max_body_bytes: start a new conversation"))
 	}
 	cl.promptTokens = cl.req.PromptTokens()
 	if cl.rs.session != "" {
@@ -105,19 +141,44 @@ func (cl *call) conversation() bool {
 // to the store then, just before the answer's last bytes reach the client,
 // so a client's immediate follow-up on this node finds it, and the shared
 // write (asynchronous, by the store's writer) starts as early as it can.
+// The record holds this turn's own items and a link to the turn before,
+// never a copy of the conversation.
 func (rs *responsesCall) responsesDone(body []byte, output []wire.Item) {
 	cl := rs.cl
 	rq := cl.req.Responses
 	if !rq.Store {
 		return
 	}
-	items := make([]wire.Item, 0, len(rq.Input)+len(output))
-	items = append(append(items, rq.Input...), output...)
 	session := rs.session
 	if session == "" {
 		session = cl.sessionKey()
 	}
-	cl.s.Responses.Save(cl.team.Name, &responses.Record{ID: rq.ID, Session: session, Items: items, Response: body, First: rs.first})
+	// a copy of this turn's items: a subslice would keep the expanded
+	// conversation's whole array alive in the store
+	input := append([]wire.Item(nil), rq.Input[rs.first:]...)
+	cl.s.Responses.Save(cl.team.Name, &responses.Record{ID: rq.ID, Session: session, Prev: rq.PreviousResponseID,
+		Input: input, Output: output, Response: body})
+}
+
+// errExpandedTooLarge is a request whose stored turns or referenced items
+// would take it past server.max_body_bytes (SPEC 10.1).
+func errExpandedTooLarge(limit int64, param string) *apiError {
+	e := errTooLarge(limit)
+	e.Param = param
+	e.Message = "the request with its stored turns and referenced items is larger than server.max_body_bytes (" +
+		strconv.FormatInt(limit, 10) + " bytes): start a new conversation or reference fewer items"
+	return e
+}
+
+// errTurnNotFound is a chain with a turn gone: the previous response
+// itself, or an earlier turn it links to that expired or was evicted
+// first (turns are stored linked, each for its own store_ttl).
+func errTurnNotFound(prev, missing string) *apiError {
+	if missing == prev {
+		return errResponseNotFound(prev, "previous_response_id", "previous_response_not_found")
+	}
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "previous_response_not_found", Param: "previous_response_id",
+		Message: "Response with id '" + missing + "', an earlier turn of the conversation '" + prev + "' continues, not found: it expired, was evicted or deleted; send the conversation in full without previous_response_id"}
 }
 
 func errResponseNotFound(id, param, code string) *apiError {

@@ -3,7 +3,6 @@ package responses
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -14,8 +13,10 @@ import (
 	"switchyard/wire"
 )
 
-// RedisClient is the part of go-redis the shared store uses.
+// RedisClient is the part of go-redis the shared store uses: scripts and
+// pipelines (CONVENTIONS 13). redis.UniversalClient satisfies it.
 type RedisClient interface {
+	redis.Scripter
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
@@ -26,25 +27,48 @@ const queueLen = 4096
 // writeTimeout bounds one batch write (off the request path).
 const writeTimeout = 2 * time.Second
 
-// Redis is the shared store: records and their indexed items live under
-// "<prefix>{team:<name>}:resp:" and ":ritem:" with store_ttl, so a
-// follow-up on any replica finds them (the team's hash tag keeps a team's
-// keys in one Cluster slot).
+// guardSlack is what Redis's walk allows beyond twice the byte budget: it
+// counts stored JSON (each item's framing, escapes), which is never less
+// than wire.Item.Size; the caller makes the exact count before building.
+const guardSlack = 1 << 20
+
+// Redis is the shared store. A team's keys share its hash tag (one Cluster
+// slot, with its limits and pins):
+//
+//	<prefix>{team:<name>}:turn:<id>  hash of one turn, TTL store_ttl:
+//	                                 p prev id, s session, i input JSON,
+//	                                 o output JSON, r response JSON,
+//	                                 z its accounted size in bytes
+//	<prefix>{team:<name>}:rzs        sorted set "<id>:<size>" by save order
+//	<prefix>{team:<name>}:rstore     hash: b bytes accounted, q save sequence
+//
+// (Records of the earlier, copying format were strings under resp: and
+// ritem:; they are never read, so their ids are unknown, and they expire
+// by their own TTL.)
+//
+// Saving a turn and evicting the team's oldest turns past max_team_bytes is
+// one script, so one team can never hold more of Redis than its share. A
+// turn that expired is still counted until it is the oldest and is
+// trimmed; since every turn lives the same TTL, the expired ones are always
+// the first to go. The index keys get store_ttl on every save, so they
+// outlive every turn they list and vanish with an idle team.
+//
 // Every record is also kept in the bounded local store at once, so a
 // follow-up on the same node reads its own write before the writer has
 // sent it, and a node whose Redis is gone still serves its own
 // conversations. Reads are bounded by the request-path timeout.
 type Redis struct {
 	// immutable after NewRedis
-	c       RedisClient
-	prefix  string
-	timeout time.Duration
-	ttl     time.Duration
-	local   *Local
-	log     *slog.Logger
-	queue   chan job
-	stop    chan struct{}
-	done    chan struct{}
+	c        RedisClient
+	prefix   string
+	timeout  time.Duration
+	ttl      time.Duration
+	maxBytes int64 // max_team_bytes
+	local    *Local
+	log      *slog.Logger
+	queue    chan job
+	stop     chan struct{}
+	done     chan struct{}
 
 	dropped atomic.Int64
 	closing atomic.Bool
@@ -62,16 +86,19 @@ func NewRedis(c RedisClient, prefix string, timeout time.Duration, cfg Config, l
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Redis{c: c, prefix: prefix, timeout: timeout, ttl: cfg.TTL, local: local, log: log,
+	if cfg.MaxTeamBytes < 1 {
+		cfg.MaxTeamBytes = 256 << 20
+	}
+	r := &Redis{c: c, prefix: prefix, timeout: timeout, ttl: cfg.TTL, maxBytes: cfg.MaxTeamBytes, local: local, log: log,
 		queue: make(chan job, queueLen), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
 	return r
 }
 
-// Keys share the edge state's per-team hash tag ({team:<name>}), so a
-// team's responses live in the slot of its limits and pins.
-func (r *Redis) recKey(team, id string) string  { return cluster.TeamKey(r.prefix, team, "resp:"+id) }
-func (r *Redis) itemKey(team, id string) string { return cluster.TeamKey(r.prefix, team, "ritem:"+id) }
+func (r *Redis) recKey(team, id string) string { return cluster.TeamKey(r.prefix, team, "turn:"+id) }
+func (r *Redis) recBase(team string) string    { return cluster.TeamKey(r.prefix, team, "turn:") }
+func (r *Redis) indexKey(team string) string   { return cluster.TeamKey(r.prefix, team, "rzs") }
+func (r *Redis) teamKey(team string) string    { return cluster.TeamKey(r.prefix, team, "rstore") }
 
 // Dropped reports records that never reached Redis because the queue was full.
 func (r *Redis) Dropped() int64 { return r.dropped.Load() }
@@ -90,95 +117,127 @@ func (r *Redis) Save(team string, rec *Record) {
 	}
 }
 
-// Load implements Store: local first, then one pipelined read of whatever
-// is missing, bounded by the request-path timeout.
-func (r *Redis) Load(ctx context.Context, team, prev string, refs []string) (Lookup, error) {
-	lk, prevMissing, missing := r.local.lookup(team, prev, refs)
-	if !prevMissing && len(missing) == 0 {
-		return lk, nil
+// Load implements Store: the local store first, then one script call that
+// walks the rest of the chain and reads the missing referenced outputs in
+// Redis, bounded by the request-path timeout and by b.
+func (r *Redis) Load(ctx context.Context, team, prev string, refs []string, b Budget) (Lookup, error) {
+	rd, err := r.local.read(team, prev, refs, b)
+	if err != nil {
+		return Lookup{}, err
+	}
+	if rd.next == "" && len(rd.missing) == 0 {
+		return Lookup{Chain: oldestFirst(rd.chain), Items: rd.items}, nil
+	}
+	var rids []string // the responses of the missing refs, each once
+	seen := map[string]bool{}
+	for _, ref := range rd.missing {
+		if rid, _ := ItemResponse(ref); !seen[rid] {
+			seen[rid] = true
+			rids = append(rids, rid)
+		}
+	}
+	depth := max(b.Depth, 1) - len(rd.chain)
+	if rd.next != "" && depth < 1 {
+		return Lookup{}, ErrTooDeep
+	}
+	args := make([]any, 0, 4+len(rids))
+	args = append(args, r.recBase(team), rd.next, 2*(b.Bytes-rd.used)+guardSlack, depth)
+	for _, rid := range rids {
+		args = append(args, rid)
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	var recCmd *redis.StringCmd
-	itemCmds := make([]*redis.StringCmd, len(missing))
-	_, err := r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
-		if prevMissing {
-			recCmd = p.Get(cctx, r.recKey(team, prev))
-		}
-		for i, id := range missing {
-			itemCmds[i] = p.Get(cctx, r.itemKey(team, id))
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	res, err := loadScript.Run(cctx, r.c, []string{r.teamKey(team)}, args...).Slice()
+	if err != nil || len(res) < 2 {
 		return Lookup{}, ErrUnavailable
 	}
-	if recCmd != nil {
-		b, err := recCmd.Bytes()
-		if err != nil {
-			return Lookup{}, ErrNotFound
-		}
-		rec := new(Record)
-		if json.Unmarshal(b, rec) != nil {
-			return Lookup{}, ErrNotFound
-		}
-		lk.Previous = rec
+	status, _ := res[0].(int64)
+	switch status {
+	case 1:
+		id, _ := res[1].(string)
+		return Lookup{}, &MissingError{ID: id}
+	case 2:
+		return Lookup{}, ErrTooLarge
+	case 3:
+		return Lookup{}, ErrTooDeep
 	}
-	for i, c := range itemCmds {
-		b, err := c.Bytes()
-		if err != nil {
-			continue
+	n, _ := res[1].(int64)
+	res = res[2:]
+	if int64(len(res)) < 5*n+2*int64(len(rids)) {
+		return Lookup{}, ErrUnavailable
+	}
+	for k := int64(0); k < n; k++ {
+		f := res[5*k : 5*k+5]
+		rec := &Record{ID: str(f[0]), Prev: str(f[1]), Session: str(f[2])}
+		if json.Unmarshal([]byte(str(f[3])), &rec.Input) != nil || json.Unmarshal([]byte(str(f[4])), &rec.Output) != nil {
+			return Lookup{}, &MissingError{ID: rec.ID} // unreadable: as good as gone
 		}
-		var it wire.Item
-		if json.Unmarshal(b, &it) == nil {
-			if lk.Items == nil {
-				lk.Items = make(map[string]wire.Item, len(refs))
+		if rd.used += rec.ItemsSize(); rd.used > b.Bytes {
+			return Lookup{}, ErrTooLarge // the exact count, past the script's estimate
+		}
+		rd.chain = append(rd.chain, rec)
+	}
+	res = res[5*n:]
+	byResp := make(map[string]*Record, len(rids))
+	for k := range rids {
+		if o := str(res[2*k+1]); o != "" {
+			rec := &Record{ID: rids[k]}
+			if json.Unmarshal([]byte(o), &rec.Output) == nil {
+				byResp[rids[k]] = rec
 			}
-			lk.Items[missing[i]] = it
 		}
 	}
-	return lk, nil
+	for _, ref := range rd.missing {
+		rid, _ := ItemResponse(ref)
+		if rec := byResp[rid]; rec != nil {
+			if it, ok := rec.item(ref); ok {
+				if rd.items == nil {
+					rd.items = make(map[string]wire.Item)
+				}
+				rd.items[ref] = it
+			}
+		}
+	}
+	return Lookup{Chain: oldestFirst(rd.chain), Items: rd.items}, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }
 
 // Get implements Store.
 func (r *Redis) Get(ctx context.Context, team, id string) (*Record, error) {
-	lk, err := r.Load(ctx, team, id, nil)
-	if err != nil {
-		return nil, err
+	if rec := r.local.get(team, id); rec != nil {
+		return rec, nil
 	}
-	return lk.Previous, nil
-}
-
-// Delete implements Store: the record and the items it indexed, here and
-// in Redis.
-func (r *Redis) Delete(ctx context.Context, team, id string) (bool, error) {
-	rec, err := r.Get(ctx, team, id)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_, _ = r.local.Delete(ctx, team, id)
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	keys := []string{r.recKey(team, id)}
-	for i := max(rec.First, 0); i < len(rec.Items); i++ {
-		if it := &rec.Items[i]; it.ID != "" {
-			keys = append(keys, r.itemKey(team, it.ID))
-		}
-	}
+	var cmd *redis.SliceCmd
 	if _, err := r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
-		// one DEL per key (a team's keys share a slot; single-key
-		// commands keep the pipeline plain on any topology)
-		for _, k := range keys {
-			p.Del(cctx, k)
-		}
+		cmd = p.HMGet(cctx, r.recKey(team, id), "r", "s", "z")
 		return nil
 	}); err != nil {
+		return nil, ErrUnavailable
+	}
+	v := cmd.Val()
+	if len(v) != 3 || str(v[2]) == "" {
+		return nil, ErrNotFound
+	}
+	return &Record{ID: id, Response: json.RawMessage(str(v[0])), Session: str(v[1])}, nil
+}
+
+// Delete implements Store: the response's own record, here and in Redis;
+// the turns it links to and the items it referenced stay.
+func (r *Redis) Delete(ctx context.Context, team, id string) (bool, error) {
+	here, _ := r.local.Delete(ctx, team, id)
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	n, err := deleteScript.Run(cctx, r.c, []string{r.recKey(team, id), r.indexKey(team), r.teamKey(team)}, id).Int()
+	if err != nil {
 		return false, ErrUnavailable
 	}
-	return true, nil
+	return here || n == 1, nil
 }
 
 // Flush waits until every record saved before it was written (or ctx ends).
@@ -240,33 +299,39 @@ func (r *Redis) run() {
 }
 
 func (r *Redis) write(batch []job) {
-	n := 0
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, j := range batch {
-			if j.rec == nil {
-				continue
-			}
-			b, err := json.Marshal(j.rec)
-			if err != nil {
-				continue
-			}
-			n++
-			p.Set(ctx, r.recKey(j.team, j.rec.ID), b, r.ttl)
-			for i := max(j.rec.First, 0); i < len(j.rec.Items); i++ {
-				it := &j.rec.Items[i]
-				if it.ID == "" {
-					continue
-				}
-				ib, _ := json.Marshal(it)
-				p.Set(ctx, r.itemKey(j.team, it.ID), ib, r.ttl)
+	calls := make([]scriptCall, 0, len(batch))
+	for _, j := range batch {
+		if j.rec == nil {
+			continue
+		}
+		in, err1 := json.Marshal(j.rec.Input)
+		out, err2 := json.Marshal(j.rec.Output)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		rec := j.rec
+		size := int64(recordOverhead + len(rec.ID) + len(rec.Prev) + len(rec.Session) + len(in) + len(out) + len(rec.Response))
+		calls = append(calls, scriptCall{
+			keys: []string{r.recKey(j.team, rec.ID), r.indexKey(j.team), r.teamKey(j.team)},
+			args: []any{rec.ID, rec.Prev, rec.Session, in, out, []byte(rec.Response), r.ttl.Milliseconds(), r.maxBytes, r.recBase(j.team), size},
+		})
+	}
+	if len(calls) > 0 {
+		failed := 0
+		var last error
+		for i, cmd := range evalPipelined(ctx, r.c, saveScript, calls) {
+			if n, err := cmd.Int64(); err != nil {
+				failed++
+				last = err
+			} else if n == 0 {
+				r.log.Warn("response larger than responses.max_team_bytes: kept on this node only", "response_id", calls[i].args[0], "bytes", calls[i].args[9])
 			}
 		}
-		return nil
-	})
-	if err != nil && n > 0 {
-		r.log.Warn("response store write failed: responses kept on this node only", "responses", n, "error", err)
+		if failed > 0 {
+			r.log.Warn("response store write failed: responses kept on this node only", "responses", failed, "error", last)
+		}
 	}
 	for _, j := range batch {
 		if j.flush != nil {
@@ -274,5 +339,136 @@ func (r *Redis) write(batch []job) {
 		}
 	}
 }
+
+// scriptCall is one script invocation in a pipeline.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// evalPipelined runs s once per call in one pipeline. Calls answered
+// NOSCRIPT (the script cache was flushed: a restart, a failover) did not
+// run; the script is loaded and they are sent once more.
+func evalPipelined(ctx context.Context, c RedisClient, s *redis.Script, calls []scriptCall) []*redis.Cmd {
+	out := make([]*redis.Cmd, len(calls))
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, call := range calls {
+			out[i] = s.EvalSha(ctx, p, call.keys, call.args...)
+		}
+		return nil
+	})
+	var again []int
+	for i, cmd := range out {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 || s.Load(ctx, c).Err() != nil {
+		return out
+	}
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range again {
+			out[i] = s.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+		}
+		return nil
+	})
+	return out
+}
+
+// saveLua stores one turn and trims the team to its byte share, oldest
+// first. The evicted turns' keys are derived from ARGV[9]; they carry the
+// team's hash tag, so they are in the slot of KEYS.
+//
+//	KEYS: 1 record hash, 2 team index, 3 team hash
+//	ARGV: 1 id, 2 prev, 3 session, 4 input, 5 output, 6 response,
+//	      7 ttl ms, 8 max team bytes, 9 record key base, 10 size
+var saveScript = redis.NewScript(`
+local id, size, maxb = ARGV[1], tonumber(ARGV[10]), tonumber(ARGV[8])
+local old = redis.call('HGET', KEYS[1], 'z')
+if old then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], id .. ':' .. old)
+  redis.call('HINCRBY', KEYS[3], 'b', -tonumber(old))
+end
+if size > maxb then return 0 end
+redis.call('HSET', KEYS[1], 'p', ARGV[2], 's', ARGV[3], 'i', ARGV[4], 'o', ARGV[5], 'r', ARGV[6], 'z', size)
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+local q = redis.call('HINCRBY', KEYS[3], 'q', 1)
+redis.call('ZADD', KEYS[2], q, id .. ':' .. size)
+local b = redis.call('HINCRBY', KEYS[3], 'b', size)
+local n = 1
+while b > maxb do
+  local m = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if not m then break end
+  redis.call('ZREM', KEYS[2], m)
+  local mid, msize = string.match(m, '^(.*):(%d+)$')
+  redis.call('DEL', ARGV[9] .. mid)
+  b = redis.call('HINCRBY', KEYS[3], 'b', -tonumber(msize))
+  n = n + 1
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
+return n
+`)
+
+// deleteLua removes one turn and its accounting.
+//
+//	KEYS: 1 record hash, 2 team index, 3 team hash   ARGV: 1 id
+var deleteScript = redis.NewScript(`
+local z = redis.call('HGET', KEYS[1], 'z')
+if not z then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1] .. ':' .. z)
+redis.call('HINCRBY', KEYS[3], 'b', -tonumber(z))
+return 1
+`)
+
+// loadLua walks a chain back from ARGV[2] and reads the outputs of the
+// responses ARGV[5..] in one call, counting the stored JSON it would
+// return against ARGV[3] before reading it. The keys read are derived from
+// ARGV[1] under the team's hash tag, in the slot of KEYS[1].
+//
+//	KEYS: 1 team hash (routing only)
+//	ARGV: 1 record key base, 2 first id ("" for none), 3 byte guard,
+//	      4 max depth, 5.. response ids of referenced items
+//	returns {1, id} a missing turn, {2, id} over the guard, {3, id} too
+//	deep, else {0, n, (id, prev, session, input, output) x n,
+//	(id, output or "") per referenced response}
+var loadScript = redis.NewScript(`
+local base, guard, depth = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local out = {0, 0}
+local used, n = 0, 0
+local id = ARGV[2]
+while id ~= '' do
+  local key = base .. id
+  local p = redis.call('HGET', key, 'p')
+  if not p then return {1, id} end
+  n = n + 1
+  if n > depth then return {3, id} end
+  used = used + redis.call('HSTRLEN', key, 'i') + redis.call('HSTRLEN', key, 'o')
+  if used > guard then return {2, id} end
+  local h = redis.call('HMGET', key, 's', 'i', 'o')
+  out[#out + 1] = id
+  out[#out + 1] = p
+  out[#out + 1] = h[1] or ''
+  out[#out + 1] = h[2] or ''
+  out[#out + 1] = h[3] or ''
+  id = p
+end
+out[2] = n
+for k = 5, #ARGV do
+  local key = base .. ARGV[k]
+  local len = redis.call('HSTRLEN', key, 'o')
+  used = used + len
+  if used > guard then return {2, ARGV[k]} end
+  out[#out + 1] = ARGV[k]
+  if len > 0 then
+    out[#out + 1] = redis.call('HGET', key, 'o')
+  else
+    out[#out + 1] = ''
+  end
+end
+return out
+`)
 
 var _ Store = (*Redis)(nil)

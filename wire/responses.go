@@ -549,6 +549,18 @@ func (r *Request) fillResponsesView() {
 	r.System = strings.Join(sys, "\n")
 }
 
+// Size is what the item adds to a request in bytes: its text, image URLs,
+// ids, names, arguments and outputs. Expanding previous_response_id and
+// item_reference counts it against server.max_body_bytes before building
+// anything (SPEC 10.1, 14).
+func (it *Item) Size() int {
+	n := len(it.ID) + len(it.CallID) + len(it.Name) + len(it.Arguments) + len(it.Output)
+	for i := range it.Content {
+		n += len(it.Content[i].Text) + len(it.Content[i].ImageURL)
+	}
+	return n
+}
+
 // Text joins the text of a message item's parts with "\n".
 func (it *Item) Text() string {
 	if len(it.Content) == 1 {
