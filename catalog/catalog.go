@@ -75,6 +75,26 @@ func (d *Deployment) ExpectedCost(inTokens, outTokens int) float64 {
 	return (float64(inTokens)*d.Price.Input + float64(outTokens)*d.Price.Output) / 1e6
 }
 
+// Cost is the price in USD of an answer's usage (SPEC 10.2). prompt is
+// every input token, as OpenAI counts prompt_tokens: cached and cacheWrite
+// are the parts of it read from and written to the provider's prompt cache,
+// priced at cached_input and cache_write; the rest is priced at input.
+// output counts reasoning tokens too. Parts larger than the whole are cut to
+// it (cache reads first), so a bogus upstream detail can neither make the
+// cost negative nor price more tokens than the prompt had.
+//
+// The counts are plain ints: catalog sits below providers, which owns the
+// Usage type and normalizes each provider's convention into these four.
+func (d *Deployment) Cost(prompt, cached, cacheWrite, output int) float64 {
+	prompt, output = max(prompt, 0), max(output, 0)
+	cached = min(max(cached, 0), prompt)
+	cacheWrite = min(max(cacheWrite, 0), prompt-cached)
+	uncached := prompt - cached - cacheWrite
+	p := &d.Price
+	return (float64(uncached)*p.Input + float64(cached)*p.CachedInputUSD() +
+		float64(cacheWrite)*p.CacheWriteUSD() + float64(output)*p.Output) / 1e6
+}
+
 // HasPrice reports whether the operator configured a price.
 func (d *Deployment) HasPrice() bool { return d.Price.Input > 0 || d.Price.Output > 0 }
 

@@ -113,10 +113,30 @@ type Simulate struct {
 	EmbeddingDims      int           `koanf:"embedding_dims"`       // default 8
 }
 
-// Price is USD per million tokens.
+// Price is USD per million tokens (SPEC 10.2). CachedInput and CacheWrite
+// are optional: nil (unset) means the Input price, which is not the same as
+// an explicit 0 (a free cache read).
 type Price struct {
-	Input  float64 `koanf:"input" json:"input"`
-	Output float64 `koanf:"output" json:"output"`
+	Input       float64  `koanf:"input" json:"input"`                         // uncached input tokens
+	Output      float64  `koanf:"output" json:"output"`                       // output tokens, reasoning included
+	CachedInput *float64 `koanf:"cached_input" json:"cached_input,omitempty"` // input read from the provider's prompt cache; default: Input
+	CacheWrite  *float64 `koanf:"cache_write" json:"cache_write,omitempty"`   // input written to the prompt cache; default: Input
+}
+
+// CachedInputUSD is the effective cached_input price: Input when unset.
+func (p Price) CachedInputUSD() float64 {
+	if p.CachedInput != nil {
+		return *p.CachedInput
+	}
+	return p.Input
+}
+
+// CacheWriteUSD is the effective cache_write price: Input when unset.
+func (p Price) CacheWriteUSD() float64 {
+	if p.CacheWrite != nil {
+		return *p.CacheWrite
+	}
+	return p.Input
 }
 
 // Deployment is one concrete upstream model on one provider. Its JSON form is

@@ -371,6 +371,12 @@ func ValidateDeployment(d Deployment, f string, providers map[string]string) Pro
 	if d.Price.Input < 0 || d.Price.Output < 0 {
 		add("%s.price: must not be negative", f)
 	}
+	if c := d.Price.CachedInput; c != nil && !(*c >= 0) {
+		add("%s.price.cached_input: must not be negative", f)
+	}
+	if c := d.Price.CacheWrite; c != nil && !(*c >= 0) {
+		add("%s.price.cache_write: must not be negative", f)
+	}
 	if d.RPM < 0 || d.TPM < 0 {
 		add("%s: rpm and tpm must not be negative", f)
 	}

@@ -83,8 +83,22 @@ type Response struct {
 	TTFB time.Duration
 }
 
-// Usage is the token usage an upstream reported.
-type Usage struct{ PromptTokens, CompletionTokens int }
+// Usage is the token usage an upstream reported, normalized to one
+// convention whatever the provider's (SPEC 10.2): PromptTokens is every
+// input token, uncached, cache-read and cache-write alike (OpenAI's
+// prompt_tokens); CachedTokens and CacheWriteTokens are the parts of it read
+// from and written to the provider's prompt cache; CompletionTokens counts
+// reasoning tokens too. Each adapter converts its provider's counts into
+// this form on the way in, and into the client format's convention on the
+// way out.
+type Usage struct {
+	PromptTokens, CompletionTokens, CachedTokens, CacheWriteTokens int
+}
+
+// Cost is the price in USD of u at deployment d's prices (SPEC 10.2).
+func (u Usage) Cost(d *catalog.Deployment) float64 {
+	return d.Cost(u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CompletionTokens)
+}
 
 // MaxUsageTokens is the most tokens one request's usage may count (SPEC 14):
 // an upstream reporting more is believed up to here.
@@ -95,7 +109,8 @@ const MaxUsageTokens = 100_000_000
 // limiter or Redis as it came (a negative or absurd count would make a TTL
 // invalid or refund capacity never charged).
 func (u Usage) Clamped() (Usage, bool) {
-	c := Usage{clampTokens(u.PromptTokens), clampTokens(u.CompletionTokens)}
+	c := Usage{clampTokens(u.PromptTokens), clampTokens(u.CompletionTokens),
+		clampTokens(u.CachedTokens), clampTokens(u.CacheWriteTokens)}
 	return c, c != u
 }
 
