@@ -106,10 +106,41 @@ type oaDeltaIn struct {
 	ToolCalls []oaToolCall `json:"tool_calls,omitempty"`
 }
 
+// oaUsage is chat usage as an OpenAI-format client reads it (and as a
+// translator decodes an upstream's): prompt_tokens counts the cached tokens,
+// prompt_tokens_details says how many were cached (SPEC 10.2).
 type oaUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int              `json:"prompt_tokens"`
+	CompletionTokens    int              `json:"completion_tokens"`
+	TotalTokens         int              `json:"total_tokens"`
+	PromptTokensDetails *oaPromptDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type oaPromptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// usage normalizes an upstream's chat usage (nil: none reported).
+func (u *oaUsage) usage() Usage {
+	if u == nil {
+		return Usage{}
+	}
+	n := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	if u.PromptTokensDetails != nil {
+		n.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	return n
+}
+
+// oaUsageOf presents u in the OpenAI convention; prompt_tokens_details is
+// there when some input was cached. OpenAI has no count of cache writes:
+// they stay in prompt_tokens.
+func oaUsageOf(u Usage) *oaUsage {
+	o := &oaUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+	if u.CachedTokens > 0 {
+		o.PromptTokensDetails = &oaPromptDetails{CachedTokens: u.CachedTokens}
+	}
+	return o
 }
 
 // oaChunk is a chunk as written to an OpenAI-format client.
@@ -197,16 +228,50 @@ type anResponse struct {
 	Usage        anUsage   `json:"usage"`
 }
 
+// anUsage is Anthropic's usage object, in the order Anthropic writes it:
+// input_tokens excludes the cache reads and writes.
 type anUsage struct {
 	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens,omitempty"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens,omitempty"`
+	OutputTokens             int `json:"output_tokens"`
 }
 
 // prompt is every input token, cached or not, as OpenAI counts prompt_tokens.
 func (u anUsage) prompt() int {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// usage normalizes Anthropic's counts: its input_tokens excludes the cache
+// reads and writes, which Usage.PromptTokens includes (SPEC 10.2).
+func (u anUsage) usage() Usage {
+	return Usage{PromptTokens: u.prompt(), CompletionTokens: u.OutputTokens,
+		CachedTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
+}
+
+// anUsageOf presents u in the Anthropic convention: input_tokens without
+// the cache reads and writes, which have fields of their own.
+func anUsageOf(u Usage) anUsage {
+	return anUsage{InputTokens: max(u.PromptTokens-u.CachedTokens-u.CacheWriteTokens, 0), OutputTokens: u.CompletionTokens,
+		CacheReadInputTokens: u.CachedTokens, CacheCreationInputTokens: u.CacheWriteTokens}
+}
+
+// mergeDelta folds the usage of a message_delta into u. Its counts are
+// cumulative; a count it leaves out (or at 0) keeps the message_start
+// value, except output_tokens, which every message_delta carries.
+func (u *Usage) mergeDelta(d anUsage) {
+	a := anUsageOf(*u)
+	if d.InputTokens > 0 {
+		a.InputTokens = d.InputTokens
+	}
+	if d.CacheReadInputTokens > 0 {
+		a.CacheReadInputTokens = d.CacheReadInputTokens
+	}
+	if d.CacheCreationInputTokens > 0 {
+		a.CacheCreationInputTokens = d.CacheCreationInputTokens
+	}
+	a.OutputTokens = d.OutputTokens
+	*u = a.usage()
 }
 
 // Stop reasons, Anthropic <-> OpenAI.
@@ -288,9 +353,21 @@ type anStopDelta struct {
 	StopSequence *string `json:"stop_sequence"`
 }
 
+// anMessageUsageOf presents u as a message_delta's usage, in the
+// Anthropic convention (anUsageOf).
+func anMessageUsageOf(u Usage) anMessageUsage {
+	a := anUsageOf(u)
+	return anMessageUsage{InputTokens: a.InputTokens, CacheCreationInputTokens: a.CacheCreationInputTokens,
+		CacheReadInputTokens: a.CacheReadInputTokens, OutputTokens: a.OutputTokens}
+}
+
+// anMessageUsage is the cumulative usage of a message_delta written to an
+// Anthropic-format client.
 type anMessageUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens,omitempty"`
+	OutputTokens             int `json:"output_tokens"`
 }
 
 var messageStopData = []byte(`{"type":"message_stop"}`)

@@ -201,16 +201,27 @@ func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
 }
 
 // openAIUsage is the usage object of OpenAI chat, embeddings and images
-// (gpt-image) responses.
+// (gpt-image) responses. prompt_tokens (input_tokens) counts the cached
+// tokens too; the details say how many of them were cached (SPEC 10.2).
 type openAIUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	InputTokens      int `json:"input_tokens"`  // images
-	OutputTokens     int `json:"output_tokens"` // images
+	PromptTokens        int          `json:"prompt_tokens"`
+	CompletionTokens    int          `json:"completion_tokens"`
+	InputTokens         int          `json:"input_tokens"`  // images, Responses
+	OutputTokens        int          `json:"output_tokens"` // images, Responses
+	PromptTokensDetails openAICached `json:"prompt_tokens_details"`
+	InputTokensDetails  openAICached `json:"input_tokens_details"` // images, Responses
+}
+
+type openAICached struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func (u openAIUsage) usage() Usage {
-	return Usage{PromptTokens: u.PromptTokens + u.InputTokens, CompletionTokens: u.CompletionTokens + u.OutputTokens}
+	return Usage{
+		PromptTokens:     u.PromptTokens + u.InputTokens,
+		CompletionTokens: u.CompletionTokens + u.OutputTokens,
+		CachedTokens:     u.PromptTokensDetails.CachedTokens + u.InputTokensDetails.CachedTokens,
+	}
 }
 
 // openAIUsageOf reads the top-level usage of a response or chunk; ok is
@@ -225,8 +236,8 @@ func openAIUsageOK(body []byte) (Usage, bool) {
 	if !ok || body[s] != '{' {
 		return Usage{}, false
 	}
-	// the four counters, read without reflection: every response and
-	// usage chunk goes through here
+	// the counters, read without reflection: every response and usage
+	// chunk goes through here
 	var u openAIUsage
 	ok = wire.EachMember(body[s:e], func(k, v []byte) bool {
 		var dst *int
@@ -239,20 +250,47 @@ func openAIUsageOK(body []byte) (Usage, bool) {
 			dst = &u.InputTokens
 		case "output_tokens":
 			dst = &u.OutputTokens
+		case "prompt_tokens_details":
+			return cachedTokensOf(v, &u.PromptTokensDetails.CachedTokens)
+		case "input_tokens_details":
+			return cachedTokensOf(v, &u.InputTokensDetails.CachedTokens)
 		default:
 			return true
 		}
-		if string(v) == "null" {
-			return true // as encoding/json: the field keeps its value
-		}
-		n, ok := wire.ParseInt(v)
-		*dst = n
-		return ok
+		return intOf(v, dst)
 	})
 	if !ok {
 		return Usage{}, false
 	}
 	return u.usage(), true
+}
+
+// intOf reads a JSON integer into dst; null leaves dst as it is (as
+// encoding/json does).
+func intOf(v []byte, dst *int) bool {
+	if string(v) == "null" {
+		return true
+	}
+	n, ok := wire.ParseInt(v)
+	*dst = n
+	return ok
+}
+
+// cachedTokensOf reads cached_tokens from a *_tokens_details object (null:
+// nothing to read).
+func cachedTokensOf(v []byte, dst *int) bool {
+	if string(v) == "null" {
+		return true
+	}
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	return wire.EachMember(v, func(k, v []byte) bool {
+		if string(k) != "cached_tokens" {
+			return true
+		}
+		return intOf(v, dst)
+	})
 }
 
 // openAIRelay passes an OpenAI stream through to an OpenAI-format client,

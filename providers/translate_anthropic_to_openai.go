@@ -190,7 +190,7 @@ func openAIToAnthropicResponse(raw []byte) ([]byte, error) {
 	}
 	out.StopReason = &stop
 	if in.Usage != nil {
-		out.Usage = anUsage{InputTokens: in.Usage.PromptTokens, OutputTokens: in.Usage.CompletionTokens}
+		out.Usage = anUsageOf(in.Usage.usage())
 	}
 	return json.Marshal(out)
 }
@@ -330,7 +330,7 @@ func (c *openAIToAnthropicStream) finish() []byte {
 	c.emit("message_delta", anMessageDelta{
 		Type:  "message_delta",
 		Delta: anStopDelta{StopReason: stop},
-		Usage: anMessageUsage{InputTokens: c.u.PromptTokens, OutputTokens: c.u.CompletionTokens},
+		Usage: anMessageUsageOf(c.u),
 	})
 	c.buf = appendEvent(c.buf, "message_stop", messageStopData)
 	return c.buf

@@ -234,7 +234,10 @@ func (o *respObject) settle(finish string, u Usage) {
 	default:
 		o.Status = "completed"
 	}
-	o.Usage = &respUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+	// the Responses convention is OpenAI's: input_tokens counts the cached
+	// tokens, input_tokens_details says how many (SPEC 10.2)
+	o.Usage = &respUsage{InputTokens: u.PromptTokens, InputTokensDetails: cachedDetails{CachedTokens: u.CachedTokens},
+		OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 }
 
 // respCallIn is one tool call of a finished upstream answer.

@@ -178,10 +178,7 @@ func chatToResponses(raw []byte, rq *wire.Responses, created int64, done Respons
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, Usage{}, upstreamGarbage(err)
 	}
-	var u Usage
-	if in.Usage != nil {
-		u = Usage{PromptTokens: in.Usage.PromptTokens, CompletionTokens: in.Usage.CompletionTokens}
-	}
+	u := in.Usage.usage()
 	var text, refusal, finish string
 	var calls []respCallIn
 	if len(in.Choices) > 0 {
@@ -234,7 +231,7 @@ func (c *chatToResponsesStream) event(_ string, data []byte) ([]byte, bool, erro
 	}
 	c.e.start()
 	if ch.Usage != nil {
-		c.u = Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens}
+		c.u = ch.Usage.usage()
 	}
 	for _, choice := range ch.Choices {
 		if choice.Index != 0 {

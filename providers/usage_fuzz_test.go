@@ -24,30 +24,40 @@ var usageSeeds = []string{
 	`{"usage":{"prompt_tokens":5 , "completion_tokens" : 6 }}`,
 	`{"usage":[1]}`,
 	`{"usage":{"prompt_tokens":}}`,
+	`{"usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":5}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":null,"audio_tokens":0}}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":7}}`,
+	`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":"3"}}}`,
 }
 
 // TestOpenAIUsageTable pins what the scanner reads, case by case.
 func TestOpenAIUsageTable(t *testing.T) {
 	for _, tc := range []struct {
-		body   string
-		p, c   int
-		wantOK bool
+		body      string
+		p, c, cch int
+		wantOK    bool
 	}{
-		{usageSeeds[0], 9, 16, true},
-		{usageSeeds[1], 9, 16, true},
-		{usageSeeds[2], 7, 2, true},
-		{usageSeeds[3], 0, 0, false},
-		{usageSeeds[4], 0, 4, true},
-		{usageSeeds[5], 0, 0, false},
-		{usageSeeds[6], 0, 0, false},
-		{usageSeeds[11], 2, 0, true},
-		{usageSeeds[13], 5, 6, true},
-		{usageSeeds[14], 0, 0, false},
-		{usageSeeds[15], 0, 0, false},
+		{usageSeeds[0], 9, 16, 0, true},
+		{usageSeeds[1], 9, 16, 3, true},
+		{usageSeeds[2], 7, 2, 0, true},
+		{usageSeeds[3], 0, 0, 0, false},
+		{usageSeeds[4], 0, 4, 0, true},
+		{usageSeeds[5], 0, 0, 0, false},
+		{usageSeeds[6], 0, 0, 0, false},
+		{usageSeeds[11], 2, 0, 0, true},
+		{usageSeeds[13], 5, 6, 0, true},
+		{usageSeeds[14], 0, 0, 0, false},
+		{usageSeeds[15], 0, 0, 0, false},
+		{usageSeeds[16], 40, 5, 32, true},
+		{usageSeeds[17], 9, 0, 0, true},
+		{usageSeeds[18], 9, 0, 0, true},
+		{usageSeeds[19], 0, 0, 0, false},
+		{usageSeeds[20], 0, 0, 0, false},
 	} {
 		u, ok := openAIUsageOK([]byte(tc.body))
-		if ok != tc.wantOK || u.PromptTokens != tc.p || u.CompletionTokens != tc.c {
-			t.Errorf("%s: got %+v ok=%v, want %d/%d ok=%v", tc.body, u, ok, tc.p, tc.c, tc.wantOK)
+		if ok != tc.wantOK || u.PromptTokens != tc.p || u.CompletionTokens != tc.c || u.CachedTokens != tc.cch {
+			t.Errorf("%s: got %+v ok=%v, want %d/%d/%d ok=%v", tc.body, u, ok, tc.p, tc.c, tc.cch, tc.wantOK)
 		}
 	}
 }
@@ -74,11 +84,14 @@ func FuzzOpenAIUsage(f *testing.F) {
 		if json.Unmarshal(raw, &members) != nil {
 			return
 		}
-		for k := range members {
-			for _, c := range []byte(k) {
-				if (c < 'a' || c > 'z') && c != '_' {
-					return
-				}
+		if !plainKeys(members) {
+			return
+		}
+		// the details objects are read by key too
+		for _, k := range []string{"prompt_tokens_details", "input_tokens_details"} {
+			var inner map[string]json.RawMessage
+			if v := members[k]; len(v) > 0 && v[0] == '{' && (json.Unmarshal(v, &inner) != nil || !plainKeys(inner)) {
+				return
 			}
 		}
 		var want openAIUsage
@@ -115,4 +128,16 @@ func BenchmarkOpenAIUsage(b *testing.B) {
 			}
 		}
 	})
+}
+
+// plainKeys reports whether every key is lower-case letters and '_'.
+func plainKeys(m map[string]json.RawMessage) bool {
+	for k := range m {
+		for _, c := range []byte(k) {
+			if (c < 'a' || c > 'z') && c != '_' {
+				return false
+			}
+		}
+	}
+	return true
 }
