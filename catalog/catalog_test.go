@@ -3,6 +3,7 @@ package catalog
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"sync"
 	"testing"
 
@@ -115,5 +116,35 @@ func TestHolderVersionsOnlyMoveForward(t *testing.T) {
 	}
 	if h.Store(&Snapshot{Version: 5}) || h.Load().Version != 33 {
 		t.Fatal("an older version replaced a newer one")
+	}
+}
+
+// TestCost pins SPEC 10.2's formula on the normalized counts: cached and
+// cache-write input priced apart (input when unset), the rest at input;
+// parts larger than the whole are cut to it.
+func TestCost(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	plain := config.Price{Input: 3, Output: 15}
+	cached := config.Price{Input: 3, Output: 15, CachedInput: f(0.3), CacheWrite: f(3.75)}
+	free := config.Price{Input: 3, Output: 15, CachedInput: f(0), CacheWrite: f(0)}
+	for _, tc := range []struct {
+		name                               string
+		price                              config.Price
+		prompt, cached, cacheWrite, output int
+		want                               float64
+	}{
+		{"no cache", cached, 1000, 0, 0, 100, 0.0045},
+		{"unset cache prices are input", plain, 1000, 600, 300, 100, 0.0045},
+		{"read and write", cached, 1000, 600, 300, 100, (100*3 + 600*0.3 + 300*3.75 + 100*15) / 1e6},
+		{"free cache", free, 1000, 600, 300, 100, (100*3 + 100*15) / 1e6},
+		{"read over the whole", cached, 100, 500, 0, 0, 100 * 0.3 / 1e6},
+		{"write over the rest", cached, 100, 60, 500, 0, (60*0.3 + 40*3.75) / 1e6},
+		{"negative parts", cached, 100, -5, -5, -5, 300 / 1e6},
+	} {
+		d := &Deployment{Deployment: config.Deployment{Price: tc.price}}
+		got := d.Cost(tc.prompt, tc.cached, tc.cacheWrite, tc.output)
+		if math.Abs(got-tc.want) > 1e-15 {
+			t.Errorf("%s: cost %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,9 @@ func TestValidationRules(t *testing.T) {
 		{"deployment provider", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: nope}]\n", "deployments[0].provider"},
 		{"deployment id", "providers: [{name: p, kind: simulated}]\ndeployments: [{model: m, provider: p}]\n", "deployments[0].id: required"},
 		{"deployment dup", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: p},{id: a, model: m, provider: p}]\n", "deployments[1].id"},
+		{"price cached_input", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: p, price: {input: 1, cached_input: -0.5}}]\n", "deployments[0].price.cached_input: must not be negative"},
+		{"price cache_write", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: p, price: {input: 1, cache_write: -1}}]\n", "deployments[0].price.cache_write: must not be negative"},
+		{"price unknown", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: p, price: {input: 1, cached: 0.5}}]\n", "price.cached: unknown key"},
 		{"deployment op", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: a, model: m, provider: p, operations: [audio]}]\n", "deployments[0].operations[0]"},
 		{"strategy", minimal + "models: [{name: m, strategy: fastest}]\n", "models[0].strategy"},
 		{"model without deployment", minimal + "models: [{name: ghost}]\n", "models[0].name"},
@@ -214,5 +218,41 @@ func TestMetricsListenValidated(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%q: %v, want %q", tc.yml, err, tc.want)
 		}
+	}
+}
+
+// TestPriceCacheDefaults: cached_input and cache_write default to input
+// when unset, and an explicit 0 (a free cache read) stays 0 (SPEC 10.2).
+func TestPriceCacheDefaults(t *testing.T) {
+	cfg, err := Load([]byte(`
+providers: [{name: p, kind: simulated}]
+deployments:
+  - {id: unset, model: m, provider: p, price: {input: 3, output: 15}}
+  - {id: set, model: m, provider: p, price: {input: 3, output: 15, cached_input: 0.3, cache_write: 3.75}}
+  - {id: free, model: m, provider: p, price: {input: 3, output: 15, cached_input: 0, cache_write: 0}}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][2]float64{{3, 3}, {0.3, 3.75}, {0, 0}} {
+		p := cfg.Deployments[i].Price
+		if got := [2]float64{p.CachedInputUSD(), p.CacheWriteUSD()}; got != want {
+			t.Errorf("%s: cached_input, cache_write = %v, want %v", cfg.Deployments[i].ID, got, want)
+		}
+	}
+	if p := cfg.Deployments[0].Price; p.CachedInput != nil || p.CacheWrite != nil {
+		t.Errorf("unset prices must stay unset (nil), so a later input change moves them too: %+v", p)
+	}
+	// the admin API body is the same struct in JSON, with the same names
+	var d Deployment
+	if err := json.Unmarshal([]byte(`{"id":"x","model":"m","provider":"p","price":{"input":3,"output":15,"cached_input":0}}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Price.CachedInput == nil || d.Price.CachedInputUSD() != 0 || d.Price.CacheWriteUSD() != 3 {
+		t.Fatalf("JSON body: %+v", d.Price)
+	}
+	out, _ := json.Marshal(cfg.Deployments[0].Price)
+	if string(out) != `{"input":3,"output":15}` {
+		t.Fatalf("an unset cache price must not be written back: %s", out)
 	}
 }

@@ -194,6 +194,9 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 			chars = contentChars(resp.Body, contentFields(cl.format, false))
 		}
 		cl.settle(d, resp.Usage, chars)
+		if resp.Usage != (providers.Usage{}) {
+			cl.hdr.usd("X-Switchyard-Cost-Usd", cl.entry.CostUSD) // SPEC 10.2, 12.3
+		}
 		status := resp.Status
 		if status == 0 {
 			status = http.StatusOK
@@ -332,19 +335,26 @@ func (cl *call) setDecisionHeaders(res routing.PlanResult, served *catalog.Deplo
 
 // settle fills the outcome of a served request: the tokens charged (the
 // upstream's usage, clamped, or the estimate from the prompt and the
-// content characters relayed, never zero: SPEC 3, 14), the session's
-// deployment pin, and the audit usage. The edge state reconciles them in
-// Finish.
+// content characters relayed, never zero: SPEC 3, 14), their cost at the
+// deployment's prices with cached and cache-write input priced apart (SPEC
+// 10.2; an estimate has none), the session's deployment pin, and the audit
+// usage. The edge state reconciles them in Finish.
 func (cl *call) settle(d *catalog.Deployment, u providers.Usage, chars int64) {
 	s := cl.s
 	if c, changed := u.Clamped(); changed {
 		s.Logger.Warn("upstream usage out of range, clamped", "deployment", d.ID, "request_id", cl.reqID,
-			"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens)
+			"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
+			"cached_tokens", u.CachedTokens, "cache_write_tokens", u.CacheWriteTokens)
 		u = c
 	}
 	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, chars, cl.outputTokens)
-	cost := d.ExpectedCost(prompt, completion)
-	cl.entry.PromptTokens, cl.entry.CompletionTokens, cl.entry.CostUSD = prompt, completion, cost
+	cached, cacheWrite := 0, 0
+	if prompt == u.PromptTokens && completion == u.CompletionTokens { // the upstream's usage, not the estimate
+		cached, cacheWrite = u.CachedTokens, u.CacheWriteTokens
+	}
+	cost := d.Cost(prompt, cached, cacheWrite, completion)
+	e := &cl.entry
+	e.PromptTokens, e.CachedTokens, e.CacheWriteTokens, e.CompletionTokens, e.CostUSD = prompt, cached, cacheWrite, completion, cost
 	o := &cl.out
 	o.Served, o.Deployment = true, d.ID
 	o.PromptTokens, o.CompletionTokens, o.CostUSD = prompt, completion, cost

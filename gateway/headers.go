@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"time"
@@ -48,6 +49,21 @@ func (h *headerBatch) int(key string, v int64) {
 func (h *headerBatch) millis(key string, d time.Duration) {
 	h.begin()
 	h.buf = strconv.AppendFloat(h.buf, float64(d.Microseconds())/1000, 'f', 3, 64)
+	h.push(key)
+}
+
+// usd renders an amount of USD as a plain decimal (SPEC 10.2: "0.0042"):
+// never an exponent, at most 10 decimal places (a ten-thousandth of a
+// micro-dollar, finer than any token's price), trailing zeros trimmed, so
+// the exact cost of 0 tokens is "0".
+func (h *headerBatch) usd(key string, v float64) {
+	h.begin()
+	start := len(h.buf)
+	h.buf = strconv.AppendFloat(h.buf, v, 'f', 10, 64)
+	if bytes.IndexByte(h.buf[start:], '.') >= 0 {
+		h.buf = bytes.TrimRight(h.buf, "0")
+		h.buf = bytes.TrimSuffix(h.buf, []byte{'.'})
+	}
 	h.push(key)
 }
 

@@ -55,9 +55,11 @@ type Entry struct {
 	Attempts         []Attempt    `json:"attempts"`
 	FallbackReason   string       `json:"fallback_reason,omitempty"`
 	Degraded         bool         `json:"degraded"`
-	PromptTokens     int          `json:"prompt_tokens"`
-	CompletionTokens int          `json:"completion_tokens"`
-	CostUSD          float64      `json:"cost_usd"`
+	PromptTokens     int          `json:"prompt_tokens"`                // every input token, cached ones included
+	CachedTokens     int          `json:"cached_tokens,omitempty"`      // part of PromptTokens read from the prompt cache
+	CacheWriteTokens int          `json:"cache_write_tokens,omitempty"` // part of PromptTokens written to the prompt cache
+	CompletionTokens int          `json:"completion_tokens"`            // reasoning tokens included
+	CostUSD          float64      `json:"cost_usd"`                     // SPEC 10.2
 	Status           int          `json:"status"`
 	Error            string       `json:"error,omitempty"`
 	DurationMs       float64      `json:"duration_ms"`

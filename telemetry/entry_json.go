@@ -75,6 +75,14 @@ func (e *Entry) AppendJSON(b []byte) []byte {
 	b = strconv.AppendBool(b, e.Degraded)
 	b = append(b, `,"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(e.PromptTokens), 10)
+	if e.CachedTokens != 0 {
+		b = append(b, `,"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(e.CachedTokens), 10)
+	}
+	if e.CacheWriteTokens != 0 {
+		b = append(b, `,"cache_write_tokens":`...)
+		b = strconv.AppendInt(b, int64(e.CacheWriteTokens), 10)
+	}
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(e.CompletionTokens), 10)
 	b = append(b, `,"cost_usd":`...)

@@ -21,7 +21,7 @@ func sampleEntries() []*Entry {
 				{Deployment: "d0", Model: "m", Adapter: "openai", Transport: "http", Start: t0, Duration: 1500 * time.Microsecond, Status: 503, Class: "server_error", Error: "upstream said <no>"},
 				{Deployment: "d1", Model: "m2", Adapter: "anthropic", Transport: "sse", Start: t0.Add(time.Millisecond), Duration: time.Second, Status: 200, Class: "ok", Fallback: true, LastResort: true, Probe: true},
 			},
-			FallbackReason: "server_error", Degraded: true, PromptTokens: 12, CompletionTokens: 34,
+			FallbackReason: "server_error", Degraded: true, PromptTokens: 12, CachedTokens: 8, CacheWriteTokens: 3, CompletionTokens: 34,
 			CostUSD: 0.0000012345, Status: 200, Error: "", DurationMs: 12.345, OverheadMs: 1e-7,
 		},
 		{CostUSD: 3e21, DurationMs: -0.5, Status: 429, Error: "over \x00 limit \xff"},

@@ -70,7 +70,8 @@ func requestAttrs(a []slog.Attr, e *Entry) []slog.Attr {
 		slog.String("deployment", e.Deployment), slog.Int("status", e.Status),
 		slog.Int("attempts", len(e.Attempts)), slog.Bool("degraded", e.Degraded),
 		slog.String("tier", tierName(e)), slog.Bool("stream", e.Stream),
-		slog.Int("prompt_tokens", e.PromptTokens), slog.Int("completion_tokens", e.CompletionTokens),
+		slog.Int("prompt_tokens", e.PromptTokens), slog.Int("cached_tokens", e.CachedTokens),
+		slog.Int("cache_write_tokens", e.CacheWriteTokens), slog.Int("completion_tokens", e.CompletionTokens),
 		slog.Float64("cost_usd", e.CostUSD), slog.Float64("duration_ms", e.DurationMs),
 		slog.Float64("overhead_ms", e.OverheadMs), slog.String("error", e.Error),
 	)
@@ -113,6 +114,10 @@ func AppendRequestLine(b []byte, e *Entry, end time.Time) []byte {
 	b = strconv.AppendBool(b, e.Stream)
 	b = append(b, `,"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(e.PromptTokens), 10)
+	b = append(b, `,"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.CachedTokens), 10)
+	b = append(b, `,"cache_write_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.CacheWriteTokens), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(e.CompletionTokens), 10)
 	b = append(b, `,"cost_usd":`...)

@@ -48,7 +48,7 @@ func FuzzRequestLine(f *testing.F) {
 		}
 		e := &Entry{RequestID: id, Team: team, RequestedModel: model, RoutedModel: tier + model, Deployment: errText,
 			Status: status, Degraded: stream, Stream: !stream, Tier: &TierVerdict{Tier: tier},
-			PromptTokens: status * 3, CompletionTokens: attempts, CostUSD: cost, DurationMs: dur, OverheadMs: over, Error: errText}
+			PromptTokens: status * 3, CachedTokens: status, CacheWriteTokens: -attempts, CompletionTokens: attempts, CostUSD: cost, DurationMs: dur, OverheadMs: over, Error: errText}
 		e.Attempts = make([]Attempt, max(0, attempts%8))
 		end := time.Unix(1796155014, int64(status)*7919).UTC()
 		if got, want := AppendRequestLine(nil, e, end), slogLine(e, end); !bytes.Equal(got, want) {
