@@ -122,6 +122,16 @@ func TestOpenAIToAnthropicResponse(t *testing.T) {
 				"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":40,"output_tokens":20}}`,
 		},
 		{
+			// SPEC 10.2: an Anthropic client reads input_tokens without the
+			// cache reads, which come as cache_read_input_tokens
+			name: "cached prompt",
+			in: `{"id":"chatcmpl-c","object":"chat.completion","created":1,"model":"m",
+				"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],
+				"usage":{"prompt_tokens":2000,"completion_tokens":300,"total_tokens":2300,"prompt_tokens_details":{"cached_tokens":1536},"completion_tokens_details":{"reasoning_tokens":100}}}`,
+			want: `{"id":"msg_c","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"ok"}],
+				"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":464,"cache_read_input_tokens":1536,"output_tokens":300}}`,
+		},
+		{
 			name: "length",
 			in:   `{"id":"x1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"cut"},"finish_reason":"length"}]}`,
 			want: `{"id":"x1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"cut"}],
@@ -226,6 +236,26 @@ func TestOpenAIToAnthropicStream(t *testing.T) {
 	_, _, err := newOpenAIToAnthropicStream("m", 0).event("", []byte(`{"error":{"message":"boom","type":"server_error"}}`))
 	if e := wantClass(t, err, routing.ClassServerError); e.Message != "boom" {
 		t.Fatalf("message %q", e.Message)
+	}
+}
+
+// TestOpenAIToAnthropicStreamCachedUsage: the message_delta an Anthropic
+// client gets from an OpenAI stream has input_tokens without the cached
+// tokens and cache_read_input_tokens with them (SPEC 10.2).
+func TestOpenAIToAnthropicStreamCachedUsage(t *testing.T) {
+	const head = `{"id":"chatcmpl-s1","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":`
+	c := newOpenAIToAnthropicStream("gpt-up", 8)
+	got, _ := feed(t, c, []sseEvent{
+		{"", head + `[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`},
+		{"", head + `[],"usage":{"prompt_tokens":2000,"completion_tokens":3,"total_tokens":2003,"prompt_tokens_details":{"cached_tokens":1536}}}`},
+		{"", "[DONE]"},
+	})
+	if n := len(got); n < 2 || got[n-2].name != "message_delta" {
+		t.Fatalf("events %+v", got)
+	}
+	assertJSON(t, []byte(got[len(got)-2].data), `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":464,"cache_read_input_tokens":1536,"output_tokens":3}}`)
+	if u := c.usage(); u != (Usage{PromptTokens: 2000, CompletionTokens: 3, CachedTokens: 1536}) {
+		t.Fatalf("usage %+v", u)
 	}
 }
 

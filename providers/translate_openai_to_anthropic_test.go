@@ -163,6 +163,37 @@ var anthropicToolStream = []sseEvent{
 	{"message_stop", `{"type":"message_stop"}`},
 }
 
+// TestAnthropicToOpenAIStreamCachedUsage: the usage chunk an OpenAI client
+// gets from an Anthropic stream counts the cache reads and writes in
+// prompt_tokens and the reads in prompt_tokens_details.cached_tokens
+// (SPEC 10.2), whether message_delta repeats the input counts or not.
+func TestAnthropicToOpenAIStreamCachedUsage(t *testing.T) {
+	start := `{"type":"message_start","message":{"id":"msg_c","type":"message","role":"assistant","model":"claude-up","content":[],"stop_reason":null,"stop_sequence":null,` +
+		`"usage":{"input_tokens":100,"cache_creation_input_tokens":400,"cache_read_input_tokens":1000,"output_tokens":1}}}`
+	for _, delta := range []string{
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":50}}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":100,"cache_creation_input_tokens":400,"cache_read_input_tokens":1000,"output_tokens":50}}`,
+	} {
+		c := newAnthropicToOpenAIStream("claude-up", 7, true)
+		got, _ := feed(t, c, []sseEvent{
+			{"message_start", start},
+			{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
+			{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}}`},
+			{"content_block_stop", `{"type":"content_block_stop","index":0}`},
+			{"message_delta", delta},
+			{"message_stop", `{"type":"message_stop"}`},
+		})
+		if n := len(got); n < 2 || got[n-1].data != "[DONE]" {
+			t.Fatalf("events %+v", got)
+		}
+		assertJSON(t, []byte(got[len(got)-2].data), `{"id":"chatcmpl-c","object":"chat.completion.chunk","created":7,"model":"claude-up","choices":[],`+
+			`"usage":{"prompt_tokens":1500,"completion_tokens":50,"total_tokens":1550,"prompt_tokens_details":{"cached_tokens":1000}}}`)
+		if u := c.usage(); u != (Usage{PromptTokens: 1500, CompletionTokens: 50, CachedTokens: 1000, CacheWriteTokens: 400}) {
+			t.Fatalf("usage %+v", u)
+		}
+	}
+}
+
 func TestAnthropicToOpenAIStream(t *testing.T) {
 	const head = `"id":"chatcmpl-014p7gG3wDgGV9EUtLvnow3U","object":"chat.completion.chunk","created":7,"model":"claude-sonnet-4-20250514"`
 	for _, wantUsage := range []bool{false, true} {

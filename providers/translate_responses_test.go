@@ -96,7 +96,7 @@ func TestResponsesResponseGolden(t *testing.T) {
 		anthropic     bool
 		usage         Usage
 	}{
-		{"chat_text", "req_text", false, Usage{PromptTokens: 12, CompletionTokens: 3}},
+		{"chat_text", "req_text", false, Usage{PromptTokens: 12, CompletionTokens: 3, CachedTokens: 8}},
 		{"chat_tools", "req_tools", false, Usage{PromptTokens: 40, CompletionTokens: 20}},
 		{"chat_length", "req_text", false, Usage{PromptTokens: 5, CompletionTokens: 2}},
 		{"anthropic_tools", "req_tools", true, Usage{PromptTokens: 60, CompletionTokens: 30, CachedTokens: 10}},
@@ -153,10 +153,10 @@ func TestResponsesStreamGolden(t *testing.T) {
 		final         string // the last event's name
 		usage         Usage
 	}{
-		{"chat_stream_text", "req_text", false, "response.completed", Usage{PromptTokens: 9, CompletionTokens: 2}},
+		{"chat_stream_text", "req_text", false, "response.completed", Usage{PromptTokens: 9, CompletionTokens: 2, CachedTokens: 4}},
 		{"chat_stream_tools", "req_tools", false, "response.completed", Usage{PromptTokens: 30, CompletionTokens: 12}},
 		{"chat_stream_length", "req_text", false, "response.incomplete", Usage{PromptTokens: 4, CompletionTokens: 1}},
-		{"anthropic_stream_tools", "req_tools", true, "response.completed", Usage{PromptTokens: 25, CompletionTokens: 15}},
+		{"anthropic_stream_tools", "req_tools", true, "response.completed", Usage{PromptTokens: 25, CompletionTokens: 15, CachedTokens: 12, CacheWriteTokens: 8}},
 		{"anthropic_stream_max", "req_text", true, "response.incomplete", Usage{PromptTokens: 5, CompletionTokens: 1}},
 	}
 	for _, tt := range tests {
