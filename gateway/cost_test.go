@@ -128,3 +128,24 @@ func TestHeaderUSD(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminDeploymentCachePrices: the admin API body takes cached_input and
+// cache_write by their YAML names, refuses a negative one, and the new
+// prices apply to the next answer at once.
+func TestAdminDeploymentCachePrices(t *testing.T) {
+	n := adminNode(t, nil)
+	if w := adm(t, n, "PUT", "/admin/deployments/cp1", `{"model":"cp","provider":"sim","price":{"input":1,"output":1,"cached_input":-1}}`); w.Code != 422 || !strings.Contains(w.Body.String(), "cached_input") {
+		t.Fatalf("negative cached_input: %d %s", w.Code, w.Body)
+	}
+	if w := adm(t, n, "PUT", "/admin/deployments/cp1", `{"model":"cp","provider":"sim","price":{"input":1,"output":2,"cached_input":0.1,"cache_write":1.25}}`); w.Code != 200 {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	w := adm(t, n, "GET", "/admin/deployments", "")
+	if !strings.Contains(w.Body.String(), `"price":{"input":1,"output":2,"cached_input":0.1,"cache_write":1.25}`) {
+		t.Fatalf("list: %s", w.Body)
+	}
+	d := n.Catalog.Load().Deployments["cp1"]
+	if got := d.Cost(1000, 500, 100, 10); math.Abs(got-(400*1+500*0.1+100*1.25+10*2)/1e6) > 1e-15 {
+		t.Fatalf("cost at the admin prices %v", got)
+	}
+}
