@@ -349,7 +349,7 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage, chars int64) {
 	}
 	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, chars, cl.outputTokens)
 	cached, cacheWrite := 0, 0
-	if prompt == u.PromptTokens && completion == u.CompletionTokens { // the upstream's usage, not the estimate
+	if u.PromptTokens > 0 || u.CompletionTokens > 0 { // the upstream's usage (edge.Charge took it), not the estimate
 		cached, cacheWrite = u.CachedTokens, u.CacheWriteTokens
 	}
 	cost := d.Cost(prompt, cached, cacheWrite, completion)
