@@ -264,7 +264,7 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	}
 	for _, ts := range st.Teams {
 		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
-			Budget: config.Budget{USD: ts.Budget.USD, Period: time.Duration(ts.Budget.Period)}}, Allowed: map[string]bool{}}
+			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period}}, Allowed: map[string]bool{}}
 		for _, m := range t.Models {
 			if m == "*" {
 				t.AllowAll = true
@@ -293,4 +293,36 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		s.Chains[ChainKey{c.PrimaryModel, Reason(c.Reason)}] = c.FallbackModels
 	}
 	return s
+}
+
+// CostBound is the highest cost a request for model (a public model or a
+// tier alias) of in prompt and out output tokens can reach (SPEC 3.1): at
+// the highest input and the highest output price among the deployments it
+// may be routed to, both tiers of an alias, their general fallback chains
+// and routing.fallback_models. A budget reserves it at admission.
+func (s *Snapshot) CostBound(model string, in, out int) float64 {
+	var pin, pout float64
+	pool := func(name string) {
+		if m := s.Models[name]; m != nil {
+			for _, d := range m.Pool {
+				pin, pout = max(pin, d.Price.Input), max(pout, d.Price.Output)
+			}
+		}
+	}
+	primary := func(name string) {
+		pool(name)
+		for _, f := range s.Chains[ChainKey{name, ReasonGeneral}] {
+			pool(f)
+		}
+	}
+	if r := s.Routes[model]; r != nil {
+		primary(r.Easy)
+		primary(r.Hard)
+	} else {
+		primary(model)
+	}
+	for _, f := range s.Global {
+		pool(f)
+	}
+	return (float64(in)*pin + float64(out)*pout) / 1e6
 }

@@ -163,8 +163,8 @@ type Team struct {
 
 // Budget is a spend limit per period.
 type Budget struct {
-	USD    float64       `koanf:"usd"`    // 0 = none
-	Period time.Duration `koanf:"period"` // default 720h
+	USD    float64 `koanf:"usd"`    // 0 = none
+	Period Period  `koanf:"period"` // daily, weekly, monthly (UTC) or a duration; default 720h
 }
 
 // Routing configures selection, health, failover and fallbacks (SPEC 5-7).

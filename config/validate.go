@@ -242,8 +242,8 @@ func Validate(c *Config) Problems {
 		if t.RPM < 0 || t.TPM < 0 || t.MaxParallel < 0 || t.Budget.USD < 0 {
 			add("%s: rpm, tpm, max_parallel and budget.usd must not be negative", f)
 		}
-		if t.Budget.Period <= 0 {
-			add("%s.budget.period: must be > 0", f)
+		if t.Budget.Period.Calendar == "" && t.Budget.Period.Every <= 0 {
+			add("%s.budget.period: must be daily, weekly, monthly or a positive duration", f)
 		}
 	}
 
