@@ -83,8 +83,15 @@ type Response struct {
 	TTFB time.Duration
 }
 
-// Usage is the token usage an upstream reported.
-type Usage struct{ PromptTokens, CompletionTokens int }
+// Usage is the token usage an upstream reported, in the OpenAI convention:
+// PromptTokens counts every input token, cached or not; CachedTokens and
+// CacheWriteTokens are the parts of it read from and written to the
+// provider's prompt cache (SPEC 10.2 prices them apart). Reasoning tokens
+// are in CompletionTokens.
+type Usage struct {
+	PromptTokens, CompletionTokens int
+	CachedTokens, CacheWriteTokens int
+}
 
 // EventStream relays an upstream stream event by event.
 //

@@ -1,0 +1,3 @@
+package providers
+
+import _ "golang.org/x/oauth2/google"
