@@ -1,6 +1,7 @@
 // Package providers owns the upstream adapters of SPEC 10: one Adapter per
 // configured provider — openai (any OpenAI-compatible API, Azure included),
-// anthropic (the native Messages API) and simulated (the in-process fake that
+// anthropic (the native Messages API), gemini and vertex (Google's Gemini
+// API, and Vertex AI's Gemini and Claude models) and simulated (the in-process fake that
 // powers the demo, the tests and the benchmarks) — the translation between
 // the OpenAI and Anthropic wire formats in both directions, the one-time
 // classification of upstream failures into routing classes (SPEC 7.4), and
@@ -196,10 +197,18 @@ func New(p *catalog.Provider) (Adapter, error) {
 			return nil, err
 		}
 		return scrubbed{a, NewScrubber(p)}, nil
+	case KindGemini:
+		a, err := newGemini(p)
+		if err != nil {
+			return nil, err
+		}
+		return scrubbed{a, NewScrubber(p)}, nil
+	case KindVertex:
+		return newVertex(p) // scrubs itself: its tokens change as it runs
 	case KindSimulated:
 		return NewSimulated(p, SeedFor(p.Name)), nil
 	}
-	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic or simulated)", p.Name, p.Kind)
+	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic, gemini, vertex or simulated)", p.Name, p.Kind)
 }
 
 // SeedFor is the deterministic seed New gives a simulated provider: a hash of
