@@ -222,7 +222,7 @@ func parseErrorBody(body []byte) errorInfo {
 		}
 		if json.Unmarshal(top.Error, &e) == nil {
 			info.Message, info.Type, info.Code = scalar(e.Message), scalar(e.Type), scalar(e.Code)
-			if info.Type == "" {
+			if info.Type == "" && len(e.Status) > 0 && e.Status[0] == '"' {
 				info.Type = scalar(e.Status) // Google's error.status names the error
 			}
 			if e.InnerError != nil {
