@@ -325,7 +325,7 @@ func readGeminiAnswer(raw []byte, model string) (*gmAnswer, error) {
 					// thought summaries are not part of the answer
 				case p.FunctionCall != nil:
 					ch.calls = append(ch.calls, oaToolCall{ID: callID(p.FunctionCall.ID), Type: "function",
-						Function: oaFunctionCall{Name: p.FunctionCall.Name, Arguments: string(jsonObjectOr(p.FunctionCall.Args))}})
+						Function: oaFunctionCall{Name: p.FunctionCall.Name, Arguments: geminiArgs(p.FunctionCall.Args)}})
 				default:
 					text.WriteString(p.Text)
 				}
@@ -342,6 +342,17 @@ func readGeminiAnswer(raw []byte, model string) (*gmAnswer, error) {
 		a.choices = append(a.choices, ch)
 	}
 	return a, nil
+}
+
+// geminiArgs is a functionCall's args as OpenAI tool call arguments: the
+// object as compact JSON text ("{}" when absent or not an object).
+func geminiArgs(raw json.RawMessage) string {
+	obj := jsonObjectOr(raw)
+	var b bytes.Buffer
+	if json.Compact(&b, obj) != nil {
+		return string(obj)
+	}
+	return b.String()
 }
 
 // callID is the tool call id of a functionCall: its own when Gemini sent
@@ -482,7 +493,7 @@ func (c *geminiChunker) feed(data []byte) ([][]byte, error) {
 					c.calls++
 					c.produced = true
 					c.chunk(oaDeltaIn{ToolCalls: []oaToolCall{{Index: &idx, ID: callID(p.FunctionCall.ID), Type: "function",
-						Function: oaFunctionCall{Name: p.FunctionCall.Name, Arguments: string(jsonObjectOr(p.FunctionCall.Args))}}}}, nil)
+						Function: oaFunctionCall{Name: p.FunctionCall.Name, Arguments: geminiArgs(p.FunctionCall.Args)}}}}, nil)
 				case p.Text != "":
 					c.produced = true
 					t := p.Text
