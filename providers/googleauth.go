@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"switchyard/catalog"
+	"switchyard/config"
 	"switchyard/routing"
 )
 
@@ -82,11 +84,14 @@ func googleTokenFetcher(p *catalog.Provider, hc *http.Client) (func() (*oauth2.T
 			return creds.TokenSource.Token()
 		}, nil
 	}
+	if problems := config.CredentialsProblems(key); len(problems) > 0 {
+		return nil, fmt.Errorf("credentials: %s", strings.Join(problems, "; "))
+	}
 	var head struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(key, &head); err != nil || head.Type == "" {
-		return nil, errors.New("credentials: not a Google credentials JSON (no type)")
+	if err := json.Unmarshal(key, &head); err != nil {
+		return nil, errors.New("credentials: not a JSON object")
 	}
 	// validate once, so a broken key fails at start with a clear message
 	if _, err := google.CredentialsFromJSONWithType(ctx, key, google.CredentialsType(head.Type), googleScope); err != nil {
