@@ -93,11 +93,11 @@ func (g *geminiUpstream) chat(ctx context.Context, model string, req *Request) (
 	var err error
 	switch format {
 	case wire.FormatAnthropic:
-		body, err = anthropicToGeminiRequest(req.Client.Raw)
+		body, err = anthropicToGeminiRequest(req.Client.Raw, model)
 	case wire.FormatResponses:
-		body, err = responsesToGeminiBody(req.Client.Responses)
+		body, err = responsesToGeminiBody(req.Client.Responses, model)
 	default:
-		body, err = openAIToGeminiRequest(req.Client.Raw)
+		body, err = openAIToGeminiRequest(req.Client.Raw, model)
 	}
 	if err != nil {
 		return nil, err

@@ -70,8 +70,8 @@ func FuzzGeminiResponse(f *testing.F) {
 		out, u, err = geminiToResponses(body, rq, "m", 1, nil)
 		check(out, u, err)
 		// the request translators read client bodies
-		_, _ = openAIToGeminiRequest(body)
-		_, _ = anthropicToGeminiRequest(body)
+		_, _ = openAIToGeminiRequest(body, "gemini-2.5-flash")
+		_, _ = anthropicToGeminiRequest(body, "gemini-2.5-flash")
 		_ = geminiSchema(body)
 	})
 }

@@ -13,13 +13,13 @@ import (
 )
 
 // anthropicToGeminiRequest translates a Messages body into a
-// generateContent body.
-func anthropicToGeminiRequest(raw []byte) ([]byte, error) {
+// generateContent body for model.
+func anthropicToGeminiRequest(raw []byte, model string) ([]byte, error) {
 	chat, err := anthropicToOpenAIRequest(raw, "", false)
 	if err != nil {
 		return nil, err
 	}
-	var in gmChatIn
+	in := gmChatIn{model: model}
 	if err := json.Unmarshal(chat, &in); err != nil {
 		return nil, badRequest("anthropic request: %v", err)
 	}

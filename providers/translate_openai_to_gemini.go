@@ -31,15 +31,18 @@ type gmChatIn struct {
 	// thinkingBudget is an Anthropic client's thinking.budget_tokens; it
 	// wins over ReasoningEffort.
 	thinkingBudget *int
+	// model is the upstream model (Gemini 3 needs thought signatures).
+	model string
 }
 
 // openAIToGeminiRequest translates an OpenAI chat completions body into a
-// generateContent body.
-func openAIToGeminiRequest(raw []byte) ([]byte, error) {
+// generateContent body for model.
+func openAIToGeminiRequest(raw []byte, model string) ([]byte, error) {
 	var in gmChatIn
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, badRequest("openai request: %v", err)
 	}
+	in.model = model
 	out, err := chatToGemini(&in)
 	if err != nil {
 		return nil, err
@@ -83,9 +86,17 @@ func chatToGemini(in *gmChatIn) (*gmRequest, error) {
 			if text != "" {
 				parts = append(parts, gmPart{Text: text})
 			}
-			for _, tc := range m.ToolCalls {
+			for j, tc := range m.ToolCalls {
 				names[tc.ID] = tc.Function.Name
-				parts = append(parts, gmPart{FunctionCall: &gmFunctionCall{Name: tc.Function.Name, Args: jsonObjectOr([]byte(tc.Function.Arguments))}})
+				part := gmPart{FunctionCall: &gmFunctionCall{Name: tc.Function.Name, Args: jsonObjectOr([]byte(tc.Function.Arguments))}}
+				if j == 0 && needsSignature(in.model) {
+					// Gemini 3 rejects a replayed call without the first
+					// call's thought signature, which OpenAI-shaped history
+					// cannot carry: Google's documented sentinel stands in
+					// (https://ai.google.dev/gemini-api/docs/thought-signatures)
+					part.ThoughtSignature = skipSignature
+				}
+				parts = append(parts, part)
 			}
 			role = "model"
 		case "tool":
@@ -142,6 +153,17 @@ func chatToGemini(in *gmChatIn) (*gmRequest, error) {
 		out.ToolConfig = tc
 	}
 	return out, nil
+}
+
+// skipSignature is the thoughtSignature Google documents for replayed
+// function calls whose real signature is not available.
+const skipSignature = "skip_thought_signature_validator"
+
+// needsSignature reports a Gemini 3 model, which validates thought
+// signatures on replayed function calls.
+func needsSignature(model string) bool {
+	model = strings.TrimPrefix(model, "models/")
+	return strings.HasPrefix(model, "gemini-3.") || strings.HasPrefix(model, "gemini-3-")
 }
 
 // generationConfig maps the sampling, length, stop, candidate, output format

@@ -14,12 +14,12 @@ import (
 )
 
 // responsesToGeminiBody is the generateContent body for a Responses request.
-func responsesToGeminiBody(rq *wire.Responses) ([]byte, error) {
+func responsesToGeminiBody(rq *wire.Responses, model string) ([]byte, error) {
 	chat, err := responsesToChat(rq, "", false)
 	if err != nil {
 		return nil, err
 	}
-	in := gmChatIn{oaRequest: chat.oaRequest, ResponseFormat: chat.ResponseFormat, ReasoningEffort: chat.ReasoningEffort}
+	in := gmChatIn{oaRequest: chat.oaRequest, ResponseFormat: chat.ResponseFormat, ReasoningEffort: chat.ReasoningEffort, model: model}
 	out, err := chatToGemini(&in)
 	if err != nil {
 		return nil, err
