@@ -69,5 +69,7 @@ func geminiToAnthropicResponse(raw []byte, model string) ([]byte, Usage, error) 
 
 // newGeminiToAnthropicStream converts a Gemini stream for a Messages client.
 func newGeminiToAnthropicStream(model string, created int64, promptTokens int) *geminiStream {
-	return newGeminiStream(model, created, true, newOpenAIToAnthropicStream(model, promptTokens))
+	s := newGeminiStream(model, created, true, newOpenAIToAnthropicStream(model, promptTokens))
+	s.c.uncachedPrompt = true
+	return s
 }

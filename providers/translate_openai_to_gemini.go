@@ -468,6 +468,10 @@ type geminiChunker struct {
 	model     string
 	created   int64
 	withUsage bool // end with the usage chunk
+	// uncachedPrompt makes the usage chunk's prompt_tokens exclude the
+	// cached tokens: the Messages convention, for an Anthropic client
+	// (SPEC 10.2). Usage() keeps the gateway's convention.
+	uncachedPrompt bool
 
 	id       string
 	started  bool
@@ -553,9 +557,20 @@ func (c *geminiChunker) end() ([][]byte, error) {
 		Model   string          `json:"model"`
 		Choices []oaChunkChoice `json:"choices"`
 		Usage   *gmOAUsage      `json:"usage"`
-	}{c.id, "chat.completion.chunk", c.created, c.model, []oaChunkChoice{}, openAIUsageFrom(c.u)})
+	}{c.id, "chat.completion.chunk", c.created, c.model, []oaChunkChoice{}, c.clientUsage()})
 	c.out = append(c.out, data, doneData)
 	return c.out, nil
+}
+
+// clientUsage is the usage chunk's usage in the client's convention.
+func (c *geminiChunker) clientUsage() *gmOAUsage {
+	if !c.uncachedPrompt {
+		return openAIUsageFrom(c.u)
+	}
+	u := c.u
+	u.PromptTokens -= u.CachedTokens
+	u.CachedTokens = 0
+	return openAIUsageFrom(u)
 }
 
 // chunk appends one chunk payload, after the role chunk the first time.
