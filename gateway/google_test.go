@@ -20,7 +20,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // End to end over loopback: the official openai-go client on the gateway's
@@ -189,7 +189,7 @@ func TestGoogleEndToEnd(t *testing.T) {
 	t.Run("gemini sync and cost", func(t *testing.T) {
 		p := user("hello")
 		p.Model = "gemini"
-		r, err := c.Chat.Completions.New(ctx, p, option.WithHeader("X-Request-Id", "cost-1"))
+		r, err := c.Chat.Completions.New(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,12 @@ func TestGoogleEndToEnd(t *testing.T) {
 			r.Usage.PromptTokensDetails.CachedTokens != 800 {
 			t.Fatalf("answer %+v usage %+v", r.Choices[0].Message, r.Usage)
 		}
-		// SPEC 10.2: 200 uncached x 1 + 800 cached x 0.25 + 20 output x 2, per million
+		// SPEC 10.2: 200 uncached x 1 + 800 cached x 0.25 + 20 output x 2,
+		// per million (the in-process handler has written the audit entry
+		// when it returns)
+		if w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"gemini","messages":[{"role":"user","content":"hello"}]}`, "X-Request-Id", "cost-1"); w.Code != 200 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
 		if got := auditOf(t, n, "cost-1").CostUSD; got < 0.00043999 || got > 0.00044001 {
 			t.Fatalf("cost %v, want 0.00044", got)
 		}
@@ -260,6 +265,51 @@ func TestGoogleEndToEnd(t *testing.T) {
 		}
 		if tc := acc.Choices[0].Message.ToolCalls; len(tc) != 1 || tc[0].Function.Arguments != `{"city":"Paris"}` {
 			t.Fatalf("streamed tool call %+v", acc.Choices[0].Message)
+		}
+	})
+
+	t.Run("gemini for Messages and Responses clients", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/messages", strings.NewReader(
+			`{"model":"gemini","max_tokens":64,"stream":true,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"messages":[{"role":"user","content":"weather in Paris?"}]}`))
+		req.Header.Set("X-Api-Key", testKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{"event: message_start", `"type":"tool_use"`, `"name":"get_weather"`, `"partial_json":"{\"city\":\"Paris\"}"`, `"stop_reason":"tool_use"`, "event: message_stop"} {
+			if !strings.Contains(string(b), want) {
+				t.Fatalf("messages stream lacks %s:\n%s", want, b)
+			}
+		}
+		r, err := c.Responses.New(ctx, responses.ResponseNewParams{
+			Model: "gemini", Instructions: openai.String("Be brief."),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OutputText() != "Bonjour" || r.Status != "completed" || r.Usage.InputTokens != 1000 || r.Usage.InputTokensDetails.CachedTokens != 800 {
+			t.Fatalf("responses %q %q %+v", r.OutputText(), r.Status, r.Usage)
+		}
+		s := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+			Model: "gemini", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
+		})
+		var text strings.Builder
+		completed := false
+		for s.Next() {
+			ev := s.Current()
+			switch ev.Type {
+			case "response.output_text.delta":
+				text.WriteString(ev.Delta)
+			case "response.completed":
+				completed = true
+			}
+		}
+		if err := s.Err(); err != nil || !completed || text.String() != "Bonjour" {
+			t.Fatalf("responses stream %q completed=%v %v", text.String(), completed, err)
 		}
 	})
 
