@@ -53,7 +53,7 @@ func newGemini(p *catalog.Provider) (*gemini, error) {
 	for k, v := range p.Headers {
 		header.Set(k, v)
 	}
-	return &gemini{name: p.Name, g: geminiUpstream{prefix: prefix, kind: KindGemini, httpUpstream: newHTTPUpstream(base, header, p.ForwardHeaders)}}, nil
+	return &gemini{name: p.Name, g: newGeminiUpstream(prefix, KindGemini, newHTTPUpstream(base, header, p.ForwardHeaders))}, nil
 }
 
 // Do implements Adapter.
@@ -74,16 +74,29 @@ func (a *gemini) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 // API's base, or a Vertex publishers/google path. Methods go to
 // {prefix}/models/{model}:{method}.
 type geminiUpstream struct {
-	prefix string
+	prefix string // without the base URL's query
+	query  string // the base URL's query, kept on every call
 	kind   string // classification table: gemini or vertex
 	httpUpstream
+}
+
+func newGeminiUpstream(prefix, kind string, up httpUpstream) geminiUpstream {
+	prefix, query, _ := strings.Cut(prefix, "?")
+	return geminiUpstream{prefix: prefix, query: query, kind: kind, httpUpstream: up}
 }
 
 // methodURL is the URL of a model's method; the model is path-escaped, a
 // "models/" prefix the operator wrote is dropped.
 func (g *geminiUpstream) methodURL(model, method string) string {
 	model = strings.TrimPrefix(model, "models/")
-	return g.prefix + "/models/" + url.PathEscape(model) + ":" + method
+	u := g.prefix + "/models/" + url.PathEscape(model) + ":" + method
+	switch {
+	case g.query == "":
+		return u
+	case strings.Contains(method, "?"):
+		return u + "&" + g.query
+	}
+	return u + "?" + g.query
 }
 
 // chat makes one generateContent or streamGenerateContent call.

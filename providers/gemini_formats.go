@@ -26,12 +26,11 @@ import (
 
 // gmRequest is a generateContent request.
 type gmRequest struct {
-	Contents          []gmContent     `json:"contents"`
-	SystemInstruction *gmContent      `json:"systemInstruction,omitempty"`
-	Tools             []gmTool        `json:"tools,omitempty"`
-	ToolConfig        *gmToolConfig   `json:"toolConfig,omitempty"`
-	GenerationConfig  *gmGenConfig    `json:"generationConfig,omitempty"`
-	SafetySettings    json.RawMessage `json:"safetySettings,omitempty"`
+	Contents          []gmContent   `json:"contents"`
+	SystemInstruction *gmContent    `json:"systemInstruction,omitempty"`
+	Tools             []gmTool      `json:"tools,omitempty"`
+	ToolConfig        *gmToolConfig `json:"toolConfig,omitempty"`
+	GenerationConfig  *gmGenConfig  `json:"generationConfig,omitempty"`
 }
 
 // gmContent is one turn: role "user" or "model" (none for systemInstruction).

@@ -232,3 +232,13 @@ func TestGeminiAgainstMock(t *testing.T) {
 		t.Fatalf("mock embeddings %s %v", resp.Body, err)
 	}
 }
+
+func TestGeminiMethodURL(t *testing.T) {
+	g := newGeminiUpstream("https://proxy.example/v1beta?tenant=a", KindGemini, httpUpstream{})
+	if u := g.methodURL("models/gemini-2.5-flash", "streamGenerateContent?alt=sse"); u != "https://proxy.example/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&tenant=a" {
+		t.Fatal(u)
+	}
+	if u := g.methodURL("tuned/x y", "generateContent"); u != "https://proxy.example/v1beta/models/tuned%2Fx%20y:generateContent?tenant=a" {
+		t.Fatal(u)
+	}
+}

@@ -60,6 +60,7 @@ func newVertex(p *catalog.Provider) (*vertex, error) {
 		return nil, fmt.Errorf("providers: provider %q: %w", p.Name, err)
 	}
 	claude, _ := endpoint(host, loc+"anthropic", "")
+	claude, _, _ = strings.Cut(claude, "?")
 	fetch, err := googleTokenFetcher(p, &http.Client{Timeout: tokenFetchTimeout, Transport: newTransport()})
 	if err != nil {
 		return nil, fmt.Errorf("providers: provider %q: %w", p.Name, err)
@@ -72,7 +73,7 @@ func newVertex(p *catalog.Provider) (*vertex, error) {
 	up := newHTTPUpstream(host, header, p.ForwardHeaders)
 	up.rt = bearerTransport{up.rt}
 	v := &vertex{name: p.Name, claude: claude, sc: vertexScrubber(p)}
-	v.google = geminiUpstream{prefix: google, kind: KindVertex, httpUpstream: up}
+	v.google = newGeminiUpstream(google, KindVertex, up)
 	v.keeper = startTokenKeeper(fetch, time.Now, time.After)
 	return v, nil
 }
@@ -138,6 +139,9 @@ func (v *vertex) do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 		method = ":streamRawPredict"
 	}
 	u := v.claude + "/models/" + url.PathEscape(model) + method
+	if v.google.query != "" {
+		u += "?" + v.google.query
+	}
 	resp, start, err := v.google.send(ctx, u, body, req.Stream, KindVertex, req.FirstByte, req.Header)
 	if err != nil {
 		return nil, googleError(err)
