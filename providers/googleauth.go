@@ -50,12 +50,12 @@ type tokenKeeper struct {
 	after  func(time.Duration) <-chan time.Time
 	stop   context.CancelFunc
 	ctx    context.Context
-	exited chan struct{}
+	exited chan struct{} // closed when the refresh goroutine returns
 
+	// written by the refresh goroutine, read by requests
 	tok     atomic.Pointer[oauth2.Token]
 	prev    atomic.Pointer[oauth2.Token] // the one before, still scrubbed
 	lastErr atomic.Pointer[string]       // why the last fetch failed, for the auth error
-	fetches atomic.Int64                 // calls to the token endpoint
 }
 
 // googleTokenFetcher returns the function that fetches a fresh token for
@@ -187,7 +187,6 @@ func refreshIn(t *oauth2.Token, now time.Time) time.Duration {
 
 // refresh makes one fetch and publishes its token or its failure.
 func (k *tokenKeeper) refresh() {
-	k.fetches.Add(1)
 	t, err := k.fetch()
 	if err == nil && (t == nil || t.AccessToken == "") {
 		err = errors.New("the token endpoint returned no access token")
