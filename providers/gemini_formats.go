@@ -366,3 +366,7 @@ func cleanSchema(v map[string]any, depth int) map[string]any {
 // thinkingBudgets maps a reasoning effort to a thinkingBudget (tokens).
 // "none"/"minimal" turn thinking off where the model allows it.
 var thinkingBudgets = map[string]int{"none": 0, "minimal": 0, "low": 1024, "medium": 8192, "high": 24576}
+
+// minProThinking is the smallest thinkingBudget Gemini Pro models accept:
+// they cannot turn thinking off, so "off" becomes "as little as allowed".
+const minProThinking = 128

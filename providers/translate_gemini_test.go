@@ -417,3 +417,32 @@ func TestGeminiThoughtSignatureSentinel(t *testing.T) {
 		}
 	}
 }
+
+func TestGeminiThinkingBudget(t *testing.T) {
+	for _, tc := range []struct {
+		body, model string
+		want        string
+	}{
+		{`{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"high"}`, "gemini-2.5-flash", `"thinkingBudget":24576`},
+		{`{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"minimal"}`, "gemini-2.5-flash", `"thinkingBudget":0`},
+		{`{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"}`, "gemini-2.5-pro", `"thinkingBudget":128`},
+		{`{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"bogus"}`, "gemini-2.5-pro", ``},
+		{`{"messages":[{"role":"user","content":"x"}],"n":3,"stream":true}`, "gemini-2.5-pro", ``},
+	} {
+		got, err := openAIToGeminiRequest([]byte(tc.body), tc.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == "" {
+			if strings.Contains(string(got), "generationConfig") {
+				t.Errorf("%s: unexpected generationConfig in %s", tc.body, got)
+			}
+		} else if !strings.Contains(string(got), tc.want) {
+			t.Errorf("%s on %s: want %s in %s", tc.body, tc.model, tc.want, got)
+		}
+	}
+	got, err := anthropicToGeminiRequest([]byte(`{"model":"m","max_tokens":10,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"x"}]}`), "gemini-2.5-pro")
+	if err != nil || !strings.Contains(string(got), `"thinkingBudget":128`) {
+		t.Fatalf("anthropic thinking disabled on pro: %s %v", got, err)
+	}
+}

@@ -181,8 +181,8 @@ func generationConfig(in *gmChatIn) (*gmGenConfig, error) {
 		return nil, badRequest("stop: %v", err)
 	}
 	gc.StopSequences = stop
-	if in.N != nil && *in.N > 1 {
-		gc.CandidateCount = in.N
+	if in.N != nil && *in.N > 1 && !in.Stream {
+		gc.CandidateCount = in.N // a stream relays candidate 0 only
 	}
 	if rf := bytes.TrimSpace(in.ResponseFormat); len(rf) > 0 && string(rf) != "null" {
 		var f struct {
@@ -202,13 +202,16 @@ func generationConfig(in *gmChatIn) (*gmGenConfig, error) {
 			gc.ResponseSchema = geminiSchema(f.JSONSchema.Schema)
 		}
 	}
-	switch {
-	case in.thinkingBudget != nil:
-		gc.ThinkingConfig = &gmThinking{ThinkingBudget: in.thinkingBudget}
-	case in.ReasoningEffort != "":
-		if b, ok := thinkingBudgets[in.ReasoningEffort]; ok {
-			gc.ThinkingConfig = &gmThinking{ThinkingBudget: &b}
+	budget := in.thinkingBudget
+	if b, ok := thinkingBudgets[in.ReasoningEffort]; ok && budget == nil {
+		budget = &b
+	}
+	if budget != nil {
+		b := *budget
+		if b == 0 && strings.Contains(in.model, "-pro") {
+			b = minProThinking // Pro models cannot turn thinking off
 		}
+		gc.ThinkingConfig = &gmThinking{ThinkingBudget: &b}
 	}
 	if gc.Temperature == nil && gc.TopP == nil && gc.MaxOutputTokens == nil && gc.StopSequences == nil &&
 		gc.CandidateCount == nil && gc.ResponseMimeType == "" && gc.ThinkingConfig == nil {
