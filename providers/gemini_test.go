@@ -33,7 +33,7 @@ func fakeGemini(t *testing.T, got *captured, sync, stream string) *httptest.Serv
 			case strings.Contains(string(got.body), "fail:long"):
 				status, body = 400, `{"error":{"code":400,"message":"The input token count (2000000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}`
 			default:
-				status, body = 403, `{"error":{"code":403,"message":"Method doesn't allow unregistered callers. key=AIzaSyD-leaked-key","status":"PERMISSION_DENIED"}}`
+				status, body = 403, `{"error":{"code":403,"message":"Permission denied for key AIzaSy-provider-key-0123456789 from 10.1.2.3:443","status":"PERMISSION_DENIED"}}`
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
@@ -189,7 +189,10 @@ func TestGeminiAdapterErrors(t *testing.T) {
 			req := chatReq(t, body, wire.FormatOpenAI)
 			req.Stream = stream
 			_, err := a.Do(context.Background(), d, req)
-			wantClass(t, err, tc.class)
+			e := wantClass(t, err, tc.class)
+			if strings.Contains(e.Message, "AIzaSy-provider") || strings.Contains(string(e.body), "AIzaSy-provider") || strings.Contains(e.Message, "10.1.2.3") {
+				t.Fatalf("credential or address relayed: %q %s", e.Message, e.body)
+			}
 		}
 	}
 	if got.path != "/models/gemini-2.5-flash:streamGenerateContent" {
