@@ -166,6 +166,9 @@ func googleError(err error) error {
 	}
 	c := *e
 	c.Code = strings.ToLower(e.Type)
+	if c.RetryAfter == 0 {
+		c.RetryAfter = googleRetryDelay(e.body)
+	}
 	switch e.Class {
 	case routing.ClassRateLimited:
 		c.Type = "rate_limit_exceeded"
@@ -177,6 +180,35 @@ func googleError(err error) error {
 		c.Type = "upstream_error"
 	}
 	return &c
+}
+
+// maxRetryDelay caps a retryDelay an upstream asks for.
+const maxRetryDelay = 5 * time.Minute
+
+// googleRetryDelay reads the retryDelay of a google.rpc.RetryInfo in a
+// Google error's details ("retryDelay": "37s"), which Gemini sends on
+// RESOURCE_EXHAUSTED instead of a Retry-After header; 0 when absent.
+func googleRetryDelay(body []byte) time.Duration {
+	var e struct {
+		Error struct {
+			Details []struct {
+				Type       string `json:"@type"`
+				RetryDelay string `json:"retryDelay"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return 0
+	}
+	for _, d := range e.Error.Details {
+		if !strings.HasSuffix(d.Type, "google.rpc.RetryInfo") {
+			continue
+		}
+		if v, err := time.ParseDuration(d.RetryDelay); err == nil && v > 0 {
+			return min(v, maxRetryDelay)
+		}
+	}
+	return 0
 }
 
 // embed makes one batchEmbedContents call for an OpenAI embeddings request

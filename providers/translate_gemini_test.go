@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"switchyard/routing"
 	"switchyard/wire"
@@ -379,6 +380,12 @@ func TestGeminiErrorClasses(t *testing.T) {
 	e := googleError(newStatusError(KindGemini, 429, []byte(`{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}`), nil)).(*Error)
 	if e.Type != "rate_limit_exceeded" || e.Code != "resource_exhausted" || e.Class != routing.ClassRateLimited {
 		t.Fatalf("googleError %+v", e)
+	}
+	// Gemini's RetryInfo detail is the retry delay (no Retry-After header)
+	quota := `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`
+	e = googleError(newStatusError(KindGemini, 429, []byte(quota), nil)).(*Error)
+	if e.RetryAfter != 37*time.Second {
+		t.Fatalf("retry after %s", e.RetryAfter)
 	}
 }
 
