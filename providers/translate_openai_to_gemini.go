@@ -408,7 +408,7 @@ func chatID(id string) string {
 	return "chatcmpl-" + id
 }
 
-// gmOAUsage is an OpenAI usage object with the cached and reasoning details
+// gmOAUsage is an OpenAI usage object with the cached-token details
 // (SPEC 10.2: prompt_tokens includes the cached tokens).
 type gmOAUsage struct {
 	PromptTokens        int `json:"prompt_tokens"`
