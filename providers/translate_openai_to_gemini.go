@@ -622,6 +622,11 @@ func (s *geminiStream) relay(payloads [][]byte) ([]byte, bool, error) {
 			out = appendData(out, p)
 			continue
 		}
+		if r, ok := s.next.(*chatToResponsesStream); ok && isDone(p) {
+			// the chat usage chunk has no cached-token details: the
+			// Responses object gets the whole usage (SPEC 10.2)
+			r.u = s.c.u
+		}
 		b, d, err := s.next.event("", p)
 		if err != nil {
 			return nil, false, err
