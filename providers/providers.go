@@ -1,14 +1,15 @@
 // Package providers owns the upstream adapters of SPEC 10: one Adapter per
 // configured provider — openai (any OpenAI-compatible API, Azure included),
-// anthropic (the native Messages API), gemini and vertex (Google's Gemini
-// API, and Vertex AI's Gemini and Claude models) and simulated (the in-process fake that
-// powers the demo, the tests and the benchmarks) — the translation between
-// the OpenAI and Anthropic wire formats in both directions, the one-time
+// anthropic (the native Messages API), gemini and vertex (the Gemini API,
+// and Vertex AI's Gemini and Claude models) and simulated (the in-process
+// fake that powers the demo, the tests and the benchmarks) — the
+// translation between the client formats and each upstream's, the one-time
 // classification of upstream failures into routing classes (SPEC 7.4), and
 // the HTTP mock LLM behind `switchyard mockllm`.
 //
-// It imports catalog, wire, routing (for Class), config and tracing (to send
-// the attempt's traceparent); never gin or redis. An adapter never forwards client headers or credentials upstream
+// It imports catalog, wire, routing (for Class), config, tracing (to send
+// the attempt's traceparent) and golang.org/x/oauth2/google (Vertex AI's
+// tokens); never gin or redis. An adapter never forwards client headers or credentials upstream
 // (SPEC 15): the only credentials it sends are the provider's own.
 package providers
 
