@@ -60,10 +60,11 @@ type tokenKeeper struct {
 
 // googleTokenFetcher returns the function that fetches a fresh token for
 // provider p: from credentials_json, credentials_file, or Application
-// Default Credentials. Each call builds a new token source, so it always
-// asks the endpoint (the library's sources cache until expiry, and the
-// keeper wants a new token before that). hc bounds each call.
-func googleTokenFetcher(p *catalog.Provider, hc *http.Client) (func() (*oauth2.Token, error), error) {
+// Default Credentials; and the credentials JSON it read (nil for ADC), so
+// its secrets can be scrubbed. Each call builds a new token source, so it
+// always asks the endpoint (the library's sources cache until expiry, and
+// the keeper wants a new token before that). hc bounds each call.
+func googleTokenFetcher(p *catalog.Provider, hc *http.Client) (func() (*oauth2.Token, error), []byte, error) {
 	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, hc)
 	var key []byte
 	switch {
@@ -72,7 +73,7 @@ func googleTokenFetcher(p *catalog.Provider, hc *http.Client) (func() (*oauth2.T
 	case p.CredentialsFile != "":
 		b, err := os.ReadFile(p.CredentialsFile)
 		if err != nil {
-			return nil, fmt.Errorf("credentials_file: %w", err)
+			return nil, nil, fmt.Errorf("credentials_file: %w", err)
 		}
 		key = b
 	default:
@@ -82,20 +83,20 @@ func googleTokenFetcher(p *catalog.Provider, hc *http.Client) (func() (*oauth2.T
 				return nil, err
 			}
 			return creds.TokenSource.Token()
-		}, nil
+		}, nil, nil
 	}
 	if problems := config.CredentialsProblems(key); len(problems) > 0 {
-		return nil, fmt.Errorf("credentials: %s", strings.Join(problems, "; "))
+		return nil, nil, fmt.Errorf("credentials: %s", strings.Join(problems, "; "))
 	}
 	var head struct {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(key, &head); err != nil {
-		return nil, errors.New("credentials: not a JSON object")
+		return nil, nil, errors.New("credentials: not a JSON object")
 	}
 	// validate once, so a broken key fails at start with a clear message
 	if _, err := google.CredentialsFromJSONWithType(ctx, key, google.CredentialsType(head.Type), googleScope); err != nil {
-		return nil, fmt.Errorf("credentials: %s", credentialsErr(err))
+		return nil, nil, fmt.Errorf("credentials: %s", credentialsErr(err))
 	}
 	return func() (*oauth2.Token, error) {
 		creds, err := google.CredentialsFromJSONWithType(ctx, key, google.CredentialsType(head.Type), googleScope)
@@ -103,7 +104,7 @@ func googleTokenFetcher(p *catalog.Provider, hc *http.Client) (func() (*oauth2.T
 			return nil, err
 		}
 		return creds.TokenSource.Token()
-	}, nil
+	}, key, nil
 }
 
 // credentialsErr describes a credentials error without quoting the key.

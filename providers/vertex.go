@@ -61,7 +61,7 @@ func newVertex(p *catalog.Provider) (*vertex, error) {
 	}
 	claude, _ := endpoint(host, loc+"anthropic", "")
 	claude, _, _ = strings.Cut(claude, "?")
-	fetch, err := googleTokenFetcher(p, &http.Client{Timeout: tokenFetchTimeout, Transport: newTransport()})
+	fetch, key, err := googleTokenFetcher(p, &http.Client{Timeout: tokenFetchTimeout, Transport: newTransport()})
 	if err != nil {
 		return nil, fmt.Errorf("providers: provider %q: %w", p.Name, err)
 	}
@@ -72,22 +72,26 @@ func newVertex(p *catalog.Provider) (*vertex, error) {
 	}
 	up := newHTTPUpstream(host, header, p.ForwardHeaders)
 	up.rt = bearerTransport{up.rt}
-	v := &vertex{name: p.Name, claude: claude, sc: vertexScrubber(p)}
+	v := &vertex{name: p.Name, claude: claude, sc: vertexScrubber(p, key)}
 	v.google = newGeminiUpstream(google, KindVertex, up)
 	v.keeper = startTokenKeeper(fetch, time.Now, time.After)
 	return v, nil
 }
 
-// vertexScrubber is the provider's Scrubber plus the service-account key's
-// private key and key id.
-func vertexScrubber(p *catalog.Provider) *Scrubber {
+// vertexScrubber is the provider's Scrubber plus the secrets of its
+// credentials JSON (key, from credentials_json or credentials_file; nil for
+// ADC): the private key (as it is and JSON-escaped), its id, and a user
+// credential's client secret and refresh token.
+func vertexScrubber(p *catalog.Provider, key []byte) *Scrubber {
 	sc := NewScrubber(p)
-	key := []byte(p.CredentialsJSON)
 	for _, field := range []string{"private_key", "private_key_id", "client_secret", "refresh_token"} {
 		if s, e, ok := wire.FindTopLevel(key, field); ok {
 			var v string
 			if err := json.Unmarshal(key[s:e], &v); err == nil && len(v) >= minBodySecret {
 				sc.secrets = append(sc.secrets, v)
+				if esc := string(key[s+1 : e-1]); esc != v {
+					sc.secrets = append(sc.secrets, esc)
+				}
 			}
 		}
 	}

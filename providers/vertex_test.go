@@ -316,11 +316,14 @@ func TestVertexScrubsToken(t *testing.T) {
 	if strings.Contains(e.Message, "ya29.test-1") || strings.Contains(string(e.body), "ya29.test-1") || !strings.Contains(e.Message, redactedSecret) {
 		t.Fatalf("token relayed: %q %s", e.Message, e.body)
 	}
-	sc := vertexScrubber(p)
+	sc := vertexScrubber(p, []byte(p.CredentialsJSON))
 	der, _ := x509.MarshalPKCS8PrivateKey(f.key)
 	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-	if got := sc.String("oops " + pemKey + " kid-1"); strings.Contains(got, "PRIVATE KEY") {
-		t.Fatalf("private key not scrubbed: %q", got)
+	escaped, _ := json.Marshal(pemKey)
+	for _, leak := range []string{pemKey, string(escaped)} {
+		if got := sc.String("oops " + leak + " kid-1"); strings.Contains(got, "PRIVATE KEY") || !strings.Contains(got, redactedSecret) {
+			t.Fatalf("private key not scrubbed: %q", got)
+		}
 	}
 }
 
