@@ -165,14 +165,7 @@ routing:
     - {primary: gemini, reason: context_window, models: [big]}
     - {primary: gemini, reason: content_policy, models: [safe]}
 `
-	n := newTestNode(t, yml)
-	t.Cleanup(func() {
-		for _, a := range n.Server.adapters() {
-			if c, ok := a.(interface{ CloseIdleConnections() }); ok {
-				c.CloseIdleConnections()
-			}
-		}
-	})
+	n := newTestNode(t, yml) // its Close stops the vertex token refresh
 	srv := httptest.NewServer(n.Handler())
 	t.Cleanup(srv.Close)
 	return n, srv, f
