@@ -130,13 +130,16 @@ type gmPromptFeedback struct {
 // gmUsage is usageMetadata. promptTokenCount includes
 // cachedContentTokenCount; totalTokenCount is prompt + candidates +
 // toolUsePrompt + thoughts.
+//
+// The counts are read as float64 so that any JSON number, however large or
+// fractional, is clamped (SPEC 14) instead of failing the whole answer.
 type gmUsage struct {
-	PromptTokenCount        int64 `json:"promptTokenCount"`
-	CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
-	ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
-	CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
-	ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
-	TotalTokenCount         int64 `json:"totalTokenCount"`
+	PromptTokenCount        float64 `json:"promptTokenCount"`
+	CandidatesTokenCount    float64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      float64 `json:"thoughtsTokenCount"`
+	CachedContentTokenCount float64 `json:"cachedContentTokenCount"`
+	ToolUsePromptTokenCount float64 `json:"toolUsePromptTokenCount"`
+	TotalTokenCount         float64 `json:"totalTokenCount"`
 }
 
 // maxUsageTokens caps one count an upstream reports (SPEC 14): a broken
@@ -144,9 +147,9 @@ type gmUsage struct {
 const maxUsageTokens = 100_000_000
 
 // clampTokens takes a negative count as 0 and one over the cap as the cap.
-func clampTokens(n int64) int {
+func clampTokens(n float64) int {
 	switch {
-	case n < 0:
+	case !(n >= 0): // negative, or NaN
 		return 0
 	case n > maxUsageTokens:
 		return maxUsageTokens
@@ -162,17 +165,13 @@ func (u *gmUsage) usage() Usage {
 		return Usage{}
 	}
 	out := Usage{
-		PromptTokens:     clampTokens(clampInt64(u.PromptTokenCount) + clampInt64(u.ToolUsePromptTokenCount)),
-		CompletionTokens: clampTokens(clampInt64(u.CandidatesTokenCount) + clampInt64(u.ThoughtsTokenCount)),
+		PromptTokens:     min(clampTokens(u.PromptTokenCount)+clampTokens(u.ToolUsePromptTokenCount), maxUsageTokens),
+		CompletionTokens: min(clampTokens(u.CandidatesTokenCount)+clampTokens(u.ThoughtsTokenCount), maxUsageTokens),
 		CachedTokens:     clampTokens(u.CachedContentTokenCount),
 	}
 	out.CachedTokens = min(out.CachedTokens, out.PromptTokens)
 	return out
 }
-
-// clampInt64 bounds one count before counts are added, so a sum cannot
-// overflow.
-func clampInt64(n int64) int64 { return int64(clampTokens(n)) }
 
 // finishFromGemini maps a candidate's finishReason to an OpenAI finish
 // reason (SPEC 10): STOP is stop (tool_calls when the candidate holds
