@@ -21,8 +21,8 @@ import (
 // mockMaxBody bounds a request body the mock server reads.
 const mockMaxBody = 32 << 20
 
-// MockServer serves the simulation over real HTTP in the OpenAI and
-// Anthropic wire formats (`switchyard mockllm`, SPEC 13): the same profile,
+// MockServer serves the simulation over real HTTP in the OpenAI, Anthropic,
+// Gemini and Vertex wire formats (`switchyard mockllm`, SPEC 13): the same profile,
 // bodies, errors and pacing as the in-process simulated provider.
 type MockServer struct {
 	sim    *Simulated
