@@ -75,6 +75,25 @@ func (d *Deployment) ExpectedCost(inTokens, outTokens int) float64 {
 	return (float64(inTokens)*d.Price.Input + float64(outTokens)*d.Price.Output) / 1e6
 }
 
+// UsageCost is the price in USD of an answer (SPEC 10.2): uncached input at
+// the input price, cached input and cache writes at their own prices
+// (default: input), output at the output price. in counts every input
+// token, cached and cache-write ones included.
+func (d *Deployment) UsageCost(in, cached, cacheWrite, out int) float64 {
+	cached, cacheWrite = max(cached, 0), max(cacheWrite, 0)
+	if cached+cacheWrite > in {
+		return d.ExpectedCost(in, out)
+	}
+	cp, wp := d.Price.CachedInput, d.Price.CacheWrite
+	if cp <= 0 {
+		cp = d.Price.Input
+	}
+	if wp <= 0 {
+		wp = d.Price.Input
+	}
+	return (float64(in-cached-cacheWrite)*d.Price.Input + float64(cached)*cp + float64(cacheWrite)*wp + float64(out)*d.Price.Output) / 1e6
+}
+
 // HasPrice reports whether the operator configured a price.
 func (d *Deployment) HasPrice() bool { return d.Price.Input > 0 || d.Price.Output > 0 }
 

@@ -89,12 +89,19 @@ func (r Redis) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
 // Provider is an upstream account or endpoint.
 type Provider struct {
 	Name     string            `koanf:"name"`     // required, unique
-	Kind     string            `koanf:"kind"`     // openai | anthropic | simulated
-	BaseURL  string            `koanf:"base_url"` // API root, e.g. https://host/v1
+	Kind     string            `koanf:"kind"`     // openai | anthropic | gemini | vertex | simulated
+	BaseURL  string            `koanf:"base_url"` // API root, e.g. https://host/v1 (vertex: scheme and host only)
 	APIKey   string            `koanf:"api_key"`  // secret; never logged
-	Region   string            `koanf:"region"`
+	Region   string            `koanf:"region"`   // vertex: required, a location such as europe-west4, or global
 	Headers  map[string]string `koanf:"headers"`  // extra upstream headers
 	Simulate Simulate          `koanf:"simulate"` // kind simulated only
+
+	// Vertex AI (SPEC 10): the Google Cloud project, and the service-account
+	// key as a file path or as the key JSON itself (a secret, written as
+	// ${ENV}); with neither, Application Default Credentials.
+	Project         string `koanf:"project"`
+	CredentialsFile string `koanf:"credentials_file"`
+	CredentialsJSON string `koanf:"credentials_json"` // secret; never logged
 
 	// ForwardHeaders names client request headers passed through to this
 	// provider (SPEC 10, 15); credential and hop-by-hop headers never are.
@@ -117,6 +124,10 @@ type Simulate struct {
 type Price struct {
 	Input  float64 `koanf:"input" json:"input"`
 	Output float64 `koanf:"output" json:"output"`
+	// CachedInput prices input read from the provider's prompt cache, and
+	// CacheWrite input written to it (SPEC 10.2); 0 = the Input price.
+	CachedInput float64 `koanf:"cached_input" json:"cached_input,omitempty"`
+	CacheWrite  float64 `koanf:"cache_write" json:"cache_write,omitempty"`
 }
 
 // Deployment is one concrete upstream model on one provider. Its JSON form is

@@ -344,6 +344,9 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage, chars int64) {
 	}
 	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, chars, cl.outputTokens)
 	cost := d.ExpectedCost(prompt, completion)
+	if prompt == u.PromptTokens && u.CachedTokens+u.CacheWriteTokens > 0 {
+		cost = d.UsageCost(prompt, u.CachedTokens, u.CacheWriteTokens, completion)
+	}
 	cl.entry.PromptTokens, cl.entry.CompletionTokens, cl.entry.CostUSD = prompt, completion, cost
 	o := &cl.out
 	o.Served, o.Deployment = true, d.ID

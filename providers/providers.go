@@ -1,13 +1,15 @@
 // Package providers owns the upstream adapters of SPEC 10: one Adapter per
 // configured provider — openai (any OpenAI-compatible API, Azure included),
-// anthropic (the native Messages API) and simulated (the in-process fake that
-// powers the demo, the tests and the benchmarks) — the translation between
-// the OpenAI and Anthropic wire formats in both directions, the one-time
+// anthropic (the native Messages API), gemini and vertex (the Gemini API,
+// and Vertex AI's Gemini and Claude models) and simulated (the in-process
+// fake that powers the demo, the tests and the benchmarks) — the
+// translation between the client formats and each upstream's, the one-time
 // classification of upstream failures into routing classes (SPEC 7.4), and
 // the HTTP mock LLM behind `switchyard mockllm`.
 //
-// It imports catalog, wire, routing (for Class), config and tracing (to send
-// the attempt's traceparent); never gin or redis. An adapter never forwards client headers or credentials upstream
+// It imports catalog, wire, routing (for Class), config, tracing (to send
+// the attempt's traceparent) and golang.org/x/oauth2/google (Vertex AI's
+// tokens); never gin or redis. An adapter never forwards client headers or credentials upstream
 // (SPEC 15): the only credentials it sends are the provider's own.
 package providers
 
@@ -83,8 +85,15 @@ type Response struct {
 	TTFB time.Duration
 }
 
-// Usage is the token usage an upstream reported.
-type Usage struct{ PromptTokens, CompletionTokens int }
+// Usage is the token usage an upstream reported, in the OpenAI convention:
+// PromptTokens counts every input token, cached or not; CachedTokens and
+// CacheWriteTokens are the parts of it read from and written to the
+// provider's prompt cache (SPEC 10.2 prices them apart). Reasoning tokens
+// are in CompletionTokens.
+type Usage struct {
+	PromptTokens, CompletionTokens int
+	CachedTokens, CacheWriteTokens int
+}
 
 // MaxUsageTokens is the most tokens one request's usage may count (SPEC 14):
 // an upstream reporting more is believed up to here.
@@ -204,10 +213,18 @@ func New(p *catalog.Provider) (Adapter, error) {
 			return nil, err
 		}
 		return scrubbed{a, NewScrubber(p)}, nil
+	case KindGemini:
+		a, err := newGemini(p)
+		if err != nil {
+			return nil, err
+		}
+		return scrubbed{a, NewScrubber(p)}, nil
+	case KindVertex:
+		return newVertex(p) // scrubs itself: its tokens change as it runs
 	case KindSimulated:
 		return NewSimulated(p, SeedFor(p.Name)), nil
 	}
-	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic or simulated)", p.Name, p.Kind)
+	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic, gemini, vertex or simulated)", p.Name, p.Kind)
 }
 
 // SeedFor is the deterministic seed New gives a simulated provider: a hash of

@@ -235,6 +235,7 @@ func (o *respObject) settle(finish string, u Usage) {
 		o.Status = "completed"
 	}
 	o.Usage = &respUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+	o.Usage.InputTokensDetails.CachedTokens = u.CachedTokens
 }
 
 // respCallIn is one tool call of a finished upstream answer.
