@@ -142,17 +142,13 @@ type gmUsage struct {
 	TotalTokenCount         float64 `json:"totalTokenCount"`
 }
 
-// maxUsageTokens caps one count an upstream reports (SPEC 14): a broken
-// or hostile upstream cannot charge a team more than this per request.
-const maxUsageTokens = 100_000_000
-
 // clampTokens takes a negative count as 0 and one over the cap as the cap.
 func clampTokens(n float64) int {
 	switch {
 	case !(n >= 0): // negative, or NaN
 		return 0
-	case n > maxUsageTokens:
-		return maxUsageTokens
+	case n > MaxUsageTokens:
+		return MaxUsageTokens
 	}
 	return int(n)
 }
@@ -165,8 +161,8 @@ func (u *gmUsage) usage() Usage {
 		return Usage{}
 	}
 	out := Usage{
-		PromptTokens:     min(clampTokens(u.PromptTokenCount)+clampTokens(u.ToolUsePromptTokenCount), maxUsageTokens),
-		CompletionTokens: min(clampTokens(u.CandidatesTokenCount)+clampTokens(u.ThoughtsTokenCount), maxUsageTokens),
+		PromptTokens:     min(clampTokens(u.PromptTokenCount)+clampTokens(u.ToolUsePromptTokenCount), MaxUsageTokens),
+		CompletionTokens: min(clampTokens(u.CandidatesTokenCount)+clampTokens(u.ThoughtsTokenCount), MaxUsageTokens),
 		CachedTokens:     clampTokens(u.CachedContentTokenCount),
 	}
 	out.CachedTokens = min(out.CachedTokens, out.PromptTokens)

@@ -58,7 +58,7 @@ func FuzzGeminiResponse(f *testing.F) {
 			if !json.Valid(out) {
 				t.Fatalf("invalid JSON out of %q: %s", body, out)
 			}
-			if u.PromptTokens < 0 || u.PromptTokens > maxUsageTokens || u.CompletionTokens < 0 || u.CompletionTokens > maxUsageTokens ||
+			if u.PromptTokens < 0 || u.PromptTokens > MaxUsageTokens || u.CompletionTokens < 0 || u.CompletionTokens > MaxUsageTokens ||
 				u.CachedTokens < 0 || u.CachedTokens > u.PromptTokens {
 				t.Fatalf("usage %+v out of %q", u, body)
 			}
@@ -112,7 +112,7 @@ func FuzzGeminiStream(f *testing.F) {
 						t.Fatalf("converter %d ended without %q: %q", i, end, all)
 					}
 				}
-				if u := r.Stream.Usage(); u.PromptTokens < 0 || u.PromptTokens > maxUsageTokens || u.CompletionTokens > maxUsageTokens {
+				if u := r.Stream.Usage(); u.PromptTokens < 0 || u.PromptTokens > MaxUsageTokens || u.CompletionTokens > MaxUsageTokens {
 					t.Fatalf("usage %+v", u)
 				}
 				_ = r.Stream.Close()

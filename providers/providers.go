@@ -104,11 +104,11 @@ const MaxUsageTokens = 100_000_000
 // limiter or Redis as it came (a negative or absurd count would make a TTL
 // invalid or refund capacity never charged).
 func (u Usage) Clamped() (Usage, bool) {
-	c := Usage{clampTokens(u.PromptTokens), clampTokens(u.CompletionTokens)}
+	c := Usage{clampCount(u.PromptTokens), clampCount(u.CompletionTokens), clampCount(u.CachedTokens), clampCount(u.CacheWriteTokens)}
 	return c, c != u
 }
 
-func clampTokens(n int) int { return min(max(n, 0), MaxUsageTokens) }
+func clampCount(n int) int { return min(max(n, 0), MaxUsageTokens) }
 
 // EventStream relays an upstream stream event by event.
 //

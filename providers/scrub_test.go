@@ -154,10 +154,11 @@ func TestUsageClamped(t *testing.T) {
 		in, want Usage
 		changed  bool
 	}{
-		{Usage{10, 20}, Usage{10, 20}, false},
-		{Usage{-5, 20}, Usage{0, 20}, true},
-		{Usage{900_000_000_000_000_000, 1}, Usage{MaxUsageTokens, 1}, true},
-		{Usage{1, -1}, Usage{1, 0}, true},
+		{Usage{10, 20, 5, 0}, Usage{10, 20, 5, 0}, false},
+		{Usage{-5, 20, 0, 0}, Usage{0, 20, 0, 0}, true},
+		{Usage{900_000_000_000_000_000, 1, 0, 0}, Usage{MaxUsageTokens, 1, 0, 0}, true},
+		{Usage{1, -1, 0, 0}, Usage{1, 0, 0, 0}, true},
+		{Usage{10, 1, -3, 1 << 40}, Usage{10, 1, 0, MaxUsageTokens}, true},
 	}
 	for _, c := range cases {
 		if got, ch := c.in.Clamped(); got != c.want || ch != c.changed {

@@ -204,8 +204,8 @@ func TestGeminiUsage(t *testing.T) {
 		want Usage
 	}{
 		{gmUsage{PromptTokenCount: -5, CandidatesTokenCount: -1, CachedContentTokenCount: -3}, Usage{}},
-		{gmUsage{PromptTokenCount: 1 << 62, CandidatesTokenCount: 1e300, ThoughtsTokenCount: 1 << 62}, Usage{PromptTokens: maxUsageTokens, CompletionTokens: maxUsageTokens}},
-		{gmUsage{PromptTokenCount: 90_000_000, ToolUsePromptTokenCount: 90_000_000, CandidatesTokenCount: 7.9}, Usage{PromptTokens: maxUsageTokens, CompletionTokens: 7}},
+		{gmUsage{PromptTokenCount: 1 << 62, CandidatesTokenCount: 1e300, ThoughtsTokenCount: 1 << 62}, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: MaxUsageTokens}},
+		{gmUsage{PromptTokenCount: 90_000_000, ToolUsePromptTokenCount: 90_000_000, CandidatesTokenCount: 7.9}, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: 7}},
 		{gmUsage{PromptTokenCount: 10, CachedContentTokenCount: 50}, Usage{PromptTokens: 10, CachedTokens: 10}},
 		{gmUsage{PromptTokenCount: 10, ToolUsePromptTokenCount: 5, CandidatesTokenCount: 2}, Usage{PromptTokens: 15, CompletionTokens: 2}},
 	} {
@@ -257,7 +257,7 @@ func TestGeminiBlocked(t *testing.T) {
 	wantClass(t, err, routing.ClassServerError)
 	// a usage number no integer holds is clamped, not a failure (SPEC 14)
 	_, u, err := geminiToOpenAIResponse([]byte(`{"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":99999999999999999999999,"candidatesTokenCount":-4}}`), "gem", 0)
-	if err != nil || u != (Usage{PromptTokens: maxUsageTokens}) {
+	if err != nil || u != (Usage{PromptTokens: MaxUsageTokens}) {
 		t.Fatalf("huge usage: %+v %v", u, err)
 	}
 }
