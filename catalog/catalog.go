@@ -79,16 +79,18 @@ func (d *Deployment) ExpectedCost(inTokens, outTokens int) float64 {
 // every input token, as OpenAI counts prompt_tokens: cached and cacheWrite
 // are the parts of it read from and written to the provider's prompt cache,
 // priced at cached_input and cache_write; the rest is priced at input.
-// output counts reasoning tokens too. Parts larger than the whole are cut to
-// it (cache reads first), so a bogus upstream detail can neither make the
-// cost negative nor price more tokens than the prompt had.
+// output counts reasoning tokens too. A negative count is 0; parts larger
+// than the whole are an upstream's bogus detail and earn no discount: every
+// input token is then priced at input.
 //
 // The counts are plain ints: catalog sits below providers, which owns the
 // Usage type and normalizes each provider's convention into these four.
 func (d *Deployment) Cost(prompt, cached, cacheWrite, output int) float64 {
 	prompt, output = max(prompt, 0), max(output, 0)
-	cached = min(max(cached, 0), prompt)
-	cacheWrite = min(max(cacheWrite, 0), prompt-cached)
+	cached, cacheWrite = max(cached, 0), max(cacheWrite, 0)
+	if cached+cacheWrite > prompt {
+		cached, cacheWrite = 0, 0
+	}
 	uncached := prompt - cached - cacheWrite
 	p := &d.Price
 	return (float64(uncached)*p.Input + float64(cached)*p.CachedInputUSD() +
@@ -284,7 +286,7 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	}
 	for _, ts := range st.Teams {
 		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
-			Budget: config.Budget{USD: ts.Budget.USD, Period: time.Duration(ts.Budget.Period)}}, Allowed: map[string]bool{}}
+			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period}}, Allowed: map[string]bool{}}
 		for _, m := range t.Models {
 			if m == "*" {
 				t.AllowAll = true
@@ -313,4 +315,36 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		s.Chains[ChainKey{c.PrimaryModel, Reason(c.Reason)}] = c.FallbackModels
 	}
 	return s
+}
+
+// CostBound is the highest cost a request for model (a public model or a
+// tier alias) of in prompt and out output tokens can reach (SPEC 3.1): at
+// the highest input and the highest output price among the deployments it
+// may be routed to, both tiers of an alias, their general fallback chains
+// and routing.fallback_models. A budget reserves it at admission.
+func (s *Snapshot) CostBound(model string, in, out int) float64 {
+	var pin, pout float64
+	pool := func(name string) {
+		if m := s.Models[name]; m != nil {
+			for _, d := range m.Pool {
+				pin, pout = max(pin, d.Price.Input), max(pout, d.Price.Output)
+			}
+		}
+	}
+	primary := func(name string) {
+		pool(name)
+		for _, f := range s.Chains[ChainKey{name, ReasonGeneral}] {
+			pool(f)
+		}
+	}
+	if r := s.Routes[model]; r != nil {
+		primary(r.Easy)
+		primary(r.Hard)
+	} else {
+		primary(model)
+	}
+	for _, f := range s.Global {
+		pool(f)
+	}
+	return (float64(in)*pin + float64(out)*pout) / 1e6
 }

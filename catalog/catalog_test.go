@@ -121,7 +121,7 @@ func TestHolderVersionsOnlyMoveForward(t *testing.T) {
 
 // TestCost pins SPEC 10.2's formula on the normalized counts: cached and
 // cache-write input priced apart (input when unset), the rest at input;
-// parts larger than the whole are cut to it.
+// parts larger than the whole earn no discount.
 func TestCost(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	plain := config.Price{Input: 3, Output: 15}
@@ -137,8 +137,8 @@ func TestCost(t *testing.T) {
 		{"unset cache prices are input", plain, 1000, 600, 300, 100, 0.0045},
 		{"read and write", cached, 1000, 600, 300, 100, (100*3 + 600*0.3 + 300*3.75 + 100*15) / 1e6},
 		{"free cache", free, 1000, 600, 300, 100, (100*3 + 100*15) / 1e6},
-		{"read over the whole", cached, 100, 500, 0, 0, 100 * 0.3 / 1e6},
-		{"write over the rest", cached, 100, 60, 500, 0, (60*0.3 + 40*3.75) / 1e6},
+		{"read over the whole", cached, 100, 500, 0, 0, 100 * 3 / 1e6},
+		{"parts over the whole", cached, 100, 60, 50, 0, 100 * 3 / 1e6},
 		{"negative parts", cached, 100, -5, -5, -5, 300 / 1e6},
 	} {
 		d := &Deployment{Deployment: config.Deployment{Price: tc.price}}

@@ -36,11 +36,12 @@ type TeamSpec struct {
 	Keys        []Key    `json:"keys"`
 }
 
-// Budget is a spend limit per period; its period is a Go duration string in
-// JSON ("720h"), as in the YAML.
+// Budget is a spend limit per period; its period is, as in the YAML, a
+// string in JSON: daily, weekly, monthly or a Go duration ("720h"; a state
+// written before calendar periods holds that form).
 type Budget struct {
-	USD    float64  `json:"usd"`    // 0 = no budget
-	Period Duration `json:"period"` // default 720h
+	USD    float64       `json:"usd"`    // 0 = no budget
+	Period config.Period `json:"period"` // default 720h
 }
 
 // Duration is a time.Duration that reads and writes Go syntax in JSON.
@@ -120,7 +121,7 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 	for _, t := range cfg.Teams {
 		st.Teams = append(st.Teams, TeamSpec{
 			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
-			Budget: Budget{USD: t.Budget.USD, Period: Duration(t.Budget.Period)}, Keys: configKeys(t.Keys, now),
+			Budget: Budget{USD: t.Budget.USD, Period: t.Budget.Period}, Keys: configKeys(t.Keys, now),
 		})
 	}
 }

@@ -74,17 +74,17 @@ func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (ne
 			return nil, false, errf(http.StatusUnprocessableEntity, f.name, "%s: must not be negative (0 = unlimited), got %d", f.name, f.v)
 		}
 	}
-	b := Budget{Period: Duration(720 * time.Hour)}
+	b := Budget{Period: config.Period{Every: 720 * time.Hour}}
 	if in.Budget != nil {
 		b = *in.Budget
 		if b.USD < 0 {
 			return nil, false, errf(http.StatusUnprocessableEntity, "budget.usd", "budget.usd: must not be negative (0 = no budget), got %g", b.USD)
 		}
-		if b.Period < 0 {
-			return nil, false, errf(http.StatusUnprocessableEntity, "budget.period", "budget.period: must be > 0, e.g. \"720h\"")
+		if b.Period.Calendar == "" && b.Period.Every < 0 {
+			return nil, false, errf(http.StatusUnprocessableEntity, "budget.period", "budget.period: must be daily, weekly, monthly or a positive duration such as \"720h\"")
 		}
-		if b.Period == 0 {
-			b.Period = Duration(720 * time.Hour)
+		if b.Period.IsZero() {
+			b.Period = config.Period{Every: 720 * time.Hour}
 		}
 	}
 	next = cur.Clone()

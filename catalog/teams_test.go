@@ -49,7 +49,7 @@ func TestPutTeamValidation(t *testing.T) {
 		{"negative tpm", "x", TeamInput{Models: []string{"*"}, TPM: neg}, 422, "tpm"},
 		{"negative parallel", "x", TeamInput{Models: []string{"*"}, MaxParallel: neg}, 422, "max_parallel"},
 		{"negative budget", "x", TeamInput{Models: []string{"*"}, Budget: &Budget{USD: -1}}, 422, "budget.usd"},
-		{"negative period", "x", TeamInput{Models: []string{"*"}, Budget: &Budget{USD: 1, Period: -1}}, 422, "budget.period"},
+		{"negative period", "x", TeamInput{Models: []string{"*"}, Budget: &Budget{USD: 1, Period: config.Period{Every: -1}}}, 422, "budget.period"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestPutTeamKeepsKeysAndDefaults(t *testing.T) {
 		t.Fatalf("%v created=%v", err, created)
 	}
 	w := next.Teams[next.team("web")]
-	if len(w.Keys) != 1 || w.RPM != 10 || strings.Join(w.Models, ",") != "b,normal" || time.Duration(w.Budget.Period) != 720*time.Hour {
+	if len(w.Keys) != 1 || w.RPM != 10 || strings.Join(w.Models, ",") != "b,normal" || w.Budget.Period.Every != 720*time.Hour {
 		t.Fatalf("%+v", w)
 	}
 	if len(cur.Teams[cur.team("web")].Models) != 2 || cur.Teams[cur.team("web")].RPM != 0 {
@@ -371,13 +371,13 @@ func TestStateJSONRoundTrip(t *testing.T) {
 	cur := teamState(t)
 	exp := t0.Add(time.Hour)
 	cur, _, _ = IssueKey(cur, "ops", "ci", &exp, t0, rand.Reader)
-	cur.Teams[cur.team("ops")].Budget = Budget{USD: 5, Period: Duration(24 * time.Hour)}
+	cur.Teams[cur.team("ops")].Budget = Budget{USD: 5, Period: config.Period{Calendar: config.PeriodWeekly}}
 	b, err := json.Marshal(cur)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(b, []byte(`"period":"24h0m0s"`)) {
-		t.Fatalf("period in Go syntax: %s", b)
+	if !bytes.Contains(b, []byte(`"period":"weekly"`)) {
+		t.Fatalf("period as the YAML writes it: %s", b)
 	}
 	var back State
 	if err := json.Unmarshal(b, &back); err != nil {

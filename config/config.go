@@ -89,12 +89,19 @@ func (r Redis) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
 // Provider is an upstream account or endpoint.
 type Provider struct {
 	Name     string            `koanf:"name"`     // required, unique
-	Kind     string            `koanf:"kind"`     // openai | anthropic | simulated
-	BaseURL  string            `koanf:"base_url"` // API root, e.g. https://host/v1
+	Kind     string            `koanf:"kind"`     // openai | anthropic | gemini | vertex | simulated
+	BaseURL  string            `koanf:"base_url"` // API root, e.g. https://host/v1 (vertex: scheme and host only)
 	APIKey   string            `koanf:"api_key"`  // secret; never logged
-	Region   string            `koanf:"region"`
+	Region   string            `koanf:"region"`   // vertex: required, a location such as europe-west4, or global
 	Headers  map[string]string `koanf:"headers"`  // extra upstream headers
 	Simulate Simulate          `koanf:"simulate"` // kind simulated only
+
+	// Vertex AI (SPEC 10): the Google Cloud project, and the service-account
+	// key as a file path or as the key JSON itself (a secret, written as
+	// ${ENV}); with neither, Application Default Credentials.
+	Project         string `koanf:"project"`
+	CredentialsFile string `koanf:"credentials_file"`
+	CredentialsJSON string `koanf:"credentials_json"` // secret; never logged
 
 	// ForwardHeaders names client request headers passed through to this
 	// provider (SPEC 10, 15); credential and hop-by-hop headers never are.
@@ -183,8 +190,8 @@ type Team struct {
 
 // Budget is a spend limit per period.
 type Budget struct {
-	USD    float64       `koanf:"usd"`    // 0 = none
-	Period time.Duration `koanf:"period"` // default 720h
+	USD    float64 `koanf:"usd"`    // 0 = none
+	Period Period  `koanf:"period"` // daily, weekly, monthly (UTC) or a duration; default 720h
 }
 
 // Routing configures selection, health, failover and fallbacks (SPEC 5-7).

@@ -47,7 +47,7 @@ func TestLoadDefaults(t *testing.T) {
 		{"tools", c.Deployments[0].ToolsSupported(), true},
 		{"sim ttfb", c.Providers[0].Simulate.TTFB, 20 * time.Millisecond},
 		{"sim status", c.Providers[0].Simulate.ErrorStatus, 503},
-		{"budget period", c.Teams[0].Budget.Period, 720 * time.Hour},
+		{"budget period", c.Teams[0].Budget.Period.Every, 720 * time.Hour},
 		{"audit", c.Audit.MaxEntries, 10000},
 		{"warm weight", c.Routing.WarmCacheWeight, 4.0},
 	}

@@ -130,6 +130,7 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
+			mapstructure.TextUnmarshallerHookFunc(), // budget periods (Period)
 		),
 		Metadata:         &md,
 		Result:           &cfg,
@@ -252,8 +253,8 @@ func applyItemDefaults(c *Config) {
 		ApplyDeploymentDefaults(&c.Deployments[i])
 	}
 	for i := range c.Teams {
-		if c.Teams[i].Budget.Period == 0 {
-			c.Teams[i].Budget.Period = 720 * time.Hour
+		if c.Teams[i].Budget.Period.IsZero() {
+			c.Teams[i].Budget.Period = Period{Every: 720 * time.Hour}
 		}
 	}
 	for i := range c.Models {

@@ -111,6 +111,8 @@ func Validate(c *Config) Problems {
 			} else if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				add("%s.base_url: %q is not an http(s) URL", f, RedactURL(pr.BaseURL))
 			}
+		case "gemini", "vertex":
+			p = append(p, validateGoogle(pr, f)...)
 		case "simulated":
 			s := pr.Simulate
 			if s.ErrorRate < 0 || s.ErrorRate > 1 {
@@ -123,9 +125,9 @@ func Validate(c *Config) Problems {
 				add("%s.simulate: ttfb, tokens_per_second and output_tokens must not be negative", f)
 			}
 		case "":
-			add("%s.kind: required (openai | anthropic | simulated)", f)
+			add("%s.kind: required (openai | anthropic | gemini | vertex | simulated)", f)
 		default:
-			add("%s.kind: %q is not one of openai, anthropic, simulated", f, pr.Kind)
+			add("%s.kind: %q is not one of openai, anthropic, gemini, vertex, simulated", f, pr.Kind)
 		}
 	}
 
@@ -242,8 +244,8 @@ func Validate(c *Config) Problems {
 		if t.RPM < 0 || t.TPM < 0 || t.MaxParallel < 0 || t.Budget.USD < 0 {
 			add("%s: rpm, tpm, max_parallel and budget.usd must not be negative", f)
 		}
-		if t.Budget.Period <= 0 {
-			add("%s.budget.period: must be > 0", f)
+		if t.Budget.Period.Calendar == "" && t.Budget.Period.Every <= 0 {
+			add("%s.budget.period: must be daily, weekly, monthly or a positive duration", f)
 		}
 	}
 

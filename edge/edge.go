@@ -66,7 +66,10 @@ type Request struct {
 	RequestID string        // X-Request-Id (not unique: clients may reuse one)
 	Team      *catalog.Team // the authenticated team
 	Tokens    int64         // prompt estimate + output estimate, reserved against TPM
-	Pins      PinQuery
+	// CostUSD is the request's highest possible cost, reserved against the
+	// budget at admission and replaced by the real cost at Finish (SPEC 3.1).
+	CostUSD float64
+	Pins    PinQuery
 }
 
 // PinQuery names the pins a request can use (SPEC 9: only those). An empty
@@ -130,11 +133,13 @@ func (b *Begun) Limited() bool { return b.team != nil && limited(b.team) }
 
 // ticket is what Finish needs to undo or correct an admission.
 type ticket struct {
-	admitted bool   // a limited team was admitted: Finish reconciles
-	local    bool   // the local limiter decided (Redis unreachable or absent)
-	slot     string // Redis slot id ("" without max_parallel or when local)
-	reserved int64  // tokens reserved against TPM
-	end      int64  // TPM TAT right after this reservation (Redis µs); bounds refunds
+	admitted bool    // a limited team was admitted: Finish reconciles
+	local    bool    // the local limiter decided (Redis unreachable or absent)
+	slot     string  // Redis slot id ("" without max_parallel or when local)
+	reserved int64   // tokens reserved against TPM
+	end      int64   // TPM TAT right after this reservation (Redis µs); bounds refunds
+	usd      float64 // reserved against the budget (its highest possible cost)
+	window   int64   // the budget window of that reservation
 	lt       ratelimit.Ticket
 	released bool // the local slot was released by Release
 	// remote is a slot the admission script may have taken although it

@@ -60,7 +60,7 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if !limited(q.Team) {
 		return b, nil
 	}
-	d, err := l.lim.Admit(ctx, ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens})
+	d, err := l.lim.Admit(ctx, ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD})
 	if err != nil {
 		return b, err
 	}

@@ -296,6 +296,9 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	}
 
 	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys, until: time.Now().Add(r.timeout)}
+	if t.Budget.USD > 0 {
+		ac.usd = max(0, q.CostUSD)
+	}
 	if t.MaxParallel > 0 {
 		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
@@ -313,7 +316,8 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		return b, nil
 	}
 	end, _ := res[7].(int64)
-	b.t = ticket{admitted: true, slot: slot, end: end}
+	win, _ := res[8].(int64)
+	b.t = ticket{admitted: true, slot: slot, end: end, usd: ac.usd, window: win}
 	if t.TPM > 0 {
 		b.t.reserved = cost
 	}
@@ -329,6 +333,7 @@ type admitCall struct {
 	ts    *teamState
 	q     *Request
 	cost  int64
+	usd   float64 // reserved against the budget (0 without one)
 	slot  string
 	pins  []string      // full pin keys to read
 	until time.Time     // arrival + redis.timeout: the latest its answer may come
@@ -346,7 +351,7 @@ type admitCall struct {
 
 // beginResults is how many values beginLua returns per admission before
 // the pins it read.
-const beginResults = 8
+const beginResults = 9
 
 // results is how many values beginLua returns for c.
 func (c *admitCall) results() int { return beginResults + len(c.pins) }
@@ -532,7 +537,7 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 		nk, na := 0, 2
 		for _, g := range c.groups {
 			nk += 3
-			na += 10 + 3*len(g.calls)
+			na += 10 + 4*len(g.calls)
 			for _, a := range g.calls {
 				nk += len(a.pins)
 				c.results += a.results()
@@ -569,7 +574,7 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	}
 	c.args = append(c.args, len(g.calls))
 	for _, a := range g.calls {
-		c.args = append(c.args, a.cost, a.slot, len(a.pins))
+		c.args = append(c.args, a.cost, a.usd, a.slot, len(a.pins))
 	}
 }
 
@@ -699,7 +704,7 @@ func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, slot string) {
 // admitLocal decides q in the local fallback; an admission marks its team
 // unshared, so the team's next admission script tells Redis.
 func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error) {
-	d, err := r.local.Admit(context.Background(), ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens})
+	d, err := r.local.Admit(context.Background(), ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD})
 	if err == nil && d.Allowed && (q.Team.RPM > 0 || q.Team.TPM > 0) {
 		ts.unshared.Store(true)
 	}
@@ -722,17 +727,22 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	if o.Served {
 		actual = int64(o.PromptTokens + o.CompletionTokens)
 	}
-	usd := 0.0
+	cost := 0.0
 	if o.Served && t.Budget.USD > 0 && o.CostUSD > 0 {
-		usd = o.CostUSD
+		cost = o.CostUSD
 	}
+	usd := 0.0 // what the shared budget is still owed: the real cost minus the reservation
 	if tk.admitted && tk.local {
 		if !tk.released {
 			r.local.Release(tk.lt)
 		}
-		r.local.Reconcile(tk.lt, actual, usd)
-	} else if tk.admitted && usd > 0 {
-		r.local.Spend(t, usd) // the fallback knows this node's share of the spend
+		r.local.Reconcile(tk.lt, actual, cost)
+		usd = cost // Redis reserved nothing: it is owed the whole cost (SPEC 9: replayed)
+	} else if tk.admitted && t.Budget.USD > 0 {
+		usd = budgetDelta(cost, tk.usd, tk.window, r.cfg.Clock().UnixNano(), ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)))
+		if cost > 0 {
+			r.local.Spend(t, cost) // the fallback knows this node's share of the spend
+		}
 	}
 	var tierKey, depKey string
 	if s := b.q.Session; s != "" {
@@ -765,6 +775,20 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	if visit {
 		r.w.markDirty(ts, urgent)
 	}
+}
+
+// budgetDelta is what a finished request still owes its shared budget: its
+// real cost minus what its admission reserved, in the window the
+// reservation was made in. Once that window has ended, the reservation
+// covered the request and the new window owes nothing for it.
+func budgetDelta(cost, reserved float64, window, now, code int64) float64 {
+	if reserved <= 0 {
+		return cost
+	}
+	if id, _ := ratelimit.PeriodWindow(now, code); id != window {
+		return 0
+	}
+	return cost - reserved
 }
 
 // keepPin stores the pin key = value in the local copy and returns the key

@@ -60,6 +60,50 @@ local function settat(k, r, t, now, prev)
 end
 `
 
+// periodLua is the budget window of a period code on Redis's clock (µs),
+// ratelimit.PeriodWindow's twin (TestWindowParity): > 0 a window of that
+// many seconds from the Unix epoch (a duration, or daily), -1 weeks from
+// Monday, -2 calendar months, all UTC. Months use the civil-from-days
+// arithmetic of H. Hinnant's date algorithms.
+const periodLua = `
+local DAY = 86400000000
+local function civil(days)
+  local z = days + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+local function firstday(y, m)
+  if m <= 2 then y = y - 1 end
+  local era = floor(y / 400)
+  local yoe = y - era * 400
+  local mp = m > 2 and m - 3 or m + 9
+  local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5)
+  return era * 146097 + doe - 719468
+end
+local function window(now, code)
+  if code == -1 then
+    local w = 7 * DAY
+    local id = floor((now - 4 * DAY) / w)
+    return id, (id + 1) * w + 4 * DAY
+  elseif code == -2 then
+    local y, m = civil(floor(now / DAY))
+    local ny, nm = y, m + 1
+    if nm > 12 then ny, nm = y + 1, 1 end
+    return y * 12 + m - 1, firstday(ny, nm) * DAY
+  end
+  local p = code * 1000000
+  local id = floor(now / p)
+  return id, (id + 1) * p
+end
+`
+
 // beginLua is Begin's one round trip for the admissions of one or more
 // teams (concurrent Begins share one call: see combiner; on one shard a
 // call carries every team of a batch, on Cluster one team): per team, this
@@ -70,13 +114,20 @@ end
 //	      expiry), 3 budget (hash p, usd), then the pins to read, in
 //	      admission order
 //	ARGV: 1 slot lease (ms), 2 number of teams, then per team: rpm, tpm,
-//	      max_parallel, budget usd, budget period (s), the local fallback's
-//	      rpm and tpm resets (us; 0 = nothing to learn), number of releases
-//	      and the slot ids to release, number of admissions and for each:
-//	      tokens to reserve (already capped at tpm), slot id, number of pins
+//	      max_parallel, budget usd, budget period code (periodLua), the
+//	      local fallback's rpm and tpm resets (us; 0 = nothing to learn),
+//	      number of releases and the slot ids to release, number of
+//	      admissions and for each: tokens to reserve (already capped at
+//	      tpm), usd to reserve against the budget, slot id, number of pins
 //	returns for each admission, teams in order {allowed, kind, wait us, rpm
 //	         remaining, rpm reset us, tpm remaining, tpm reset us, tpm TAT
-//	         after the charge us, pin values ('' when absent)...}
+//	         after the charge us, budget window id, pin values ('' when
+//	         absent)...}
+//
+// A budget admits a request only when its spend in the window plus the
+// request's reservation (its highest possible cost) stays within the
+// budget, and charges the reservation at once, so concurrent requests
+// cannot overspend (SPEC 3.1); Finish replaces it by the real cost.
 //
 // Redis's clock is read once per call. A team's TATs first learn the local
 // fallback's (each at least now + its reset): what this node admitted
@@ -90,17 +141,18 @@ end
 // renewing it is past its score within one lease and is dropped when the
 // set is full. The set's TTL is set to two leases when less than one
 // is left, so it always outlives the slots in it.
-const beginLua = tatLua + `
+const beginLua = tatLua + periodLua + `
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local W = 60000000
 local TOL = 1
+local USDTOL = 1e-9 -- sums of decimal prices are not exact in binary
 local lease = tonumber(ARGV[1])
 local out = {}
 local i, k = 3, 1
 for team = 1, tonumber(ARGV[2]) do
   local rpm, tpm, par = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  local budget, period = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) * 1000000
+  local budget, pcode = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
   local lr, lt, nrel = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
   local ktat, kpar, kbud = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   i, k = i + 8, k + 3
@@ -115,17 +167,17 @@ for team = 1, tonumber(ARGV[2]) do
   if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
   local pcount, purged, added = 0, false, false
   if par > 0 then pcount = call('ZCARD', kpar) end
-  local bwait = 0
-  if budget > 0 and period > 0 then
-    local p = floor(now / period)
+  local spent, bid, bend, bwrite = 0, 0, 0, false
+  if budget > 0 then
+    bid, bend = window(now, pcode)
     local h = call('HMGET', kbud, 'p', 'usd')
-    if tonumber(h[1]) == p and (tonumber(h[2]) or 0) >= budget then bwait = (p + 1) * period - now end
+    if tonumber(h[1]) == bid then spent = tonumber(h[2]) or 0 end
   end
 
   local n = tonumber(ARGV[i]); i = i + 1
   for a = 1, n do
-    local cost, slot, np = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2])
-    i = i + 3
+    local cost, usd, slot, np = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3])
+    i = i + 4
     local wait, kind = 0, 0
     local rtat, rnext, ttat, tnext = now, now, now, now
     if rpm > 0 then
@@ -150,7 +202,7 @@ for team = 1, tonumber(ARGV[2]) do
       end
       if pcount >= par and 1000000 > wait then wait, kind = 1000000, 3 end
     end
-    if bwait > wait then wait, kind = bwait, 4 end
+    if budget > 0 and (spent >= budget or spent + usd > budget + USDTOL) and bend - now > wait then wait, kind = bend - now, 4 end
     local allowed = 0
     if kind == 0 then
       allowed = 1
@@ -164,6 +216,7 @@ for team = 1, tonumber(ARGV[2]) do
         call('ZADD', kpar, now + lease * 1000, slot)
         pcount, added = pcount + 1, true
       end
+      if budget > 0 and usd > 0 then spent, bwrite = spent + usd, true end
     end
     -- header values: units left at now, and microseconds until the bucket is full
     local rrem, rres, trem, tres = rpm, 0, tpm, 0
@@ -178,12 +231,17 @@ for team = 1, tonumber(ARGV[2]) do
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, kind, ceil(wait), rrem
     out[o + 5], out[o + 6], out[o + 7], out[o + 8] = rres, trem, tres, ceil(ttat)
+    out[o + 9] = bid
     for j = 1, np do
-      out[o + 8 + j] = call('GET', KEYS[k]) or ''
+      out[o + 9 + j] = call('GET', KEYS[k]) or ''
       k = k + 1
     end
   end
   if write then settat(ktat, rraw, traw, now, prev) end
+  if bwrite then
+    call('HSET', kbud, 'p', bid, 'usd', fmt('%.17g', spent))
+    call('PEXPIRE', kbud, ceil((bend - now) / 1000) + 60000)
+  end
   -- the set outlives its newest lease (now + lease) while its TTL is at
   -- least one lease: set to two only then, not on every admission (a
   -- PEXPIRE in a script costs Redis a PEXPIREAT rewrite for replicas)
@@ -202,8 +260,9 @@ return out
 //	      usage hash, and the pins to write
 //	ARGV: 1 call seq, 2 mark ttl (ms), 3 slot lease (ms), 4 number of teams,
 //	      then per team: the number of its arguments after these two and
-//	            of its keys, number of pins, tpm, tokens to charge (>= 0), usd,
-//	            budget period (s), usage ttl (s; negative when its renewal
+//	            of its keys, number of pins, tpm, tokens to charge (>= 0),
+//	            usd (the real cost minus the budget reservations: < 0 is a
+//	            refund), budget period code, usage ttl (s; negative when its renewal
 //	            is not due: only a new field sets it),
 //	            n refunds and n pairs (tokens, reservation end us),
 //	            n releases and their slot ids,
@@ -223,7 +282,7 @@ return out
 // still ahead of now (end - now), so a refund that arrives after its
 // reservation has decayed returns nothing, and the TAT never moves below
 // now (SPEC 3). The rpm part is kept as it is.
-const finishLua = tatLua + `
+const finishLua = tatLua + periodLua + `
 local seq = tonumber(ARGV[1])
 local last = tonumber(call('GET', KEYS[1]) or -1)
 if seq <= last then return 0 end
@@ -245,7 +304,7 @@ end
 -- from KEYS[k]
 local function apply(i, k)
   local np, tpm, charge = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  local usds, period, uttl = ARGV[i + 3], tonumber(ARGV[i + 4]) * 1000000, tonumber(ARGV[i + 5])
+  local usds, pcode, uttl = ARGV[i + 3], tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   local usd = tonumber(usds)
   local ktat, kbudget, kpar, kusage = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
   k = k + 4
@@ -269,15 +328,18 @@ local function apply(i, k)
   else
     i = i + 2 * nref
   end
-  if usd > 0 and period > 0 then
+  if usd ~= 0 then
+    -- the real cost minus the reservations (a refund when negative); a
+    -- refund for a window that has ended is dropped with that window
     clock()
-    local p = floor(now / period)
-    if tonumber(call('HGET', kbudget, 'p')) == p then
+    local p, e = window(now, pcode)
+    local same = tonumber(call('HGET', kbudget, 'p')) == p
+    if same then
       call('HINCRBYFLOAT', kbudget, 'usd', usds)
-    else
+    elseif usd > 0 then
       call('HSET', kbudget, 'p', p, 'usd', usds)
     end
-    call('PEXPIRE', kbudget, ceil(((p + 1) * period - now) / 1000) + 60000)
+    if same or usd > 0 then call('PEXPIRE', kbudget, ceil((e - now) / 1000) + 60000) end
   end
   local nrel = tonumber(ARGV[i]); i = i + 1
   if nrel > 0 then

@@ -71,9 +71,7 @@ func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
 		RPMUsed: ratelimit.UsedFromTAT(rtat, now, max(0, t.RPM)), TPMUsed: ratelimit.UsedFromTAT(ttat, now, max(0, t.TPM)), InFlight: inflight,
 	}}
 	if t.Budget.USD > 0 {
-		// the scripts count periods in whole seconds (ARGV 5 of beginLua)
-		p := time.Duration(max(1, int64(ratelimit.BudgetPeriod(t).Seconds()))) * time.Second
-		idx, resets := ratelimit.BudgetWindow(now, p)
+		idx, resets := ratelimit.BudgetWindow(now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)))
 		u.ResetsAt = resets
 		if pi, err := strconv.ParseFloat(str(res[3]), 64); err == nil && int64(pi) == idx {
 			u.SpentUSD, _ = strconv.ParseFloat(str(res[4]), 64)

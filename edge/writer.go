@@ -94,11 +94,11 @@ func newTeamState(k *teamKeys) *teamState {
 
 // finishWrite is what one Finish adds to its team's pending writes.
 type finishWrite struct {
-	slot  string // release
-	delta int64  // actual - reserved tokens
-	end   int64  // the reservation's end (bounds a refund)
-	usd   float64
-	dep0  string // the deployment that served ("" = none)
+	slot  string  // release
+	delta int64   // actual - reserved tokens
+	end   int64   // the reservation's end (bounds a refund)
+	usd   float64 // the real cost minus the budget reservation (< 0: a refund)
+	dep0  string  // the deployment that served ("" = none)
 	// usage of dep0
 	tokens int64
 	cost   float64
@@ -420,7 +420,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	t := b.team
 	args = append(args, 0, 0) // this part's argument and key counts, filled in below
 	a0 := len(args)
-	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, max(1, int64(ratelimit.BudgetPeriod(t).Seconds())), b.usageTTL)
+	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)), b.usageTTL)
 	args = append(args, len(b.refunds))
 	for _, r := range b.refunds {
 		args = append(args, r.tokens, r.end)

@@ -176,8 +176,8 @@ func (a *Admin) decode(c *gin.Context, v any) bool {
 		} else if errors.As(err, &te) {
 			param = jsonField(te.Field)
 			msg = param + ": must be a JSON " + jsonKind(te.Type.Kind().String()) + ", got a JSON " + te.Value
-		} else if strings.Contains(err.Error(), "Go syntax") {
-			param = "budget.period" // the only duration an admin body carries
+		} else if errors.Is(err, config.ErrPeriod) {
+			param = "budget.period" // the only period an admin body carries
 		}
 		writeError(c, errBadRequest(param, msg))
 		return false

@@ -177,7 +177,7 @@ func TestAdminTeams(t *testing.T) {
 		Team    teamView
 	}
 	decodeJSON(t, w, &got)
-	if !got.Created || got.Team.RPM != 2 || time.Duration(got.Team.Budget.Period) != 24*time.Hour || len(got.Team.Keys) != 0 {
+	if !got.Created || got.Team.RPM != 2 || got.Team.Budget.Period.Every != 24*time.Hour || len(got.Team.Keys) != 0 {
 		t.Fatalf("%s", w.Body)
 	}
 	var list struct{ Teams []teamView }

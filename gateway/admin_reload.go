@@ -184,6 +184,13 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 		}
 	}
 	if len(rep.Problems) > 0 {
+		// adapters built for the rejected file go too (a vertex adapter
+		// runs a token refresh until closed)
+		for name, a := range adapters {
+			if c, ok := a.(interface{ CloseIdleConnections() }); ok && cur.Adapters[name] != a {
+				c.CloseIdleConnections()
+			}
+		}
 		rep.Version = r.holder.Load().Version
 		r.mu.Unlock()
 		r.logRejected(rep)

@@ -539,12 +539,14 @@ func TestShouldRetryHeader(t *testing.T) {
 providers:
   - {name: sim, kind: simulated, simulate: {ttfb: 0s, tokens_per_second: 100000, output_tokens: 8}}
 deployments:
-  - {id: d1, model: m, provider: sim, price: {input: 100000, output: 100000}}
+  - {id: d1, model: m, provider: sim, price: {input: 100, output: 100}}
 teams:
-  - {name: t, keys: ["sk-test"], models: ["*"], budget: {usd: 0.01, period: 720h}}
+  - {name: t, keys: ["sk-test"], models: ["*"], budget: {usd: 0.002, period: 720h}}
   - {name: r, keys: ["sk-rpm"], models: ["*"], rpm: 1}
 `)
-	chat := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	// the first fits its reservation (about 15 tokens at $100/M); the
+	// second's does not fit what the first left
+	chat := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
 	if w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, chat); w.Code != 200 {
 		t.Fatalf("first: %d %s", w.Code, w.Body)
 	}

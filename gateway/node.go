@@ -149,6 +149,16 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
 	router.Sync(holder.Load())
 	live := NewLive(&LiveConfig{Config: cfg, Router: router, Adapters: adapters, Tier: tier.New(cfg.SmartRouting)})
+	// on Close the live adapters release their pools and background work
+	// (a vertex adapter's token refresh)
+	n.closers = append(n.closers, func(context.Context) error {
+		for _, a := range live.Load().Adapters {
+			if c, ok := a.(interface{ CloseIdleConnections() }); ok {
+				c.CloseIdleConnections()
+			}
+		}
+		return nil
+	})
 	reloader := NewReloader(live, holder, opt.ConfigPath, log)
 	n.publish = reloader.Publish
 

@@ -139,6 +139,9 @@ func (cl *call) authenticate() bool {
 func (cl *call) begin() bool {
 	q := &cl.edgeReq // in the call, which is on the heap already: no allocation of its own
 	*q = edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
+	if cl.team.Budget.USD > 0 { // the budget reserves the highest cost this request can reach
+		q.CostUSD = cl.snap.CostBound(cl.req.Model, cl.promptTokens, cl.outputTokens)
+	}
 	route := cl.snap.Routes[cl.req.Model]
 	models := [2]string{cl.req.Model}
 	if route != nil {

@@ -59,18 +59,7 @@ func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 		return nil, badRequest("provider %q (anthropic) serves chat only, not %s", a.name, req.Op)
 	}
 	model := upstreamModel(d)
-	format := req.Client.Format
-	openAIClient := format == wire.FormatOpenAI
-	var body []byte
-	var err error
-	switch format {
-	case wire.FormatOpenAI:
-		body, err = openAIToAnthropicRequest(req.Client.Raw, model, req.Stream)
-	case wire.FormatResponses:
-		body, err = responsesToAnthropicBody(req.Client.Responses, model, req.Stream)
-	default:
-		body = anthropicBody(req.Client.Raw, model, req.Stream)
-	}
+	body, err := anthropicBodyFor(req, model)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +68,25 @@ func (a *anthropic) Do(ctx context.Context, d *catalog.Deployment, req *Request)
 	if err != nil {
 		return nil, err
 	}
+	return anthropicReply(ctx, req, model, resp, start)
+}
+
+// anthropicBodyFor is the Messages body of req in any client format.
+func anthropicBodyFor(req *Request, model string) ([]byte, error) {
+	switch req.Client.Format {
+	case wire.FormatOpenAI:
+		return openAIToAnthropicRequest(req.Client.Raw, model, req.Stream)
+	case wire.FormatResponses:
+		return responsesToAnthropicBody(req.Client.Responses, model, req.Stream)
+	}
+	return anthropicBody(req.Client.Raw, model, req.Stream), nil
+}
+
+// anthropicReply reads a 2xx Messages answer (sync, or the event stream)
+// into the client's format; the vertex adapter's Claude models share it.
+func anthropicReply(ctx context.Context, req *Request, model string, resp *http.Response, start time.Time) (*Response, error) {
+	format := req.Client.Format
+	openAIClient := format == wire.FormatOpenAI
 	h := relayHeaders(resp.Header)
 	if req.Stream {
 		var conv converter

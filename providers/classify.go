@@ -111,6 +111,8 @@ var tables = map[string]*classTable{
 	KindOpenAI:    &openAITable,
 	KindAnthropic: &anthropicTable,
 	KindSimulated: &openAITable,
+	KindGemini:    &geminiTable,
+	KindVertex:    &vertexTable,
 }
 
 // Classify maps an upstream HTTP status and error body to a Class, with the
@@ -213,12 +215,16 @@ func parseErrorBody(body []byte) errorInfo {
 			Message    json.RawMessage `json:"message"`
 			Type       json.RawMessage `json:"type"`
 			Code       json.RawMessage `json:"code"`
+			Status     json.RawMessage `json:"status"` // Google: RESOURCE_EXHAUSTED, INVALID_ARGUMENT...
 			InnerError *struct {
 				Code json.RawMessage `json:"code"`
 			} `json:"innererror"`
 		}
 		if json.Unmarshal(top.Error, &e) == nil {
 			info.Message, info.Type, info.Code = scalar(e.Message), scalar(e.Type), scalar(e.Code)
+			if info.Type == "" && len(e.Status) > 0 && e.Status[0] == '"' {
+				info.Type = scalar(e.Status) // Google's error.status names the error
+			}
 			if e.InnerError != nil {
 				info.InnerCode = scalar(e.InnerError.Code)
 			}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"switchyard/catalog"
@@ -20,11 +21,12 @@ import (
 // mockMaxBody bounds a request body the mock server reads.
 const mockMaxBody = 32 << 20
 
-// MockServer serves the simulation over real HTTP in the OpenAI and
-// Anthropic wire formats (`switchyard mockllm`, SPEC 13): the same profile,
+// MockServer serves the simulation over real HTTP in the OpenAI, Anthropic,
+// Gemini and Vertex wire formats (`switchyard mockllm`, SPEC 13): the same profile,
 // bodies, errors and pacing as the in-process simulated provider.
 type MockServer struct {
-	sim *Simulated
+	sim    *Simulated
+	tokens atomic.Uint64 // tokens the fake OAuth2 endpoint issued
 }
 
 // MockHandler returns the mock LLM server for profile, seeded with seed:
@@ -35,6 +37,7 @@ type MockServer struct {
 //	POST /v1/messages           Anthropic Messages, sync or SSE
 //	POST /v1/responses          OpenAI Responses, sync or SSE (stateless: no
 //	                            previous_response_id or item_reference)
+//	POST .../models/{m}:...     Gemini and Vertex AI (mockllm_gemini.go)
 //	GET  /healthz               "ok"
 //
 // Errors use the OpenAI error JSON (the Anthropic one on /v1/messages) with
@@ -71,6 +74,9 @@ func (m *MockServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/responses":
 		op, format = catalog.OpChat, wire.FormatResponses
 	default:
+		if m.serveGoogle(w, r) { // Gemini and Vertex paths (mockllm_gemini.go)
+			return
+		}
 		writeMockError(w, format, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url", Message: "Unknown request URL: " + r.Method + " " + r.URL.Path})
 		return
 	}

@@ -417,7 +417,7 @@ func TestOpenAIBody(t *testing.T) {
 
 func TestNewRejectsBadProviders(t *testing.T) {
 	for _, p := range []config.Provider{
-		{Name: "x", Kind: "gemini"},
+		{Name: "x", Kind: "bogus"},
 		{Name: "x", Kind: KindOpenAI, BaseURL: "ftp://host"},
 		{Name: "x", Kind: KindAnthropic, BaseURL: "::"},
 	} {

@@ -1,13 +1,15 @@
 // Package providers owns the upstream adapters of SPEC 10: one Adapter per
 // configured provider — openai (any OpenAI-compatible API, Azure included),
-// anthropic (the native Messages API) and simulated (the in-process fake that
-// powers the demo, the tests and the benchmarks) — the translation between
-// the OpenAI and Anthropic wire formats in both directions, the one-time
+// anthropic (the native Messages API), gemini and vertex (the Gemini API,
+// and Vertex AI's Gemini and Claude models) and simulated (the in-process
+// fake that powers the demo, the tests and the benchmarks) — the
+// translation between the client formats and each upstream's, the one-time
 // classification of upstream failures into routing classes (SPEC 7.4), and
 // the HTTP mock LLM behind `switchyard mockllm`.
 //
-// It imports catalog, wire, routing (for Class), config and tracing (to send
-// the attempt's traceparent); never gin or redis. An adapter never forwards client headers or credentials upstream
+// It imports catalog, wire, routing (for Class), config, tracing (to send
+// the attempt's traceparent) and golang.org/x/oauth2/google (Vertex AI's
+// tokens); never gin or redis. An adapter never forwards client headers or credentials upstream
 // (SPEC 15): the only credentials it sends are the provider's own.
 package providers
 
@@ -109,12 +111,12 @@ const MaxUsageTokens = 100_000_000
 // limiter or Redis as it came (a negative or absurd count would make a TTL
 // invalid or refund capacity never charged).
 func (u Usage) Clamped() (Usage, bool) {
-	c := Usage{clampTokens(u.PromptTokens), clampTokens(u.CompletionTokens),
-		clampTokens(u.CachedTokens), clampTokens(u.CacheWriteTokens)}
+	c := Usage{clampCount(u.PromptTokens), clampCount(u.CompletionTokens),
+		clampCount(u.CachedTokens), clampCount(u.CacheWriteTokens)}
 	return c, c != u
 }
 
-func clampTokens(n int) int { return min(max(n, 0), MaxUsageTokens) }
+func clampCount(n int) int { return min(max(n, 0), MaxUsageTokens) }
 
 // EventStream relays an upstream stream event by event.
 //
@@ -219,10 +221,18 @@ func New(p *catalog.Provider) (Adapter, error) {
 			return nil, err
 		}
 		return scrubbed{a, NewScrubber(p)}, nil
+	case KindGemini:
+		a, err := newGemini(p)
+		if err != nil {
+			return nil, err
+		}
+		return scrubbed{a, NewScrubber(p)}, nil
+	case KindVertex:
+		return newVertex(p) // scrubs itself: its tokens change as it runs
 	case KindSimulated:
 		return NewSimulated(p, SeedFor(p.Name)), nil
 	}
-	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic or simulated)", p.Name, p.Kind)
+	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic, gemini, vertex or simulated)", p.Name, p.Kind)
 }
 
 // SeedFor is the deterministic seed New gives a simulated provider: a hash of

@@ -69,14 +69,6 @@ func gcraState(tat, now, limit int64) (remaining int64, reset time.Duration) {
 	return remaining, time.Duration(tat - now)
 }
 
-// period returns the index of the budget period containing now (periods are
-// anchored at the Unix epoch, so every replica agrees on the boundaries) and
-// the time left until it ends.
-func period(now int64, p time.Duration) (idx int64, left time.Duration) {
-	idx = now / int64(p)
-	return idx, time.Duration((idx+1)*int64(p) - now)
-}
-
 // gcraRefund moves tat back by refund (ns on the TAT timeline), by at most
 // what a reservation ending at end still holds at now (end - now), and never
 // below now. A refund that arrives after its reservation has decayed

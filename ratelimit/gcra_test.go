@@ -60,7 +60,7 @@ func TestGCRA(t *testing.T) {
 			t.Errorf("state(tat=now%+v): %d %v, want %d %v", time.Duration(tc.tat-now), rem, reset, tc.rem, tc.reset)
 		}
 	}
-	if idx, left := period(now, time.Hour); idx != 0 || left != time.Hour-1000*time.Second {
-		t.Errorf("period: %d %v", idx, left)
+	if idx, end := PeriodWindow(now, 3600); idx != 0 || end != int64(time.Hour) {
+		t.Errorf("period: %d %v", idx, end)
 	}
 }

@@ -71,11 +71,16 @@ func (l *Local) SetSlotTTL(d time.Duration) {
 	}
 }
 
+// usdTolerance is how far a reservation may pass a budget: sums of decimal
+// prices are not exact in binary (0.1+0.1+0.1 > 0.3), and the scripts use
+// the same (beginLua's USDTOL).
+const usdTolerance = 1e-9
+
 // limits are a team's limits as this node enforces them.
 type limits struct {
 	rpm, tpm, parallel int64
 	budget             float64
-	period             time.Duration
+	period             int64 // PeriodCode of the budget's period
 }
 
 func (l *Local) scaled(t *catalog.Team) limits {
@@ -88,7 +93,7 @@ func (l *Local) scaled(t *catalog.Team) limits {
 	}
 	return limits{
 		rpm: div(t.RPM), tpm: div(t.TPM), parallel: div(t.MaxParallel),
-		budget: max(0, t.Budget.USD) / float64(d), period: BudgetPeriod(t),
+		budget: max(0, t.Budget.USD) / float64(d), period: PeriodCode(BudgetPeriod(t)),
 	}
 }
 
@@ -147,12 +152,14 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 		}
 	}
 	if lim.budget > 0 {
-		var idx int64
-		idx, budgetLeft = period(now, lim.period)
+		idx, end := PeriodWindow(now, lim.period)
+		budgetLeft = time.Duration(end - now)
 		if st.period != idx {
 			st.period, st.spent = idx, 0
 		}
-		if st.spent >= lim.budget {
+		// the request's highest possible cost is reserved: a burst against
+		// a nearly spent budget admits only what the rest covers (SPEC 3.1)
+		if st.spent >= lim.budget || st.spent+a.CostUSD > lim.budget+usdTolerance {
 			reject(budgetLeft, 4)
 		} else if now < st.blockedUntil {
 			reject(time.Duration(st.blockedUntil-now), 4)
@@ -166,6 +173,11 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 	} else {
 		st.rpmTAT, st.tpmTAT = rNext, tNext
 		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, Reserved: cost, End: tNext, team: a.Team}
+		if lim.budget > 0 && a.CostUSD > 0 {
+			b := a.CostUSD
+			st.spent += b
+			d.Ticket.ReservedUSD, d.Ticket.Window = b, st.period
+		}
 		if lim.parallel > 0 {
 			d.Ticket.Slot = l.slotID()
 			if st.slots == nil {
@@ -236,9 +248,23 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 			st.tpmTAT = gcraRefund(st.tpmTAT, now, interval(-delta, lim.tpm), t.End)
 		}
 	}
-	if lim.budget > 0 && costUSD > 0 {
-		st.spendLocked(now, lim.period, costUSD)
+	if lim.budget > 0 {
+		st.reconcileSpendLocked(now, lim.period, t, costUSD)
 	}
+}
+
+// reconcileSpendLocked replaces the ticket's budget reservation by the real
+// cost, in the window the reservation was made in; once that window has
+// ended, the new one owes nothing for it (st.mu held).
+func (st *localTeam) reconcileSpendLocked(now, code int64, t Ticket, costUSD float64) {
+	idx, _ := PeriodWindow(now, code)
+	if t.ReservedUSD > 0 && t.Window != idx {
+		return
+	}
+	if st.period != idx {
+		st.period, st.spent = idx, 0
+	}
+	st.spent = max(0, st.spent+costUSD-t.ReservedUSD)
 }
 
 // Spend adds usd to the team's local spend only (the shared limiter keeps
@@ -246,12 +272,12 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 func (l *Local) Spend(t *catalog.Team, usd float64) {
 	st := l.team(t.Name)
 	st.mu.Lock()
-	st.spendLocked(l.clock().UnixNano(), BudgetPeriod(t), usd)
+	st.spendLocked(l.clock().UnixNano(), PeriodCode(BudgetPeriod(t)), usd)
 	st.mu.Unlock()
 }
 
-func (st *localTeam) spendLocked(now int64, p time.Duration, usd float64) {
-	idx, _ := period(now, p)
+func (st *localTeam) spendLocked(now, code int64, usd float64) {
+	idx, _ := PeriodWindow(now, code)
 	if st.period != idx {
 		st.period, st.spent = idx, 0
 	}

@@ -48,6 +48,9 @@ type Admission struct {
 	RequestID string        // the request id (X-Request-Id); slots get ids of their own, unique even when clients reuse one
 	Team      *catalog.Team // the authenticated team with its limits
 	Tokens    int64         // estimated prompt + output tokens, reserved against TPM
+	// CostUSD is the request's highest possible cost, reserved against the
+	// budget and reconciled to the real cost (SPEC 3.1); 0 reserves nothing.
+	CostUSD float64
 }
 
 // Decision is the verdict on an Admission with the values of the OpenAI
@@ -79,6 +82,10 @@ type Ticket struct {
 	// returns more than the reservation still holds at the time of the
 	// refund, End minus now (SPEC 3: bounded refunds).
 	End int64
+	// ReservedUSD is the budget reservation (the admission's CostUSD) and
+	// Window the budget window it was made in (PeriodWindow's id).
+	ReservedUSD float64
+	Window      int64
 
 	team *catalog.Team // limits at admission
 }
@@ -116,14 +123,6 @@ func Unlimited(t *catalog.Team) bool {
 // unlimitedDecision admits a team without limits.
 func unlimitedDecision(a Admission) Decision {
 	return Decision{Allowed: true, Ticket: Ticket{Team: a.Team.Name, RequestID: a.RequestID, team: a.Team}}
-}
-
-// BudgetPeriod is the team's budget period (default 720h, SPEC 13).
-func BudgetPeriod(t *catalog.Team) time.Duration {
-	if t.Budget.Period > 0 {
-		return t.Budget.Period
-	}
-	return 720 * time.Hour
 }
 
 // Reservation is the TPM charge of an estimate: never negative, and capped at

@@ -26,12 +26,11 @@ func UsedFromTAT(tat, now, limit int64) int64 {
 	return limit - rem
 }
 
-// BudgetWindow is the index of the budget period of length p containing now
-// (ns; periods anchored at the Unix epoch, as the admission scripts count
-// them) and the moment it ends.
-func BudgetWindow(now int64, p time.Duration) (idx int64, resetsAt time.Time) {
-	idx, left := period(now, p)
-	return idx, time.Unix(0, now).Add(left)
+// BudgetWindow is the id of the budget window of period code containing
+// now (ns; PeriodWindow) and the moment it ends.
+func BudgetWindow(now, code int64) (idx int64, resetsAt time.Time) {
+	idx, end := PeriodWindow(now, code)
+	return idx, time.Unix(0, end)
 }
 
 // Usage reads the team's state in this limiter (with the limits it applies:

@@ -21,6 +21,6 @@ type Limits struct {
 func Team(name string, l Limits) *catalog.Team {
 	return &catalog.Team{Team: config.Team{
 		Name: name, RPM: l.RPM, TPM: l.TPM, MaxParallel: l.Par,
-		Budget: config.Budget{USD: l.USD, Period: l.Period},
+		Budget: config.Budget{USD: l.USD, Period: config.Period{Every: l.Period}},
 	}}
 }

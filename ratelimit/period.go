@@ -1,0 +1,74 @@
+package ratelimit
+
+import (
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/config"
+)
+
+// The codes of the calendar periods that are not a fixed number of
+// seconds from the Unix epoch, as PeriodCode gives them to the admission
+// scripts (daily is: 86,400 s windows start at 00:00 UTC).
+const (
+	codeWeekly  int64 = -1 // from Monday 00:00 UTC
+	codeMonthly int64 = -2 // from the 1st, 00:00 UTC
+)
+
+// day is 24 hours in nanoseconds; mondayOffset is where weeks start: the
+// Unix epoch was a Thursday, 1970-01-05 the first Monday.
+const (
+	day          = int64(24 * time.Hour)
+	mondayOffset = 4 * day
+)
+
+// BudgetPeriod is the team's budget period (default 720h, SPEC 13).
+func BudgetPeriod(t *catalog.Team) config.Period {
+	if t.Budget.Period.IsZero() {
+		return config.Period{Every: 720 * time.Hour}
+	}
+	return t.Budget.Period
+}
+
+// PeriodCode is a budget period as the scripts and PeriodWindow take it: a
+// window of that many seconds aligned at the Unix epoch (a duration, or
+// daily), or codeWeekly, or codeMonthly.
+func PeriodCode(p config.Period) int64 {
+	switch p.Calendar {
+	case config.PeriodDaily:
+		return 86400
+	case config.PeriodWeekly:
+		return codeWeekly
+	case config.PeriodMonthly:
+		return codeMonthly
+	}
+	return max(1, int64(p.Every/time.Second))
+}
+
+// PeriodWindow is the budget window holding now (ns since the epoch, UTC) for the
+// period code: an id that differs between windows, and when the window
+// ends (ns). The admission scripts compute the same on Redis's clock
+// (periodLua in edge); TestWindowParity holds them equal.
+func PeriodWindow(now, code int64) (id, end int64) {
+	switch code {
+	case codeWeekly:
+		w := 7 * day
+		id = floorDiv(now-mondayOffset, w)
+		return id, (id+1)*w + mondayOffset
+	case codeMonthly:
+		t := time.Unix(0, now).UTC()
+		y, m, _ := t.Date()
+		return int64(y)*12 + int64(m) - 1, time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	}
+	p := code * int64(time.Second)
+	id = floorDiv(now, p)
+	return id, (id + 1) * p
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
