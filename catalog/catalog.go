@@ -321,13 +321,16 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 // tier alias) of in prompt and out output tokens can reach (SPEC 3.1): at
 // the highest input and the highest output price among the deployments it
 // may be routed to, both tiers of an alias, their general fallback chains
-// and routing.fallback_models. A budget reserves it at admission.
+// and routing.fallback_models. A budget reserves it at admission. An input
+// token may turn out to be a cache write, priced at cache_write (Anthropic's
+// is above input), so the highest input price counts that one too.
 func (s *Snapshot) CostBound(model string, in, out int) float64 {
 	var pin, pout float64
 	pool := func(name string) {
 		if m := s.Models[name]; m != nil {
 			for _, d := range m.Pool {
-				pin, pout = max(pin, d.Price.Input), max(pout, d.Price.Output)
+				pin = max(pin, d.Price.Input, d.Price.CachedInputUSD(), d.Price.CacheWriteUSD())
+				pout = max(pout, d.Price.Output)
 			}
 		}
 	}

@@ -31,3 +31,19 @@ func TestUsageCost(t *testing.T) {
 		t.Errorf("default cached price: %v, want %v", got, want)
 	}
 }
+
+// TestCostBoundCountsCacheWrites: the budget's reservation is the highest
+// cost an answer can reach, and a prompt written to the cache at a
+// cache_write price above input costs more than one read at input.
+func TestCostBoundCountsCacheWrites(t *testing.T) {
+	wp := 3.75
+	d := &Deployment{Deployment: config.Deployment{ID: "d", Model: "m", Price: config.Price{Input: 3, Output: 15, CacheWrite: &wp}}}
+	s := &Snapshot{Models: map[string]*Model{"m": {Name: "m", Pool: []*Deployment{d}}}}
+	want := (1000*3.75 + 100*15) / 1e6
+	if got := s.CostBound("m", 1000, 100); math.Abs(got-want) > 1e-15 {
+		t.Fatalf("bound %v, want %v", got, want)
+	}
+	if got := d.Cost(1000, 0, 1000, 100); got > s.CostBound("m", 1000, 100)+1e-15 {
+		t.Fatalf("an answer (%v) cost more than its bound", got)
+	}
+}
