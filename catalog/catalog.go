@@ -75,6 +75,25 @@ func (d *Deployment) ExpectedCost(inTokens, outTokens int) float64 {
 	return (float64(inTokens)*d.Price.Input + float64(outTokens)*d.Price.Output) / 1e6
 }
 
+// UsageCost is the price in USD of an answer whose prompt tokens (all of
+// them, as OpenAI counts prompt_tokens) include cached tokens read from the
+// provider's prompt cache and cacheWrite tokens written to it (SPEC 10.2):
+// those are priced at cached_input and cache_write (each defaulting to
+// input), the rest at input. Counts beyond the prompt are clamped.
+func (d *Deployment) UsageCost(prompt, cached, cacheWrite, out int) float64 {
+	cached = min(max(cached, 0), prompt)
+	cacheWrite = min(max(cacheWrite, 0), prompt-cached)
+	cachedPrice, writePrice := d.Price.CachedInput, d.Price.CacheWrite
+	if cachedPrice == 0 {
+		cachedPrice = d.Price.Input
+	}
+	if writePrice == 0 {
+		writePrice = d.Price.Input
+	}
+	in := float64(prompt-cached-cacheWrite)*d.Price.Input + float64(cached)*cachedPrice + float64(cacheWrite)*writePrice
+	return (in + float64(out)*d.Price.Output) / 1e6
+}
+
 // HasPrice reports whether the operator configured a price.
 func (d *Deployment) HasPrice() bool { return d.Price.Input > 0 || d.Price.Output > 0 }
 

@@ -85,12 +85,21 @@ func (r Redis) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
 // Provider is an upstream account or endpoint.
 type Provider struct {
 	Name     string            `koanf:"name"`     // required, unique
-	Kind     string            `koanf:"kind"`     // openai | anthropic | simulated
+	Kind     string            `koanf:"kind"`     // openai | anthropic | bedrock | simulated
 	BaseURL  string            `koanf:"base_url"` // API root, e.g. https://host/v1
 	APIKey   string            `koanf:"api_key"`  // secret; never logged
-	Region   string            `koanf:"region"`
+	Region   string            `koanf:"region"`   // bedrock: required, e.g. us-east-1
 	Headers  map[string]string `koanf:"headers"`  // extra upstream headers
 	Simulate Simulate          `koanf:"simulate"` // kind simulated only
+
+	// AWS credentials of a bedrock provider, for SigV4 (SPEC 10): secrets,
+	// never logged. All three empty means the AWS default credential chain
+	// (environment, shared files, web identity, container and instance
+	// roles); a set APIKey (a Bedrock API key, sent as Bearer) replaces
+	// SigV4 altogether.
+	AWSAccessKeyID     string `koanf:"aws_access_key_id"`
+	AWSSecretAccessKey string `koanf:"aws_secret_access_key"`
+	AWSSessionToken    string `koanf:"aws_session_token"` // optional, with temporary keys
 
 	// ForwardHeaders names client request headers passed through to this
 	// provider (SPEC 10, 15); credential and hop-by-hop headers never are.
@@ -109,10 +118,14 @@ type Simulate struct {
 	EmbeddingDims      int           `koanf:"embedding_dims"`       // default 8
 }
 
-// Price is USD per million tokens.
+// Price is USD per million tokens (SPEC 10.2).
 type Price struct {
 	Input  float64 `koanf:"input" json:"input"`
 	Output float64 `koanf:"output" json:"output"`
+	// CachedInput prices input tokens read from the provider's prompt
+	// cache, CacheWrite those written to it; 0 (unset) means Input.
+	CachedInput float64 `koanf:"cached_input" json:"cached_input,omitempty"`
+	CacheWrite  float64 `koanf:"cache_write" json:"cache_write,omitempty"`
 }
 
 // Deployment is one concrete upstream model on one provider. Its JSON form is

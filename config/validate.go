@@ -103,6 +103,8 @@ func Validate(c *Config) Problems {
 			} else if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				add("%s.base_url: %q is not an http(s) URL", f, RedactURL(pr.BaseURL))
 			}
+		case "bedrock":
+			validateBedrock(pr, f, add)
 		case "simulated":
 			s := pr.Simulate
 			if s.ErrorRate < 0 || s.ErrorRate > 1 {
@@ -115,9 +117,9 @@ func Validate(c *Config) Problems {
 				add("%s.simulate: ttfb, tokens_per_second and output_tokens must not be negative", f)
 			}
 		case "":
-			add("%s.kind: required (openai | anthropic | simulated)", f)
+			add("%s.kind: required (openai | anthropic | bedrock | simulated)", f)
 		default:
-			add("%s.kind: %q is not one of openai, anthropic, simulated", f, pr.Kind)
+			add("%s.kind: %q is not one of openai, anthropic, bedrock, simulated", f, pr.Kind)
 		}
 	}
 
@@ -354,7 +356,7 @@ func ValidateDeployment(d Deployment, f string, providers map[string]string) Pro
 			add("%s.operations[%d]: %q is not one of chat, embeddings, images", f, j, op)
 		}
 	}
-	if d.Price.Input < 0 || d.Price.Output < 0 {
+	if d.Price.Input < 0 || d.Price.Output < 0 || d.Price.CachedInput < 0 || d.Price.CacheWrite < 0 {
 		add("%s.price: must not be negative", f)
 	}
 	if d.RPM < 0 || d.TPM < 0 {

@@ -331,7 +331,7 @@ func (cl *call) setDecisionHeaders(res routing.PlanResult, served *catalog.Deplo
 func (cl *call) settle(d *catalog.Deployment, u providers.Usage, relayed int64) {
 	s := cl.s
 	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, relayed)
-	cost := d.ExpectedCost(prompt, completion)
+	cost := d.UsageCost(prompt, u.CachedTokens, u.CacheWriteTokens, completion)
 	cl.entry.PromptTokens, cl.entry.CompletionTokens, cl.entry.CostUSD = prompt, completion, cost
 	o := &cl.out
 	o.Served, o.Deployment = true, d.ID

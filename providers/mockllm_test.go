@@ -39,7 +39,7 @@ func TestMockDrivenByOpenAIAdapter(t *testing.T) {
 		if !strings.Contains(string(resp.Body), `"model":"mock-model"`) || !strings.Contains(string(resp.Body), `"content":"sim token 1 sim token 2"`) {
 			t.Fatalf("%s", resp.Body)
 		}
-		if resp.Usage != (Usage{req.PromptTokens, 6}) {
+		if resp.Usage != (Usage{PromptTokens: req.PromptTokens, CompletionTokens: 6}) {
 			t.Fatalf("usage %+v want prompt %d", resp.Usage, req.PromptTokens)
 		}
 		if resp.Header.Get("Upstream-Request-Id") == "" || resp.TTFB < time.Millisecond {
@@ -62,7 +62,7 @@ func TestMockDrivenByOpenAIAdapter(t *testing.T) {
 		if len(evs) != 8 || evs[7].data != "[DONE]" || strings.Contains(string(all), `"usage"`) {
 			t.Fatalf("relayed:\n%s", dumpEvents(evs))
 		}
-		if u := resp.Stream.Usage(); u != (Usage{req.PromptTokens, 6}) {
+		if u := resp.Stream.Usage(); u != (Usage{PromptTokens: req.PromptTokens, CompletionTokens: 6}) {
 			t.Fatalf("usage %+v", u)
 		}
 	})

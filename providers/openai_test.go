@@ -81,7 +81,7 @@ func TestOpenAISyncRewritesOnlyTheModel(t *testing.T) {
 	if got.header.Get("Openai-Organization") != "org-1" || got.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("provider headers missing: %v", got.header)
 	}
-	if string(resp.Body) != syncChat || resp.Usage != (Usage{11, 2}) || resp.Status != 200 || resp.Stream != nil {
+	if string(resp.Body) != syncChat || resp.Usage != (Usage{PromptTokens: 11, CompletionTokens: 2}) || resp.Status != 200 || resp.Stream != nil {
 		t.Fatalf("response %+v", resp)
 	}
 	if resp.Header.Get("Upstream-Request-Id") != "req_123" || resp.Header.Get("Openai-Processing-Ms") != "42" || resp.Header.Get("Set-Cookie") != "" || len(resp.Header) != 2 {
@@ -118,7 +118,7 @@ func TestOpenAIEmbeddingsAndImagesEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.path != "/v1/images/generations" || resp.Usage != (Usage{7, 100}) {
+	if got.path != "/v1/images/generations" || resp.Usage != (Usage{PromptTokens: 7, CompletionTokens: 100}) {
 		t.Fatalf("images: %s %+v", got.path, resp.Usage)
 	}
 }
@@ -197,7 +197,7 @@ func TestOpenAIStreamRelaysEventByEvent(t *testing.T) {
 	if len(evs) != 3 || evs[2].data != "[DONE]" || strings.Contains(string(relayed), `"usage"`) {
 		t.Fatalf("relayed (usage chunk must be stripped):\n%s", relayed)
 	}
-	if u := resp.Stream.Usage(); u != (Usage{8, 1}) {
+	if u := resp.Stream.Usage(); u != (Usage{PromptTokens: 8, CompletionTokens: 1}) {
 		t.Fatalf("usage %+v", u)
 	}
 	if resp.Header.Get("Upstream-Request-Id") != "req_s" || resp.TTFB <= 0 {

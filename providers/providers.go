@@ -83,8 +83,15 @@ type Response struct {
 	TTFB time.Duration
 }
 
-// Usage is the token usage an upstream reported.
-type Usage struct{ PromptTokens, CompletionTokens int }
+// Usage is the token usage an upstream reported, normalized to OpenAI's
+// convention (SPEC 10.2): PromptTokens counts every input token, the ones
+// read from (CachedTokens) and written to (CacheWriteTokens) the provider's
+// prompt cache included. The cache counts are 0 where an adapter does not
+// report them.
+type Usage struct {
+	PromptTokens, CompletionTokens int
+	CachedTokens, CacheWriteTokens int
+}
 
 // EventStream relays an upstream stream event by event.
 //

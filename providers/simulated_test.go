@@ -40,7 +40,7 @@ func TestSimulatedSyncChat(t *testing.T) {
 		"choices":[{"index":0,"message":{"role":"assistant","content":"sim token 1 sim token 2"},"finish_reason":"stop"}],
 		"usage":{"prompt_tokens":` + jsonNumber(int64(req.PromptTokens)) + `,"completion_tokens":6,"total_tokens":` + jsonNumber(int64(req.PromptTokens+6)) + `}}`
 	assertJSON(t, resp.Body, want)
-	if resp.Usage != (Usage{req.PromptTokens, 6}) || resp.Status != 200 || resp.Stream != nil {
+	if resp.Usage != (Usage{PromptTokens: req.PromptTokens, CompletionTokens: 6}) || resp.Status != 200 || resp.Stream != nil {
 		t.Fatalf("%+v", resp)
 	}
 
@@ -131,7 +131,7 @@ func TestSimulatedStream(t *testing.T) {
 		if wantUsage && !strings.Contains(evs[6].data, `"choices":[],"usage":{"prompt_tokens":`) {
 			t.Fatalf("usage chunk %s", evs[6].data)
 		}
-		if u := resp.Stream.Usage(); u != (Usage{req.PromptTokens, 5}) {
+		if u := resp.Stream.Usage(); u != (Usage{PromptTokens: req.PromptTokens, CompletionTokens: 5}) {
 			t.Fatalf("usage %+v", u)
 		}
 	}

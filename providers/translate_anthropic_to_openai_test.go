@@ -181,7 +181,7 @@ func TestOpenAIToAnthropicStream(t *testing.T) {
 		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":9,"output_tokens":2}}`},
 		{"message_stop", `{"type":"message_stop"}`},
 	})
-	if u := c.usage(); u != (Usage{9, 2}) {
+	if u := c.usage(); u != (Usage{PromptTokens: 9, CompletionTokens: 2}) {
 		t.Fatalf("usage %+v", u)
 	}
 

@@ -108,7 +108,7 @@ func TestAnthropicToOpenAIResponse(t *testing.T) {
 			want: `{"id":"chatcmpl-01XFDUDYJgAACzvnptvVoYEL","object":"chat.completion","created":1700000000,"model":"claude-sonnet-4-20250514",
 				"choices":[{"index":0,"message":{"role":"assistant","content":"Hello!"},"finish_reason":"stop"}],
 				"usage":{"prompt_tokens":132,"completion_tokens":6,"total_tokens":138}}`,
-			usage: Usage{132, 6},
+			usage: Usage{PromptTokens: 132, CompletionTokens: 6},
 		},
 		{
 			name: "tool use, thinking dropped",
@@ -121,7 +121,7 @@ func TestAnthropicToOpenAIResponse(t *testing.T) {
 				"choices":[{"index":0,"message":{"role":"assistant","content":"Checking.","tool_calls":[
 					{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}],
 				"usage":{"prompt_tokens":50,"completion_tokens":30,"total_tokens":80}}`,
-			usage: Usage{50, 30},
+			usage: Usage{PromptTokens: 50, CompletionTokens: 30},
 		},
 		{
 			name: "max_tokens and refusal map to length and content_filter",
@@ -129,7 +129,7 @@ func TestAnthropicToOpenAIResponse(t *testing.T) {
 			want: `{"id":"chatcmpl-3","object":"chat.completion","created":1700000000,"model":"c",
 				"choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"content_filter"}],
 				"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`,
-			usage: Usage{1, 0},
+			usage: Usage{PromptTokens: 1, CompletionTokens: 0},
 		},
 	}
 	for _, tt := range tests {
@@ -185,7 +185,7 @@ func TestAnthropicToOpenAIStream(t *testing.T) {
 		}
 		want = append(want, sseEvent{"", "[DONE]"})
 		assertEvents(t, got, want)
-		if u := c.usage(); u != (Usage{472, 89}) {
+		if u := c.usage(); u != (Usage{PromptTokens: 472, CompletionTokens: 89}) {
 			t.Fatalf("usage %+v", u)
 		}
 	}

@@ -96,11 +96,11 @@ func TestResponsesResponseGolden(t *testing.T) {
 		anthropic     bool
 		usage         Usage
 	}{
-		{"chat_text", "req_text", false, Usage{12, 3}},
-		{"chat_tools", "req_tools", false, Usage{40, 20}},
-		{"chat_length", "req_text", false, Usage{5, 2}},
-		{"anthropic_tools", "req_tools", true, Usage{60, 30}},
-		{"anthropic_max", "req_text", true, Usage{5, 1}},
+		{"chat_text", "req_text", false, Usage{PromptTokens: 12, CompletionTokens: 3}},
+		{"chat_tools", "req_tools", false, Usage{PromptTokens: 40, CompletionTokens: 20}},
+		{"chat_length", "req_text", false, Usage{PromptTokens: 5, CompletionTokens: 2}},
+		{"anthropic_tools", "req_tools", true, Usage{PromptTokens: 60, CompletionTokens: 30}},
+		{"anthropic_max", "req_text", true, Usage{PromptTokens: 5, CompletionTokens: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.upstream, func(t *testing.T) {
@@ -153,11 +153,11 @@ func TestResponsesStreamGolden(t *testing.T) {
 		final         string // the last event's name
 		usage         Usage
 	}{
-		{"chat_stream_text", "req_text", false, "response.completed", Usage{9, 2}},
-		{"chat_stream_tools", "req_tools", false, "response.completed", Usage{30, 12}},
-		{"chat_stream_length", "req_text", false, "response.incomplete", Usage{4, 1}},
-		{"anthropic_stream_tools", "req_tools", true, "response.completed", Usage{25, 15}},
-		{"anthropic_stream_max", "req_text", true, "response.incomplete", Usage{5, 1}},
+		{"chat_stream_text", "req_text", false, "response.completed", Usage{PromptTokens: 9, CompletionTokens: 2}},
+		{"chat_stream_tools", "req_tools", false, "response.completed", Usage{PromptTokens: 30, CompletionTokens: 12}},
+		{"chat_stream_length", "req_text", false, "response.incomplete", Usage{PromptTokens: 4, CompletionTokens: 1}},
+		{"anthropic_stream_tools", "req_tools", true, "response.completed", Usage{PromptTokens: 25, CompletionTokens: 15}},
+		{"anthropic_stream_max", "req_text", true, "response.incomplete", Usage{PromptTokens: 5, CompletionTokens: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.upstream, func(t *testing.T) {
