@@ -196,10 +196,16 @@ func New(p *catalog.Provider) (Adapter, error) {
 			return nil, err
 		}
 		return scrubbed{a, NewScrubber(p)}, nil
+	case KindBedrock:
+		a, err := newBedrock(p)
+		if err != nil {
+			return nil, err
+		}
+		return scrubbed{a, NewScrubber(p)}, nil
 	case KindSimulated:
 		return NewSimulated(p, SeedFor(p.Name)), nil
 	}
-	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic or simulated)", p.Name, p.Kind)
+	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic, bedrock or simulated)", p.Name, p.Kind)
 }
 
 // SeedFor is the deterministic seed New gives a simulated provider: a hash of
