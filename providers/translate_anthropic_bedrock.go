@@ -31,10 +31,10 @@ import (
 // cvRequest is a Converse (and ConverseStream) request body; the model id
 // travels in the path.
 type cvRequest struct {
-	Messages        []cvMessage       `json:"messages"`
-	System          []cvSystemBlock   `json:"system,omitempty"`
+	Messages        []cvMessage        `json:"messages"`
+	System          []cvSystemBlock    `json:"system,omitempty"`
 	InferenceConfig *cvInferenceConfig `json:"inferenceConfig,omitempty"`
-	ToolConfig      *cvToolConfig     `json:"toolConfig,omitempty"`
+	ToolConfig      *cvToolConfig      `json:"toolConfig,omitempty"`
 }
 
 type cvSystemBlock struct {
