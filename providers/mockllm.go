@@ -35,6 +35,8 @@ type MockServer struct {
 //	POST /v1/messages           Anthropic Messages, sync or SSE
 //	POST /v1/responses          OpenAI Responses, sync or SSE (stateless: no
 //	                            previous_response_id or item_reference)
+//	POST /model/{id}/converse   Bedrock Converse, and /converse-stream with
+//	                            event-stream frames (mockllm_bedrock.go)
 //	GET  /healthz               "ok"
 //
 // Errors use the OpenAI error JSON (the Anthropic one on /v1/messages) with
@@ -53,6 +55,10 @@ func (m *MockServer) SetProfile(p config.Simulate) { m.sim.SetProfile(p) }
 
 // ServeHTTP implements http.Handler.
 func (m *MockServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/model/") {
+		m.serveBedrock(w, r) // mockllm_bedrock.go
+		return
+	}
 	var op catalog.Operation
 	format := wire.FormatOpenAI
 	switch r.URL.Path {
