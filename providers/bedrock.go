@@ -107,7 +107,7 @@ func (b *bedrock) Do(ctx context.Context, d *catalog.Deployment, req *Request) (
 		return nil, badRequest("provider %q (bedrock) serves chat only, not %s", b.name, req.Op)
 	}
 	model := upstreamModel(d)
-	cv, err := b.converseRequest(req, model)
+	cv, err := converseRequest(req, model)
 	if err != nil {
 		return nil, err
 	}
@@ -121,48 +121,60 @@ func (b *bedrock) Do(ctx context.Context, d *catalog.Deployment, req *Request) (
 	}
 	h := bedrockRelayHeaders(resp.Header)
 	id := bedrockMessageID(resp.Header.Get("X-Amzn-Requestid"))
-	format := req.Client.Format
 	if req.Stream {
-		var conv converter
-		switch format {
-		case wire.FormatOpenAI:
-			conv = newAnthropicToOpenAIStream(model, start.Unix(), req.WantUsage)
-		case wire.FormatResponses:
-			conv = newAnthropicToResponsesStream(req.Client.Responses, model, start.Unix(), req.ResponsesDone)
-		default:
-			conv = &anthropicRelay{}
-		}
-		return startBedrockStream(ctx, resp, newConverseToAnthropicStream(id, model), conv, start, h)
+		ev := newBedrockEvents(req, id, model, start.Unix())
+		return startBedrockStream(ctx, resp, ev, start, h)
 	}
 	ttfb := time.Since(start)
 	raw, err := readBody(ctx, resp)
 	if err != nil {
 		return nil, err
 	}
-	msg, usage, err := converseToAnthropic(raw, id, model)
+	out, usage, err := converseToClient(raw, req, id, model, start.Unix())
 	if err != nil {
 		return nil, err
-	}
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return nil, upstreamGarbage(err)
-	}
-	switch format {
-	case wire.FormatOpenAI:
-		if out, _, err = anthropicToOpenAIResponse(out, start.Unix()); err != nil {
-			return nil, err
-		}
-	case wire.FormatResponses:
-		if out, _, err = anthropicToResponses(out, req.Client.Responses, start.Unix(), req.ResponsesDone); err != nil {
-			return nil, err
-		}
 	}
 	return &Response{Status: resp.StatusCode, Header: h, Body: out, Usage: usage, TTFB: ttfb}, nil
 }
 
+// converseToClient translates a Converse response into the client's
+// format, through the Messages pivot, with its normalized usage.
+func converseToClient(raw []byte, req *Request, id, model string, created int64) ([]byte, Usage, error) {
+	msg, usage, err := converseToAnthropic(raw, id, model)
+	if err != nil {
+		return nil, usage, err
+	}
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return nil, usage, upstreamGarbage(err)
+	}
+	switch req.Client.Format {
+	case wire.FormatOpenAI:
+		out, _, err = anthropicToOpenAIResponse(out, created)
+	case wire.FormatResponses:
+		out, _, err = anthropicToResponses(out, req.Client.Responses, created, req.ResponsesDone)
+	}
+	return out, usage, err
+}
+
+// newBedrockEvents is the stream translation for the client's format:
+// ConverseStream events -> Messages events -> the client's events.
+func newBedrockEvents(req *Request, id, model string, created int64) *bedrockEvents {
+	var conv converter
+	switch req.Client.Format {
+	case wire.FormatOpenAI:
+		conv = newAnthropicToOpenAIStream(model, created, req.WantUsage)
+	case wire.FormatResponses:
+		conv = newAnthropicToResponsesStream(req.Client.Responses, model, created, req.ResponsesDone)
+	default:
+		conv = &anthropicRelay{}
+	}
+	return &bedrockEvents{pivot: newConverseToAnthropicStream(id, model), client: conv}
+}
+
 // converseRequest translates the client's request through the Messages
 // pivot. max_tokens reaches Converse only when the client set it.
-func (b *bedrock) converseRequest(req *Request, model string) (*cvRequest, error) {
+func converseRequest(req *Request, model string) (*cvRequest, error) {
 	switch req.Client.Format {
 	case wire.FormatOpenAI:
 		var in oaRequest

@@ -167,8 +167,8 @@ type bedrockStream struct {
 // startBedrockStream wraps a 2xx converse-stream response and reads until
 // its first client event, so a stream that fails (or is filtered) before
 // any content is still an attempt error the gateway can fail over from.
-func startBedrockStream(ctx context.Context, resp *http.Response, pivot *converseToAnthropicStream, client converter, start time.Time, h http.Header) (*Response, error) {
-	s := &bedrockStream{ctx: ctx, body: resp.Body, ev: &bedrockEvents{pivot: pivot, client: client}, r: newFrameReader(resp.Body)}
+func startBedrockStream(ctx context.Context, resp *http.Response, ev *bedrockEvents, start time.Time, h http.Header) (*Response, error) {
+	s := &bedrockStream{ctx: ctx, body: resp.Body, ev: ev, r: newFrameReader(resp.Body)}
 	first, err := s.Next()
 	if err != nil {
 		s.Close()

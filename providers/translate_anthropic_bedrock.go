@@ -535,7 +535,7 @@ func (c *converseToAnthropicStream) startMessage(out []anEventOut) []anEventOut 
 	}})
 }
 
-func (c *converseToAnthropicStream) openBlock(out []anEventOut, index int, block anBlock) []anEventOut {
+func (c *converseToAnthropicStream) openBlock(out []anEventOut, index int, block any) []anEventOut {
 	out = c.startMessage(out)
 	c.open[index] = true
 	return c.emit(out, "content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": block})
@@ -571,7 +571,8 @@ func (c *converseToAnthropicStream) event(eventType string, payload []byte) (out
 		case d == nil:
 		case d.Text != nil:
 			if !c.open[idx] {
-				out = c.openBlock(out, idx, anBlock{Type: "text", Text: ""})
+				// {"type":"text","text":""}, as the Messages API opens text
+				out = c.openBlock(out, idx, map[string]string{"type": "text", "text": ""})
 			}
 			if *d.Text != "" {
 				c.content = true
