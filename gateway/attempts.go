@@ -189,6 +189,8 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		res := cl.plan.Result()
 		cl.setDecisionHeaders(res, d)
 		cl.settle(d, resp.Usage, int64(len(resp.Body)))
+		// SPEC 10.2: a sync answer names its cost
+		cl.hdr.str("X-Switchyard-Cost-Usd", strconv.FormatFloat(cl.out.CostUSD, 'f', -1, 64))
 		status := resp.Status
 		if status == 0 {
 			status = http.StatusOK

@@ -23,6 +23,11 @@ import (
 // server_error.
 const maxFrame = 1 << 20
 
+// maxFrameHeaders bounds a frame's headers section: ConverseStream frames
+// carry three short headers, and the decoder allocates per header, so a
+// frame of a million one-byte headers must not get through.
+const maxFrameHeaders = 16 << 10
+
 // event-stream framing: total length, headers length, prelude CRC; the
 // message CRC ends the frame.
 const (
@@ -64,6 +69,8 @@ func (f *frameReader) next() (eventstream.Message, error) {
 	switch {
 	case total > maxFrame:
 		return eventstream.Message{}, errFrame("frame of %d bytes exceeds %d", total, maxFrame)
+	case headers > maxFrameHeaders:
+		return eventstream.Message{}, errFrame("frame headers of %d bytes exceed %d", headers, maxFrameHeaders)
 	case total < frameMinLen || headers > total-frameMinLen:
 		return eventstream.Message{}, errFrame("frame lengths %d/%d are inconsistent", total, headers)
 	}
