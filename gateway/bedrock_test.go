@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	anthropicopt "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -368,5 +370,76 @@ teams: [{name: t, keys: ["sk-test"], models: ["*"]}]
 	w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"claude","messages":[{"role":"user","content":"hi"}]}`)
 	if w.Code != 200 || len(fake.Calls()) != 1 {
 		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+// TestBedrockOfficialAnthropicClient: the official anthropic-sdk-go client
+// uses a Bedrock deployment unchanged through POST /v1/messages: sync,
+// stream, and a tool round trip.
+func TestBedrockOfficialAnthropicClient(t *testing.T) {
+	setAWSEnv(t)
+	fake, url := newFakeBedrock(t)
+	n, _ := newLoggedNode(t, `
+providers: [{name: aws, kind: bedrock, region: us-east-1, base_url: "`+url+`"}]
+deployments: [{id: br, model: claude, provider: aws, upstream_model: anthropic.claude-3-5-haiku-20241022-v1:0}]
+teams: [{name: t, keys: ["sk-test"], models: ["*"]}]
+`)
+	gw := httptest.NewServer(n.Handler())
+	defer gw.Close()
+	client := anthropic.NewClient(anthropicopt.WithBaseURL(gw.URL), anthropicopt.WithAPIKey(testKey), anthropicopt.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	msg, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude", MaxTokens: 100,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Text != "Hello from Bedrock." || msg.StopReason != "end_turn" || msg.Usage.CacheReadInputTokens != 1000 || msg.Usage.InputTokens != 20 {
+		t.Fatalf("sync: %+v", msg)
+	}
+
+	st := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude", MaxTokens: 100,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	acc := anthropic.Message{}
+	for st.Next() {
+		if err := acc.Accumulate(st.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Content) != 1 || acc.Content[0].Text != "Hello from Bedrock." || acc.Usage.OutputTokens != 8 {
+		t.Fatalf("stream: %+v", acc)
+	}
+
+	params := anthropic.MessageNewParams{Model: "claude", MaxTokens: 100,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the most popular song on WZPZ?"))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "top_song", Description: anthropic.String("Get the most popular song played on a radio station."),
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"sign": map[string]any{"type": "string"}}, Required: []string{"sign"}}}}},
+	}
+	st = client.Messages.NewStreaming(ctx, params)
+	acc = anthropic.Message{}
+	for st.Next() {
+		if err := acc.Accumulate(st.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.StopReason != "tool_use" || len(acc.Content) != 1 || acc.Content[0].Name != "top_song" || string(acc.Content[0].Input) != `{"sign":"WZPZ"}` {
+		t.Fatalf("streamed tool use: %+v", acc)
+	}
+	params.Messages = append(params.Messages, acc.ToParam(),
+		anthropic.NewUserMessage(anthropic.NewToolResultBlock(acc.Content[0].ID, "Elemental Hotel", false)))
+	msg, err = client.Messages.New(ctx, params)
+	if err != nil || msg.Content[0].Text != "The top song on WZPZ is Elemental Hotel." {
+		t.Fatalf("after the tool result: %v %+v", err, msg)
+	}
+	last := fake.Calls()[len(fake.Calls())-1]
+	if !strings.Contains(string(last.Body), `"toolResult":{"toolUseId":"tooluse_kZJMlvQmRJ6eAyJE5GIl7Q","content":[{"text":"Elemental Hotel"}]}`) {
+		t.Fatalf("the tool result did not reach Bedrock: %s", last.Body)
 	}
 }
