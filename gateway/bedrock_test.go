@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,15 +258,17 @@ teams: [{name: t, keys: ["sk-test"], models: ["*"]}]
 // chain); an exception mid-stream ends the stream with an error event.
 func TestBedrockErrorsDriveFailover(t *testing.T) {
 	setAWSEnv(t)
-	var mode string
+	var modeV atomic.Value // read on the fake's goroutines
+	modeV.Store("")
+	mode := func() string { return modeV.Load().(string) }
 	fake := &bedrockfake.Server{Creds: aws.Credentials{AccessKeyID: brAKID, SecretAccessKey: brSecret, SessionToken: brToken},
 		Answer: func(w http.ResponseWriter, c *bedrockfake.Call) {
 			switch {
 			case c.ModelID == "throttled":
 				bedrockfake.WriteError(w, 429, "ThrottlingException", "Too many requests, please wait before trying again.")
-			case c.ModelID == "small" && mode == "long":
+			case c.ModelID == "small" && mode() == "long":
 				bedrockfake.WriteError(w, 400, "ValidationException", "Input is too long for requested model.")
-			case mode == "midstream":
+			case mode() == "midstream":
 				bedrockfake.WriteFrames(w,
 					bedrockfake.Event("messageStart", `{"role":"assistant"}`),
 					bedrockfake.Event("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hel"}}`),
@@ -300,7 +303,7 @@ routing:
 		}
 	}
 
-	mode = "long"
+	modeV.Store("long")
 	w := do(t, h, "POST", "/v1/chat/completions", testKey, `{"model":"small","messages":[{"role":"user","content":"a long prompt"}]}`, "X-Request-Id", "ctx-1")
 	if w.Code != 200 || w.Header().Get("X-Switchyard-Deployment") != "br-big" || w.Header().Get("X-Switchyard-Degraded") != "true" {
 		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
@@ -309,7 +312,7 @@ routing:
 		t.Fatalf("reason %q timeline %s", e.FallbackReason, timeline(e))
 	}
 
-	mode = "midstream"
+	modeV.Store("midstream")
 	w = do(t, h, "POST", "/v1/chat/completions", testKey, `{"model":"big","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "X-Request-Id", "mid-1")
 	body := w.Body.String()
 	if w.Code != 200 || !strings.Contains(body, `"content":"Hel"`) || !strings.Contains(body, `"message":"The model stream failed."`) || strings.Contains(body, `"finish_reason":"stop"`) {

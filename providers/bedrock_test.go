@@ -357,3 +357,13 @@ func TestBedrockCanceledStream(t *testing.T) {
 		t.Fatal("Next did not return after Close")
 	}
 }
+
+// TestBedrockMasksKeyIDs: an AWS error that quotes an access key id (any,
+// not only the configured one) is masked after 6 characters (SPEC 15).
+func TestBedrockMasksKeyIDs(t *testing.T) {
+	h := http.Header{"X-Amzn-Errortype": {"UnrecognizedClientException"}}
+	e := newBedrockError(403, h, []byte(`{"message":"The security token for ASIAY34FZKBOKMUTVV7A is invalid"}`))
+	if strings.Contains(e.Message, "ASIAY34FZKBOKMUTVV7A") || !strings.Contains(e.Message, "ASIAY3**************") || strings.Contains(string(e.body), "KBOKMUTVV7A") {
+		t.Fatalf("%q %s", e.Message, e.body)
+	}
+}
