@@ -1,6 +1,7 @@
 // Package providers owns the upstream adapters of SPEC 10: one Adapter per
 // configured provider — openai (any OpenAI-compatible API, Azure included),
-// anthropic (the native Messages API) and simulated (the in-process fake that
+// anthropic (the native Messages API), bedrock (Amazon Bedrock's Converse
+// API, bedrock*.go) and simulated (the in-process fake that
 // powers the demo, the tests and the benchmarks) — the translation between
 // the OpenAI and Anthropic wire formats in both directions, the one-time
 // classification of upstream failures into routing classes (SPEC 7.4), and
