@@ -38,13 +38,31 @@ const (
 // frameReader reads AWS event-stream frames one at a time with the SDK's
 // decoder, which checks both CRCs. It buffers nothing beyond one frame.
 type frameReader struct {
+	src     *sourceReader
 	br      *bufio.Reader
 	dec     *eventstream.Decoder
 	payload []byte // reused for each frame's payload
 }
 
+// sourceReader remembers the body's last read error, so a transport
+// failure inside a frame (a reset, the client's cancellation) is told
+// apart from a malformed frame the decoder refused.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
 func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{br: bufio.NewReaderSize(r, 16<<10), dec: eventstream.NewDecoder()}
+	src := &sourceReader{r: r}
+	return &frameReader{src: src, br: bufio.NewReaderSize(src, 16<<10), dec: eventstream.NewDecoder()}
 }
 
 // errFrame is a malformed or oversized frame: the upstream is broken.
@@ -76,12 +94,11 @@ func (f *frameReader) next() (eventstream.Message, error) {
 	}
 	m, err := f.dec.Decode(io.LimitReader(f.br, int64(total)), f.payload[:0])
 	if err != nil {
+		if f.src.err != nil {
+			return eventstream.Message{}, f.src.err // a transport error, classified by the caller
+		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return eventstream.Message{}, io.ErrUnexpectedEOF
-		}
-		var ne interface{ Timeout() bool }
-		if errors.As(err, &ne) {
-			return eventstream.Message{}, err // a transport error, classified by the caller
 		}
 		return eventstream.Message{}, errFrame("%v", err)
 	}

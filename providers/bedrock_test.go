@@ -3,7 +3,6 @@ package providers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -350,11 +349,29 @@ func TestBedrockCanceledStream(t *testing.T) {
 	resp.Stream.Close()
 	select {
 	case err := <-done:
-		if !errors.As(err, new(*Error)) {
-			t.Fatalf("%v", err)
-		}
+		wantClass(t, err, routing.ClassCanceled)
 	case <-ctx.Done():
 		t.Fatal("Next did not return after Close")
+	}
+
+	// the client going away mid-stream is a cancellation, never the
+	// deployment's fault
+	cctx, ccancel := context.WithCancel(ctx)
+	resp, err = a.Do(cctx, deployment(p, "m"), chatReq(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, wire.FormatOpenAI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Stream.Close()
+	if _, err := resp.Stream.Next(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, err := resp.Stream.Next(); done <- err }()
+	ccancel()
+	select {
+	case err := <-done:
+		wantClass(t, err, routing.ClassCanceled)
+	case <-ctx.Done():
+		t.Fatal("Next did not return after the client went away")
 	}
 }
 
