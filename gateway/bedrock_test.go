@@ -266,6 +266,8 @@ func TestBedrockErrorsDriveFailover(t *testing.T) {
 			switch {
 			case c.ModelID == "throttled":
 				bedrockfake.WriteError(w, 429, "ThrottlingException", "Too many requests, please wait before trying again.")
+			case c.ModelID == "guarded":
+				io.WriteString(w, `{"output":{"message":{"role":"assistant","content":[]}},"stopReason":"guardrail_intervened","usage":{"inputTokens":9,"outputTokens":0,"totalTokens":9}}`)
 			case c.ModelID == "small" && mode() == "long":
 				bedrockfake.WriteError(w, 400, "ValidationException", "Input is too long for requested model.")
 			case mode() == "midstream":
@@ -286,10 +288,13 @@ deployments:
   - {id: br-ok, model: claude, provider: aws, upstream_model: fine}
   - {id: br-small, model: small, provider: aws, upstream_model: small}
   - {id: br-big, model: big, provider: aws, upstream_model: big}
+  - {id: br-guarded, model: guarded, provider: aws, upstream_model: guarded}
 models: [{name: claude, strategy: round_robin}]
 teams: [{name: t, keys: ["sk-test"], models: ["*"]}]
 routing:
-  fallbacks: [{primary: small, reason: context_window, models: [big]}]
+  fallbacks:
+    - {primary: small, reason: context_window, models: [big]}
+    - {primary: guarded, reason: content_policy, models: [big]}
 `)
 	h := n.Handler()
 	for i := 0; i < 2; i++ { // whichever the round robin tries first, the answer comes from br-ok
@@ -309,6 +314,15 @@ routing:
 		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
 	}
 	if e := auditOf(t, n, "ctx-1"); e.FallbackReason != "context_window" || timeline(e) != "br-small:context_window br-big:ok" {
+		t.Fatalf("reason %q timeline %s", e.FallbackReason, timeline(e))
+	}
+
+	// a guardrail that intervened before any content walks the content_policy chain
+	w = do(t, h, "POST", "/v1/chat/completions", testKey, `{"model":"guarded","messages":[{"role":"user","content":"hi"}]}`, "X-Request-Id", "policy-1")
+	if w.Code != 200 || w.Header().Get("X-Switchyard-Deployment") != "br-big" {
+		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if e := auditOf(t, n, "policy-1"); e.FallbackReason != "content_policy" || timeline(e) != "br-guarded:content_policy br-big:ok" {
 		t.Fatalf("reason %q timeline %s", e.FallbackReason, timeline(e))
 	}
 
