@@ -61,6 +61,9 @@ func newBedrock(p *catalog.Provider) (*bedrock, error) {
 	base := p.BaseURL
 	if base == "" {
 		base = "https://bedrock-runtime." + p.Region + ".amazonaws.com"
+		if strings.HasPrefix(p.Region, "cn-") {
+			base += ".cn" // the China partition's domain
+		}
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

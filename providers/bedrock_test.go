@@ -384,3 +384,20 @@ func TestBedrockMasksKeyIDs(t *testing.T) {
 		t.Fatalf("%q %s", e.Message, e.body)
 	}
 }
+
+// TestBedrockDefaultEndpoint: without base_url the region picks the
+// bedrock-runtime endpoint (SPEC 10), the China partition included.
+func TestBedrockDefaultEndpoint(t *testing.T) {
+	for region, want := range map[string]string{
+		"us-east-1":  "https://bedrock-runtime.us-east-1.amazonaws.com/model/m%3A0/converse",
+		"cn-north-1": "https://bedrock-runtime.cn-north-1.amazonaws.com.cn/model/m%3A0/converse",
+	} {
+		b, err := newBedrock(&catalog.Provider{Provider: config.Provider{Name: "b", Kind: KindBedrock, Region: region, APIKey: "k"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.url("m:0", false).String(); got != want {
+			t.Errorf("%s: %s, want %s", region, got, want)
+		}
+	}
+}
