@@ -186,11 +186,7 @@ func converseRequest(req *Request, model string) (*cvRequest, error) {
 		}
 		return chatToConverse(&in, model, req.Stream)
 	case wire.FormatResponses:
-		chat, err := responsesToChat(req.Client.Responses, model, req.Stream)
-		if err != nil {
-			return nil, err
-		}
-		return chatToConverse(&chat.oaRequest, model, req.Stream)
+		return responsesToConverse(req.Client.Responses, model, req.Stream)
 	}
 	return anthropicRawToConverse(req.Client.Raw)
 }
