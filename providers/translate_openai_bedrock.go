@@ -2,10 +2,9 @@ package providers
 
 // Translation for an OpenAI-format client (POST /v1/chat/completions)
 // served by a Bedrock deployment: the chat request goes through the chat ->
-// Messages mapping
-// (chatToAnthropic), so system prompts, images, tools, tool calls and tool
-// results read exactly as they do for an Anthropic deployment, and then
-// onto Converse (translate_anthropic_bedrock.go). The answer comes back the
+// Messages mapping (chatToAnthropic), so system prompts, images, tools, tool
+// calls and tool results read exactly as they do for an Anthropic
+// deployment, and then onto Converse (translate_anthropic_bedrock.go). The answer comes back the
 // same way: Converse -> Messages -> chat completion or chunks.
 
 // chatToConverse maps a parsed chat request onto a Converse request.
