@@ -97,3 +97,44 @@ func TestBedrockManyHeaders(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// FuzzBedrockBodies feeds arbitrary JSON-ish bytes to everything else that
+// reads what Bedrock (or a client, toward Bedrock) sends: a Converse answer
+// into each client format, an error body, a stream event payload of each
+// type, and an Anthropic-format client body toward Converse.
+func FuzzBedrockBodies(f *testing.F) {
+	for _, s := range []string{
+		`{"output":{"message":{"role":"assistant","content":[{"text":"hi"},{"toolUse":{"toolUseId":"t","name":"f","input":{"a":1}}}]}},"stopReason":"tool_use","usage":{"inputTokens":1,"outputTokens":2,"totalTokens":3}}`,
+		`{"output":{"message":{"role":"assistant","content":[]}},"stopReason":"guardrail_intervened","usage":{"inputTokens":-1,"outputTokens":99999999999}}`,
+		`{"__type":"com.amazon.coral.validate#ValidationException","message":"Input is too long"}`,
+		`{"contentBlockIndex":1,"start":{"toolUse":{"toolUseId":"t","name":"f"}},"delta":{"toolUse":{"input":"{"}}}`,
+		`{"contentBlockIndex":-4,"delta":{"text":"x"}}`,
+		`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`,
+		``, `{`, `null`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	events := []string{"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop", "metadata", "unknown"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, c := range []struct {
+			raw    string
+			format wire.Format
+		}{
+			{`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, wire.FormatOpenAI},
+			{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, wire.FormatAnthropic},
+			{`{"model":"m","input":"hi"}`, wire.FormatResponses},
+		} {
+			_, _, _ = converseToClient(body, bedrockClientReq(t, []byte(c.raw), c.format, false), "id", "m", 1)
+		}
+		_ = newBedrockError(400, nil, body)
+		_ = bedrockStreamException(string(body), body)
+		_, _ = anthropicRawToConverse(body)
+		pivot := newConverseToAnthropicStream("id", "m")
+		for _, ev := range events {
+			if _, done, err := pivot.event(ev, body); err != nil || done {
+				break
+			}
+		}
+		_, _ = pivot.eof()
+	})
+}
