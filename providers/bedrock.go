@@ -208,12 +208,12 @@ func (b *bedrock) url(model string, stream bool) *url.URL {
 // send posts the Converse body, signed or with the Bearer key, and returns
 // a 2xx response; any other status is read and classified.
 func (b *bedrock) send(ctx context.Context, model string, body []byte, req *Request) (*http.Response, time.Time, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://placeholder/", bytes.NewReader(body))
+	u := b.url(model, req.Stream)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, time.Time{}, classifyTransport(ctx.Err(), err)
 	}
-	hreq.URL = b.url(model, req.Stream)
-	hreq.Host = hreq.URL.Host
+	hreq.URL = u // exactly the escaped path built, which the signer reads
 	h := b.header.Clone()
 	if req.Stream {
 		h.Set("Accept", eventStreamType)
