@@ -194,6 +194,9 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 			chars = contentChars(resp.Body, contentFields(cl.format, false))
 		}
 		cl.settle(d, resp.Usage, chars)
+		if chars == 0 { // SPEC 10.2: a sync answer with usage names its cost
+			cl.hdr.str("X-Switchyard-Cost-Usd", strconv.FormatFloat(cl.out.CostUSD, 'f', -1, 64))
+		}
 		status := resp.Status
 		if status == 0 {
 			status = http.StatusOK
@@ -343,10 +346,7 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage, chars int64) {
 		u = c
 	}
 	prompt, completion := edge.Charge(cl.promptTokens, u.PromptTokens, u.CompletionTokens, chars, cl.outputTokens)
-	cost := d.ExpectedCost(prompt, completion)
-	if prompt == u.PromptTokens && u.CachedTokens+u.CacheWriteTokens > 0 {
-		cost = d.UsageCost(prompt, u.CachedTokens, u.CacheWriteTokens, completion)
-	}
+	cost := d.UsageCost(prompt, u.CachedTokens, u.CacheWriteTokens, completion)
 	cl.entry.PromptTokens, cl.entry.CompletionTokens, cl.entry.CostUSD = prompt, completion, cost
 	o := &cl.out
 	o.Served, o.Deployment = true, d.ID

@@ -148,7 +148,7 @@ func anthropicUsageOf(body []byte) Usage {
 	if json.Unmarshal(body[s:e], &u) != nil {
 		return Usage{}
 	}
-	return Usage{PromptTokens: u.prompt(), CompletionTokens: u.OutputTokens}
+	return u.usage()
 }
 
 // anthropicRelay passes an Anthropic stream through to an Anthropic-format
@@ -173,7 +173,7 @@ func (c *anthropicRelay) event(name string, data []byte) ([]byte, bool, error) {
 			if json.Unmarshal(data[s:e], &u) == nil {
 				c.u.CompletionTokens = u.OutputTokens
 				if p := u.prompt(); p > 0 {
-					c.u.PromptTokens = p
+					c.u.PromptTokens, c.u.CachedTokens, c.u.CacheWriteTokens = p, u.CacheReadInputTokens, u.CacheCreationInputTokens
 				}
 			}
 		}

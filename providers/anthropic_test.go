@@ -59,7 +59,7 @@ func TestAnthropicPassthrough(t *testing.T) {
 	if got.header.Get("X-Api-Key") != "sk-ant-provider" || got.header.Get("Anthropic-Version") != "2023-06-01" || got.header.Get("Anthropic-Beta") != "tools-2024" || got.header.Get("Authorization") != "" {
 		t.Fatalf("headers %v", got.header)
 	}
-	if string(resp.Body) != anthropicSync || resp.Usage != (Usage{PromptTokens: 15, CompletionTokens: 3}) || resp.Header.Get("Upstream-Request-Id") != "req_ant" {
+	if string(resp.Body) != anthropicSync || resp.Usage != (Usage{PromptTokens: 15, CompletionTokens: 3, CachedTokens: 5}) || resp.Header.Get("Upstream-Request-Id") != "req_ant" {
 		t.Fatalf("response %+v", resp)
 	}
 
@@ -88,7 +88,7 @@ func TestAnthropicForOpenAIClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertJSON(t, got.body, `{"model":"claude-up","max_tokens":4096,"system":"S","messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}]}`)
-	if resp.Usage != (Usage{PromptTokens: 15, CompletionTokens: 3}) || !strings.Contains(string(resp.Body), `"object":"chat.completion"`) || !strings.Contains(string(resp.Body), `"content":"Hi!"`) {
+	if resp.Usage != (Usage{PromptTokens: 15, CompletionTokens: 3, CachedTokens: 5}) || !strings.Contains(string(resp.Body), `"object":"chat.completion"`) || !strings.Contains(string(resp.Body), `"content":"Hi!"`) {
 		t.Fatalf("response %s %+v", resp.Body, resp.Usage)
 	}
 

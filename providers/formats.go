@@ -107,9 +107,21 @@ type oaDeltaIn struct {
 }
 
 type oaUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int            `json:"prompt_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	PromptTokensDetails *cachedDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// oaUsageOf is u as an OpenAI-format client reads it (SPEC 10.2):
+// prompt_tokens includes the cached tokens, which are also named in
+// prompt_tokens_details when there are any.
+func oaUsageOf(u Usage) *oaUsage {
+	out := &oaUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+	if u.CachedTokens > 0 {
+		out.PromptTokensDetails = &cachedDetails{CachedTokens: u.CachedTokens}
+	}
+	return out
 }
 
 // oaChunk is a chunk as written to an OpenAI-format client.
@@ -202,6 +214,13 @@ type anUsage struct {
 	OutputTokens             int `json:"output_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens,omitempty"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens,omitempty"`
+}
+
+// usage normalizes Anthropic's usage (input_tokens excludes the cache
+// reads and writes) to the gateway's (SPEC 10.2).
+func (u anUsage) usage() Usage {
+	return Usage{PromptTokens: u.prompt(), CompletionTokens: u.OutputTokens,
+		CachedTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 }
 
 // prompt is every input token, cached or not, as OpenAI counts prompt_tokens.

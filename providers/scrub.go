@@ -77,6 +77,9 @@ func NewScrubber(p *catalog.Provider) *Scrubber {
 		}
 	}
 	addSecret(p.APIKey)
+	addSecret(p.AWSSecretAccessKey) // bedrock (SPEC 10, 15)
+	addSecret(p.AWSSessionToken)
+	addSecret(p.AWSAccessKeyID)
 	for k, v := range p.Headers {
 		if credentialHeader(k) {
 			addSecret(v)

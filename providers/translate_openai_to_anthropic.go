@@ -263,7 +263,7 @@ func anthropicToOpenAIResponse(raw []byte, created int64) ([]byte, Usage, error)
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, Usage{}, upstreamGarbage(err)
 	}
-	u := Usage{PromptTokens: in.Usage.prompt(), CompletionTokens: in.Usage.OutputTokens}
+	u := in.Usage.usage()
 	msg := &oaOutMsg{Role: "assistant"}
 	var texts []string
 	for _, b := range in.Content {
@@ -285,7 +285,7 @@ func anthropicToOpenAIResponse(raw []byte, created int64) ([]byte, Usage, error)
 	out := oaResponse{
 		ID: openAIID(in.ID), Object: "chat.completion", Created: created, Model: in.Model,
 		Choices: []oaChoice{{Index: 0, Message: msg, FinishReason: &finish}},
-		Usage:   &oaUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens},
+		Usage:   oaUsageOf(u),
 	}
 	body, err := json.Marshal(out)
 	return body, u, err
@@ -353,8 +353,7 @@ func (c *anthropicToOpenAIStream) event(name string, data []byte) ([]byte, bool,
 			if m.Model != "" {
 				c.model = m.Model
 			}
-			c.u.PromptTokens = m.Usage.prompt()
-			c.u.CompletionTokens = m.Usage.OutputTokens
+			c.u = m.Usage.usage()
 		}
 		empty := ""
 		return c.chunk(oaDeltaIn{Role: "assistant", Content: &empty}, nil), false, nil
@@ -409,7 +408,7 @@ func (ev *anEventIn) applyMessageDelta(finish *string, u *Usage) {
 	if eu := ev.Usage; eu != nil {
 		u.CompletionTokens = eu.OutputTokens
 		if p := eu.prompt(); p > 0 {
-			u.PromptTokens = p
+			u.PromptTokens, u.CachedTokens, u.CacheWriteTokens = p, eu.CacheReadInputTokens, eu.CacheCreationInputTokens
 		}
 	}
 }
@@ -424,7 +423,7 @@ func (c *anthropicToOpenAIStream) end() []byte {
 	if c.wantUsage {
 		data, _ := json.Marshal(oaChunk{
 			ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model, Choices: []oaChunkChoice{},
-			Usage: &oaUsage{PromptTokens: c.u.PromptTokens, CompletionTokens: c.u.CompletionTokens, TotalTokens: c.u.PromptTokens + c.u.CompletionTokens},
+			Usage: oaUsageOf(c.u),
 		})
 		out = appendData(out, data)
 	}

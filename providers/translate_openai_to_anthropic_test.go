@@ -107,8 +107,8 @@ func TestAnthropicToOpenAIResponse(t *testing.T) {
 				"usage":{"input_tokens":12,"cache_creation_input_tokens":100,"cache_read_input_tokens":20,"output_tokens":6}}`,
 			want: `{"id":"chatcmpl-01XFDUDYJgAACzvnptvVoYEL","object":"chat.completion","created":1700000000,"model":"claude-sonnet-4-20250514",
 				"choices":[{"index":0,"message":{"role":"assistant","content":"Hello!"},"finish_reason":"stop"}],
-				"usage":{"prompt_tokens":132,"completion_tokens":6,"total_tokens":138}}`,
-			usage: Usage{PromptTokens: 132, CompletionTokens: 6},
+				"usage":{"prompt_tokens":132,"completion_tokens":6,"total_tokens":138,"prompt_tokens_details":{"cached_tokens":20}}}`,
+			usage: Usage{PromptTokens: 132, CompletionTokens: 6, CachedTokens: 20, CacheWriteTokens: 100},
 		},
 		{
 			name: "tool use, thinking dropped",

@@ -35,7 +35,7 @@ func anthropicToResponses(raw []byte, rq *wire.Responses, created int64, done Re
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, Usage{}, upstreamGarbage(err)
 	}
-	u := Usage{PromptTokens: in.Usage.prompt(), CompletionTokens: in.Usage.OutputTokens}
+	u := in.Usage.usage()
 	var text strings.Builder
 	var calls []respCallIn
 	for _, b := range in.Content {
@@ -85,7 +85,7 @@ func (c *anthropicToResponsesStream) event(name string, data []byte) ([]byte, bo
 			if m.Model != "" {
 				c.e.model = m.Model
 			}
-			c.u = Usage{PromptTokens: m.Usage.prompt(), CompletionTokens: m.Usage.OutputTokens}
+			c.u = m.Usage.usage()
 		}
 		c.e.start()
 	case "content_block_start":

@@ -234,8 +234,8 @@ func (o *respObject) settle(finish string, u Usage) {
 	default:
 		o.Status = "completed"
 	}
-	o.Usage = &respUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
-	o.Usage.InputTokensDetails.CachedTokens = u.CachedTokens
+	o.Usage = &respUsage{InputTokens: u.PromptTokens, InputTokensDetails: cachedDetails{CachedTokens: u.CachedTokens},
+		OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 }
 
 // respCallIn is one tool call of a finished upstream answer.

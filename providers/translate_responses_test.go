@@ -99,7 +99,7 @@ func TestResponsesResponseGolden(t *testing.T) {
 		{"chat_text", "req_text", false, Usage{PromptTokens: 12, CompletionTokens: 3}},
 		{"chat_tools", "req_tools", false, Usage{PromptTokens: 40, CompletionTokens: 20}},
 		{"chat_length", "req_text", false, Usage{PromptTokens: 5, CompletionTokens: 2}},
-		{"anthropic_tools", "req_tools", true, Usage{PromptTokens: 60, CompletionTokens: 30}},
+		{"anthropic_tools", "req_tools", true, Usage{PromptTokens: 60, CompletionTokens: 30, CachedTokens: 10}},
 		{"anthropic_max", "req_text", true, Usage{PromptTokens: 5, CompletionTokens: 1}},
 	}
 	for _, tt := range tests {

@@ -225,7 +225,7 @@ func TestVertexGeminiAndClaude(t *testing.T) {
 	sent := string(f.body)
 	f.mu.Unlock()
 	assertJSON(t, []byte(sent), `{"max_tokens":100,"messages":[{"role":"user","content":"Hi"}],"anthropic_version":"vertex-2023-10-16"}`)
-	if string(resp.Body) != anthropicSync || resp.Usage != (Usage{PromptTokens: 15, CompletionTokens: 3}) {
+	if string(resp.Body) != anthropicSync || resp.Usage != (Usage{PromptTokens: 15, CompletionTokens: 3, CachedTokens: 5}) {
 		t.Fatalf("claude on vertex %s %+v", resp.Body, resp.Usage)
 	}
 	resp, err = a.Do(ctx, deployment(p, "claude-sonnet-4@20250514"), chatReq(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"Hi"}]}`, wire.FormatOpenAI))
