@@ -2,8 +2,10 @@
 # Measures the gateway's overhead on loopback (SPEC 16), every figure as a
 # ratio against a baseline measured in the same run: `wrk` against
 # `switchyard mockllm` directly, through a bare httputil.ReverseProxy (the
-# floor; with -r it makes one Redis EVALSHA per request) and through the
-# gateway (with -r its team limits live in Redis). Phases are interleaved
+# floor; with -r it makes one Redis EVALSHA per request of SPEC 16's GCRA
+# script, and a second floor, "cfloor", runs the older fixed-window counter
+# beside it) and through the gateway (with -r its team limits live in
+# Redis). Phases are interleaved
 # over several rounds to spread the machine's noise. With -t a second
 # gateway with tracing on (sample_ratio 1, every span exported to a
 # discarding OTLP sink, bench/otlpsink) runs beside the first, and its
@@ -56,8 +58,8 @@ go build -o "$out/switchyard" ./cmd/switchyard
 go build -o "$out/floorproxy" ./bench/floorproxy
 [ $TRACE = 0 ] || go build -o "$out/otlpsink" ./bench/otlpsink
 
-MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007
-for port in 19001 19002 19003 19004 19005 19006 19007; do
+MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008
+for port in 19001 19002 19003 19004 19005 19006 19007 19008; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "bench: 127.0.0.1:$port is in use (a process left from an earlier run?)"; exit 1; fi
 done
 "$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
@@ -68,7 +70,11 @@ if [ $REDIS = 1 ]; then
   floor_redis="-redis 127.0.0.1:$RPORT"
   limits=", rpm: 100000000, tpm: 100000000000"
 fi
-"$out/floorproxy" -listen $FLOOR -upstream "http://$MOCK" $floor_redis 2>"$out/floor.log" & FLOORPID=$!; pids+=($FLOORPID)
+"$out/floorproxy" -listen $FLOOR -upstream "http://$MOCK" $floor_redis -limiter gcra 2>"$out/floor.log" & FLOORPID=$!; pids+=($FLOORPID)
+CFLOORPID=""
+if [ $REDIS = 1 ]; then
+  "$out/floorproxy" -listen $CFLOOR -upstream "http://$MOCK" $floor_redis -limiter counter 2>"$out/cfloor.log" & CFLOORPID=$!; pids+=($CFLOORPID)
+fi
 deps="deployments: [{id: mock-1, model: bench, provider: mock}]"; routing="routing: {session_keeping: false}"
 if [ $MANY = 1 ]; then
   deps="deployments: [{id: mock-1, model: bench, provider: mock}, {id: mock-2, model: bench, provider: mock}]"; routing=""
@@ -240,6 +246,7 @@ sat=("direct http://$MOCK/v1/chat/completions $C 2"
 one1=("direct1 http://$MOCK/v1/chat/completions 1 1"
   "floor1 http://$FLOOR/v1/chat/completions 1 1 $out/post.lua $FLOORPID"
   "gateway1 http://$GW/v1/chat/completions 1 1 $one $GWPID")
+[ $REDIS = 0 ] || { sat+=("cfloor http://$CFLOOR/v1/chat/completions $C 2 $out/post.lua $CFLOORPID"); one1+=("cfloor1 http://$CFLOOR/v1/chat/completions 1 1 $out/post.lua $CFLOORPID"); }
 [ $TRACE = 0 ] || { sat+=("traced http://$GWT/v1/chat/completions $C 2"); one1+=("traced1 http://$GWT/v1/chat/completions 1 1"); }
 [ $MANY = 0 ] || { sat+=("many http://$GWM/v1/chat/completions $C 2 $out/many.lua $GWMPID"); one1+=("many1 http://$GWM/v1/chat/completions 1 1 $out/many.lua $GWMPID"); }
 rotated() { # round phase...: the phases, starting at phase round mod n
@@ -257,8 +264,10 @@ for r in $(seq 1 "$K"); do
   rotated "$r" "${one1[@]}"
 done
 echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything)"
-echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 0.95), floor/direct = %.3f\n", $1/$2, $2/$3}'
+echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 1.0 against the GCRA floor with -r), floor/direct = %.3f\n", $1/$2, $2/$3}'
 echo "$(med gateway1.p50) $(med floor1.p50) $(med direct1.p50)" | awk '{printf "  p50 one at a time: gateway - floor = %+.0f us (target <= 25 us), floor - direct = %+.0f us\n", $1-$2, $2-$3}'
+[ $REDIS = 0 ] || echo "$(med gateway.rps) $(med cfloor.rps) $(med gateway1.p50) $(med cfloor1.p50) $(med floor.rps) $(med floor1.p50)" |
+  awk '{printf "  against the counter floor: throughput gateway/cfloor = %.3f, p50 gateway - cfloor = %+.0f us (GCRA floor/counter floor: %.3f, %+.0f us)\n", $1/$2, $3-$4, $5/$2, $6-$4}'
 echo "$(med gateway.cpu) $(med floor.cpu) $(med gateway1.cpu) $(med floor1.cpu)" | awk '{printf "  CPU per request (utime+stime): gateway %.0f us vs floor %.0f us at saturation; %.0f vs %.0f us one at a time\n", $1, $2, $3, $4}'
 [ $REDIS = 0 ] || echo "$(med gateway.rcpu) $(med floor.rcpu) $(med many.rcpu)" | awk '{printf "  Redis CPU per request at saturation: gateway %.1f us, floor %.1f us, 10,000 teams %.1f us\n", $1, $2, $3}'
 [ $REDIS = 0 ] || echo "$(med gateway1.sus) $(med floor1.sus) $(med gateway.sus) $(med floor.sus) $(med many.sus)" |
@@ -277,6 +286,7 @@ line="  memory (RSS): gateway $(rss $GWPID); floor $(rss $FLOORPID)"
 echo "$line"
 if [ "$K" -gt 1 ]; then
   line="  paired per round (median of each round's own ratio): gateway/floor $(paired ratio gateway.rps floor.rps), p50 gateway - floor $(paired diff gateway1.p50 floor1.p50) us"
+  [ $REDIS = 0 ] || line="$line, gateway/cfloor $(paired ratio gateway.rps cfloor.rps), p50 gateway - cfloor $(paired diff gateway1.p50 cfloor1.p50) us"
   [ $MANY = 0 ] || line="$line, 10,000 teams: throughput $(paired ratio many.rps gateway.rps), overhead one at a time $(paired overhead many1.p50 gateway1.p50 direct1.p50)"
   echo "$line"
 fi

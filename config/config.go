@@ -89,10 +89,10 @@ func (r Redis) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
 // Provider is an upstream account or endpoint.
 type Provider struct {
 	Name     string            `koanf:"name"`     // required, unique
-	Kind     string            `koanf:"kind"`     // openai | anthropic | gemini | vertex | simulated
+	Kind     string            `koanf:"kind"`     // openai | anthropic | gemini | vertex | bedrock | simulated
 	BaseURL  string            `koanf:"base_url"` // API root, e.g. https://host/v1 (vertex: scheme and host only)
 	APIKey   string            `koanf:"api_key"`  // secret; never logged
-	Region   string            `koanf:"region"`   // vertex: required, a location such as europe-west4, or global
+	Region   string            `koanf:"region"`   // vertex: a location such as europe-west4, or global; bedrock: e.g. us-east-1
 	Headers  map[string]string `koanf:"headers"`  // extra upstream headers
 	Simulate Simulate          `koanf:"simulate"` // kind simulated only
 
@@ -102,6 +102,15 @@ type Provider struct {
 	Project         string `koanf:"project"`
 	CredentialsFile string `koanf:"credentials_file"`
 	CredentialsJSON string `koanf:"credentials_json"` // secret; never logged
+
+	// AWS credentials of a bedrock provider, for SigV4 (SPEC 10): secrets,
+	// never logged. All three empty means the AWS default credential chain
+	// (environment, shared files, web identity, container and instance
+	// roles); a set APIKey (a Bedrock API key, sent as Bearer) replaces
+	// SigV4 altogether.
+	AWSAccessKeyID     string `koanf:"aws_access_key_id"`
+	AWSSecretAccessKey string `koanf:"aws_secret_access_key"`
+	AWSSessionToken    string `koanf:"aws_session_token"` // optional, with temporary keys
 
 	// ForwardHeaders names client request headers passed through to this
 	// provider (SPEC 10, 15); credential and hop-by-hop headers never are.

@@ -113,6 +113,8 @@ func Validate(c *Config) Problems {
 			}
 		case "gemini", "vertex":
 			p = append(p, validateGoogle(pr, f)...)
+		case "bedrock":
+			validateBedrock(pr, f, add)
 		case "simulated":
 			s := pr.Simulate
 			if s.ErrorRate < 0 || s.ErrorRate > 1 {
@@ -125,9 +127,9 @@ func Validate(c *Config) Problems {
 				add("%s.simulate: ttfb, tokens_per_second and output_tokens must not be negative", f)
 			}
 		case "":
-			add("%s.kind: required (openai | anthropic | gemini | vertex | simulated)", f)
+			add("%s.kind: required (openai | anthropic | gemini | vertex | bedrock | simulated)", f)
 		default:
-			add("%s.kind: %q is not one of openai, anthropic, gemini, vertex, simulated", f, pr.Kind)
+			add("%s.kind: %q is not one of openai, anthropic, gemini, vertex, bedrock, simulated", f, pr.Kind)
 		}
 	}
 

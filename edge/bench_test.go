@@ -44,6 +44,13 @@ func BenchmarkBegin(b *testing.B) {
 			}
 		}
 	})
+	b.Run("floor-gcra-node-client", func(b *testing.B) { // SPEC 16's floor
+		for b.Loop() {
+			if err := floor.GCRA.Run(ctx, conn.Client, floor.GCRAKeys, floor.GCRAArgs...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("gcra-minimal-node-client", func(b *testing.B) {
 		args := []any{int64(100_000_000), int64(100_000_000_000), int64(41)}
 		for b.Loop() {

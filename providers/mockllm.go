@@ -38,6 +38,8 @@ type MockServer struct {
 //	POST /v1/responses          OpenAI Responses, sync or SSE (stateless: no
 //	                            previous_response_id or item_reference)
 //	POST .../models/{m}:...     Gemini and Vertex AI (mockllm_gemini.go)
+//	POST /model/{id}/converse   Bedrock Converse, and /converse-stream with
+//	                            event-stream frames (mockllm_bedrock.go)
 //	GET  /healthz               "ok"
 //
 // Errors use the OpenAI error JSON (the Anthropic one on /v1/messages) with
@@ -56,6 +58,10 @@ func (m *MockServer) SetProfile(p config.Simulate) { m.sim.SetProfile(p) }
 
 // ServeHTTP implements http.Handler.
 func (m *MockServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/model/") {
+		m.serveBedrock(w, r) // mockllm_bedrock.go
+		return
+	}
 	var op catalog.Operation
 	format := wire.FormatOpenAI
 	switch r.URL.Path {

@@ -1,15 +1,17 @@
 // Package providers owns the upstream adapters of SPEC 10: one Adapter per
 // configured provider — openai (any OpenAI-compatible API, Azure included),
 // anthropic (the native Messages API), gemini and vertex (the Gemini API,
-// and Vertex AI's Gemini and Claude models) and simulated (the in-process
-// fake that powers the demo, the tests and the benchmarks) — the
+// and Vertex AI's Gemini and Claude models), bedrock (Amazon Bedrock's
+// Converse API, bedrock*.go) and simulated (the in-process fake that powers
+// the demo, the tests and the benchmarks) — the
 // translation between the client formats and each upstream's, the one-time
 // classification of upstream failures into routing classes (SPEC 7.4), and
 // the HTTP mock LLM behind `switchyard mockllm`.
 //
 // It imports catalog, wire, routing (for Class), config, tracing (to send
-// the attempt's traceparent) and golang.org/x/oauth2/google (Vertex AI's
-// tokens); never gin or redis. An adapter never forwards client headers or credentials upstream
+// the attempt's traceparent), golang.org/x/oauth2/google (Vertex AI's
+// tokens) and the AWS SDK's signer, credential chain and event-stream codec
+// (Bedrock); never gin or redis. An adapter never forwards client headers or credentials upstream
 // (SPEC 15): the only credentials it sends are the provider's own.
 package providers
 
@@ -227,12 +229,18 @@ func New(p *catalog.Provider) (Adapter, error) {
 			return nil, err
 		}
 		return scrubbed{a, NewScrubber(p)}, nil
+	case KindBedrock:
+		a, err := newBedrock(p)
+		if err != nil {
+			return nil, err
+		}
+		return scrubbed{a, NewScrubber(p)}, nil
 	case KindVertex:
 		return newVertex(p) // scrubs itself: its tokens change as it runs
 	case KindSimulated:
 		return NewSimulated(p, SeedFor(p.Name)), nil
 	}
-	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic, gemini, vertex or simulated)", p.Name, p.Kind)
+	return nil, fmt.Errorf("providers: provider %q: unknown kind %q (want openai, anthropic, gemini, vertex, bedrock or simulated)", p.Name, p.Kind)
 }
 
 // SeedFor is the deterministic seed New gives a simulated provider: a hash of

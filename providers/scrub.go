@@ -77,6 +77,9 @@ func NewScrubber(p *catalog.Provider) *Scrubber {
 		}
 	}
 	addSecret(p.APIKey)
+	addSecret(p.AWSSecretAccessKey) // bedrock (SPEC 10, 15)
+	addSecret(p.AWSSessionToken)
+	addSecret(p.AWSAccessKeyID)
 	for k, v := range p.Headers {
 		if credentialHeader(k) {
 			addSecret(v)
@@ -168,30 +171,94 @@ func (a scrubbed) Do(ctx context.Context, d *catalog.Deployment, req *Request) (
 	resp.Body = a.sc.Body(resp.Body)
 	resp.Header = a.sc.Header(resp.Header)
 	if resp.Stream != nil {
-		resp.Stream = scrubbedStream{resp.Stream, a.sc}
+		resp.Stream = &scrubbedStream{EventStream: resp.Stream, sc: a.sc}
 	}
 	return resp, nil
 }
 
-// scrubbedStream scrubs every relayed event and stream error.
+// minSplit is the shortest head of a secret that makes an event wait for
+// the next one: shorter heads ("sk") are ordinary text.
+const minSplit = 4
+
+// scrubbedStream scrubs every relayed event and stream error, also of a
+// credential split across two events: an event whose JSON string ends with
+// the head of a secret is held until the next one arrives (the only events
+// that wait, and by one event), and when the next one's string starts with
+// the rest, the head and the rest are both masked.
 type scrubbedStream struct {
 	EventStream
 	sc *Scrubber
+
+	next      []byte // an event read ahead, returned by the next Next
+	nextErr   error  // or the error read ahead
+	nextEnded bool   // whether the stream had ended after next
+	ahead     bool   // next/nextErr hold a read-ahead
+	ended     bool   // Ended of the events Next last returned
 }
 
 // Next implements EventStream.
-func (st scrubbedStream) Next() ([]byte, error) {
-	ev, err := st.EventStream.Next()
+func (st *scrubbedStream) Next() ([]byte, error) {
+	var ev []byte
+	var err error
+	if st.ahead {
+		st.ahead = false
+		ev, err, st.ended = st.next, st.nextErr, st.nextEnded
+		st.next, st.nextErr = nil, nil
+	} else {
+		ev, err = st.EventStream.Next()
+		st.ended = st.EventStream.Ended()
+	}
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return ev, err
 		}
 		return nil, st.sc.Error(err)
 	}
-	return st.sc.Body(ev), nil
+	ev = st.sc.Body(ev)
+	if st.ended {
+		return ev, nil
+	}
+	sec, k := st.sc.splitHead(ev)
+	if sec == "" {
+		return ev, nil
+	}
+	// hold ev: read the next event and mask the secret across the two
+	nx, nerr := st.EventStream.Next()
+	st.ahead, st.nextErr, st.nextEnded = true, nerr, st.EventStream.Ended()
+	if nerr == nil {
+		nx = st.sc.Body(nx)
+		if rest := []byte(`"` + sec[k:]); bytes.Contains(nx, rest) {
+			head := []byte(sec[:k] + `"`)
+			i := bytes.LastIndex(ev, head)
+			ev = append(append(append([]byte{}, ev[:i]...), redactedSecret+`"`...), ev[i+len(head):]...)
+			nx = bytes.Replace(nx, rest, []byte(`"`), 1)
+		}
+	}
+	st.next = nx
+	return ev, nil
+}
+
+// Ended implements EventStream: of the events Next last returned.
+func (st *scrubbedStream) Ended() bool { return st.ended }
+
+// splitHead finds a secret whose first k characters (k >= minSplit, short
+// of the whole) end a JSON string in ev: the head of a credential the next
+// event may finish. "" when there is none.
+func (s *Scrubber) splitHead(ev []byte) (sec string, k int) {
+	for _, sc := range s.secrets {
+		if len(sc) < minBodySecret || !bytes.Contains(ev, []byte(sc[:minSplit])) {
+			continue // the common case: one search, no allocation
+		}
+		for k := len(sc) - 1; k >= minSplit; k-- {
+			if bytes.Contains(ev, []byte(sc[:k]+`"`)) {
+				return sc, k
+			}
+		}
+	}
+	return "", 0
 }
 
 var (
 	_ Adapter     = scrubbed{}
-	_ EventStream = scrubbedStream{}
+	_ EventStream = (*scrubbedStream)(nil)
 )

@@ -167,3 +167,54 @@ func TestUsageClamped(t *testing.T) {
 		}
 	}
 }
+
+// sliceStream returns fixed events, the last one ending the stream.
+type sliceStream struct {
+	evs  [][]byte
+	i    int
+	last bool
+}
+
+func (s *sliceStream) Next() ([]byte, error) {
+	if s.i == len(s.evs) {
+		return nil, io.EOF
+	}
+	s.i++
+	s.last = s.i == len(s.evs)
+	return s.evs[s.i-1], nil
+}
+func (s *sliceStream) Ended() bool  { return s.last }
+func (s *sliceStream) Usage() Usage { return Usage{} }
+func (s *sliceStream) Close() error { return nil }
+
+// Issue 30: the provider's credential split across two stream events
+// passed the per-event scrub. Now the event ending with its head waits for
+// the next, and both parts are masked; other events pass unchanged and
+// unheld, and Ended follows the events returned.
+func TestScrubbedStreamSplitSecret(t *testing.T) {
+	sc := testScrubber() // api_key sk-live-abcdef123456
+	chunk := func(s string) []byte {
+		return []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + s + `"}}]}` + "\n\n")
+	}
+	in := &sliceStream{evs: [][]byte{chunk("hello "), chunk("key sk-live-abc"), chunk("def123456 end"), chunk("sk-li"), []byte("data: [DONE]\n\n")}}
+	st := &scrubbedStream{EventStream: in, sc: sc}
+	var all []byte
+	var ended []bool
+	for {
+		ev, err := st.Next()
+		if err != nil {
+			break
+		}
+		all = append(all, ev...)
+		ended = append(ended, st.Ended())
+	}
+	if bytes.Contains(all, []byte("abcdef123456")) || bytes.Contains(all, []byte("def123456")) || bytes.Contains(all, []byte("sk-live-abc\"")) {
+		t.Fatalf("split secret relayed: %s", all)
+	}
+	if !bytes.Contains(all, []byte(redactedSecret)) || !bytes.Contains(all, []byte(" end")) || !bytes.Contains(all, []byte(`"sk-li"`)) {
+		t.Fatalf("too much masked: %s", all)
+	}
+	if len(ended) != 5 || ended[3] || !ended[4] {
+		t.Fatalf("Ended per event %v, want only the last", ended)
+	}
+}

@@ -1,7 +1,14 @@
-// Package floor holds the baseline's one Redis call per request (SPEC 16):
-// the rate-limit-shaped script bench/floorproxy runs before proxying, and
-// that the edge's Begin benchmark is compared with. One copy, so the two
-// baselines cannot drift apart.
+// Package floor holds the baselines' one Redis call per request (SPEC 16),
+// that bench/floorproxy runs before proxying and that the edge's Begin
+// benchmark is compared with. One copy, so the baselines cannot drift apart.
+//
+//   - GCRA is SPEC 16's floor: the least script an exact, continuous,
+//     cluster-wide limiter needs, in go-redis/redis_rate's shape: Redis's
+//     TIME, the RPM and TPM theoretical arrival times read with GET and
+//     written back with SET ... PX (both keys under one hash tag), and a
+//     refusal that writes nothing.
+//   - Script is the older fixed-window counter (GET/INCR-shaped), which does
+//     less Redis work than SPEC 3 allows; kept as a second reference line.
 package floor
 
 import "github.com/redis/go-redis/v9"
@@ -15,3 +22,31 @@ return n`)
 
 // Key is the counter both baselines use.
 const Key = "floor:{team:bench}:rpm"
+
+// GCRA admits one request of ARGV[3] tokens against an RPM limit
+// (ARGV[1], TAT in KEYS[1]) and a TPM limit (ARGV[2], TAT in KEYS[2]) on
+// Redis's clock, in microseconds; it returns 1 when admitted, 0 when either
+// limit refuses (and then writes nothing).
+var GCRA = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local function next(key, limit, cost)
+  local tat = tonumber(redis.call('GET', key)) or now
+  if tat < now then tat = now end
+  local n = tat + cost * W / limit
+  return n, n - W <= now
+end
+local rn, rok = next(KEYS[1], tonumber(ARGV[1]), 1)
+local tn, tok = next(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
+if not (rok and tok) then return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', rn), 'PX', math.ceil((rn - now) / 1000) + 1)
+redis.call('SET', KEYS[2], string.format('%.0f', tn), 'PX', math.ceil((tn - now) / 1000) + 1)
+return 1`)
+
+// GCRAKeys are the two TATs the GCRA floor uses.
+var GCRAKeys = []string{"floor:{team:bench}:rtat", "floor:{team:bench}:ttat"}
+
+// GCRAArgs are the GCRA floor's limits and per-request cost: limits as
+// high as the gateway's bench team has (never refusing), 20 tokens a request.
+var GCRAArgs = []any{100000000, 100000000000, 20}

@@ -1,6 +1,7 @@
 // Command floorproxy is the baseline of SPEC 16: a bare
 // httputil.ReverseProxy that, with -redis, makes one Redis EVALSHA per
-// request (floor.Script, a rate-limit-shaped script) before proxying. The gateway's
+// request before proxying: the GCRA floor (floor.GCRA, -limiter gcra, the
+// default) or the older counter (floor.Script, -limiter counter). The gateway's
 // throughput and added latency are reported as ratios against it, measured
 // in the same run on the same machine.
 package main
@@ -22,6 +23,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:19003", "address to listen on")
 	upstream := flag.String("upstream", "http://127.0.0.1:19001", "upstream base URL")
 	redisAddr := flag.String("redis", "", "redis host:port; empty = no Redis call")
+	limiter := flag.String("limiter", "gcra", "the script of the Redis call: gcra (SPEC 16's floor) or counter")
 	flag.Parse()
 	u, err := url.Parse(*upstream)
 	if err != nil {
@@ -32,8 +34,16 @@ func main() {
 	var h http.Handler = rp
 	if *redisAddr != "" {
 		c := redis.NewClient(&redis.Options{Addr: *redisAddr})
+		s, keys, args := floor.GCRA, floor.GCRAKeys, floor.GCRAArgs
+		switch *limiter {
+		case "gcra":
+		case "counter":
+			s, keys, args = floor.Script, []string{floor.Key}, nil
+		default:
+			log.Fatalf("-limiter %q: want gcra or counter", *limiter)
+		}
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := floor.Script.Run(r.Context(), c, []string{floor.Key}).Err(); err != nil {
+			if err := s.Run(r.Context(), c, keys, args...).Err(); err != nil {
 				http.Error(w, err.Error(), http.StatusBadGateway)
 				return
 			}

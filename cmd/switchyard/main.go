@@ -69,7 +69,7 @@ func usage(w io.Writer) {
   switchyard serve -config FILE      serve a configuration
   switchyard check -config FILE      validate a configuration; lists every problem
   switchyard mockllm -listen ADDR [-ttfb D] [-tps N] [-error-rate F] [-error-status N] [-context-tokens N]
-                                     serve the simulated upstream over HTTP (OpenAI and Anthropic formats)
+                                     serve the simulated upstream over HTTP (OpenAI, Anthropic and Bedrock formats)
   switchyard classify [-config FILE] < request.json
                                      print the smart-routing score, signals and tier of a request
   switchyard version

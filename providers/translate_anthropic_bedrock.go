@@ -1,0 +1,625 @@
+package providers
+
+// Translation between the Anthropic Messages API and Amazon Bedrock's
+// Converse API (SPEC 10 `bedrock`): a Messages request becomes a Converse
+// request, and a Converse response or converse-stream event sequence
+// becomes a Messages response or Messages stream events. Messages is the
+// pivot of the bedrock adapter: an OpenAI chat or Responses client is first
+// mapped onto Messages by the existing translators (chatToAnthropic,
+// responsesToChat), and the Messages events a Converse stream becomes are
+// fed to the existing Messages -> client converters, so every client format
+// agrees on messages, tools, images and stop reasons across providers.
+//
+// Shapes follow the Bedrock Runtime API reference: Converse,
+// ConverseStream, Message, ContentBlock, ToolSpecification, ToolChoice,
+// InferenceConfiguration, TokenUsage, ConverseStreamOutput and its event
+// types (MessageStartEvent, ContentBlockStartEvent, ContentBlockDeltaEvent,
+// ContentBlockStopEvent, MessageStopEvent, ConverseStreamMetadataEvent).
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+
+	"switchyard/routing"
+)
+
+// cvRequest is a Converse (and ConverseStream) request body; the model id
+// travels in the path.
+type cvRequest struct {
+	Messages        []cvMessage        `json:"messages"`
+	System          []cvSystemBlock    `json:"system,omitempty"`
+	InferenceConfig *cvInferenceConfig `json:"inferenceConfig,omitempty"`
+	ToolConfig      *cvToolConfig      `json:"toolConfig,omitempty"`
+}
+
+type cvSystemBlock struct {
+	Text string `json:"text"`
+}
+
+type cvInferenceConfig struct {
+	MaxTokens     *int     `json:"maxTokens,omitempty"`
+	Temperature   *float64 `json:"temperature,omitempty"`
+	TopP          *float64 `json:"topP,omitempty"`
+	StopSequences []string `json:"stopSequences,omitempty"`
+}
+
+type cvMessage struct {
+	Role    string    `json:"role"` // user | assistant
+	Content []cvBlock `json:"content"`
+}
+
+// cvBlock is a ContentBlock: exactly one member is set.
+type cvBlock struct {
+	Text       *string       `json:"text,omitempty"`
+	Image      *cvImage      `json:"image,omitempty"`
+	ToolUse    *cvToolUse    `json:"toolUse,omitempty"`
+	ToolResult *cvToolResult `json:"toolResult,omitempty"`
+	// Reasoning is reasoningContent: read so it can be skipped, never sent.
+	Reasoning json.RawMessage `json:"reasoningContent,omitempty"`
+}
+
+type cvImage struct {
+	Format string `json:"format"` // png | jpeg | gif | webp
+	Source struct {
+		Bytes string `json:"bytes"` // base64 in the JSON protocol
+	} `json:"source"`
+}
+
+type cvToolUse struct {
+	ToolUseID string          `json:"toolUseId"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+}
+
+type cvToolResult struct {
+	ToolUseID string              `json:"toolUseId"`
+	Content   []cvToolResultBlock `json:"content"`
+	Status    string              `json:"status,omitempty"` // success | error
+}
+
+type cvToolResultBlock struct {
+	Text  *string         `json:"text,omitempty"`
+	Image *cvImage        `json:"image,omitempty"`
+	JSON  json.RawMessage `json:"json,omitempty"`
+}
+
+type cvToolConfig struct {
+	Tools      []cvTool      `json:"tools"`
+	ToolChoice *cvToolChoice `json:"toolChoice,omitempty"`
+}
+
+type cvTool struct {
+	ToolSpec cvToolSpec `json:"toolSpec"`
+}
+
+type cvToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	InputSchema struct {
+		JSON json.RawMessage `json:"json"`
+	} `json:"inputSchema"`
+}
+
+// cvToolChoice is a ToolChoice union: auto, any or tool.
+type cvToolChoice struct {
+	Auto *struct{}  `json:"auto,omitempty"`
+	Any  *struct{}  `json:"any,omitempty"`
+	Tool *cvNameRef `json:"tool,omitempty"`
+}
+
+type cvNameRef struct {
+	Name string `json:"name"`
+}
+
+// cvResponse is a Converse response.
+type cvResponse struct {
+	Output struct {
+		Message *cvMessage `json:"message"`
+	} `json:"output"`
+	StopReason string   `json:"stopReason"`
+	Usage      *cvUsage `json:"usage"`
+}
+
+// cvUsage is TokenUsage. Bedrock's inputTokens excludes the cache read and
+// write tokens (SPEC 10.2), as Anthropic's input_tokens does.
+type cvUsage struct {
+	InputTokens           int `json:"inputTokens"`
+	OutputTokens          int `json:"outputTokens"`
+	TotalTokens           int `json:"totalTokens"`
+	CacheReadInputTokens  int `json:"cacheReadInputTokens,omitempty"`
+	CacheWriteInputTokens int `json:"cacheWriteInputTokens,omitempty"`
+}
+
+// clampBedrock takes a negative count as 0 and one over 100 million as 100
+// million, logging either (SPEC 14).
+func clampBedrock(field string, n int) int {
+	switch {
+	case n < 0:
+		slog.Warn("bedrock: negative token count taken as 0", "field", field, "value", n)
+		return 0
+	case n > MaxUsageTokens:
+		slog.Warn("bedrock: token count capped at 100 million", "field", field, "value", n)
+		return MaxUsageTokens
+	}
+	return n
+}
+
+// normalized is the usage in the gateway's convention: prompt tokens count
+// the cached and cache-written ones too.
+func (u *cvUsage) normalized() Usage {
+	if u == nil {
+		return Usage{}
+	}
+	in := clampBedrock("inputTokens", u.InputTokens)
+	read := clampBedrock("cacheReadInputTokens", u.CacheReadInputTokens)
+	write := clampBedrock("cacheWriteInputTokens", u.CacheWriteInputTokens)
+	return Usage{
+		PromptTokens:     min(in+read+write, MaxUsageTokens),
+		CompletionTokens: clampBedrock("outputTokens", u.OutputTokens),
+		CachedTokens:     read,
+		CacheWriteTokens: write,
+	}
+}
+
+// ---- request: Messages -> Converse ----
+
+// anthropicRawToConverse translates an Anthropic-format client body.
+func anthropicRawToConverse(raw []byte) (*cvRequest, error) {
+	var in anRequest
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, badRequest("anthropic request: %v", err)
+	}
+	return anthropicToConverse(&in, in.MaxTokens > 0)
+}
+
+// anthropicToConverse maps a Messages request onto a Converse request.
+// maxTokens reports whether in.MaxTokens came from the client (the chat
+// mapping fills a default that a Converse request need not carry).
+func anthropicToConverse(in *anRequest, maxTokens bool) (*cvRequest, error) {
+	out := &cvRequest{}
+	ic := cvInferenceConfig{Temperature: in.Temperature, TopP: in.TopP, StopSequences: in.StopSequences}
+	if maxTokens && in.MaxTokens > 0 {
+		n := in.MaxTokens
+		ic.MaxTokens = &n
+	}
+	if ic.MaxTokens != nil || ic.Temperature != nil || ic.TopP != nil || len(ic.StopSequences) > 0 {
+		out.InferenceConfig = &ic
+	}
+	system, err := anthropicSystemTexts(in.System)
+	if err != nil {
+		return nil, badRequest("system: %v", err)
+	}
+	for _, s := range system {
+		out.System = append(out.System, cvSystemBlock{Text: s})
+	}
+	for i, m := range in.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return nil, badRequest("messages[%d].role: %q cannot be sent to a Bedrock deployment", i, m.Role)
+		}
+		blocks, err := anthropicContentToConverse(m.Content)
+		if err != nil {
+			return nil, badRequest("messages[%d].content: %v", i, err)
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		// Converse wants alternating turns, like Messages: merge neighbours.
+		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == m.Role {
+			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
+			continue
+		}
+		out.Messages = append(out.Messages, cvMessage{Role: m.Role, Content: blocks})
+	}
+	if len(in.Tools) > 0 {
+		tc := &cvToolConfig{}
+		for _, t := range in.Tools {
+			spec := cvToolSpec{Name: t.Name, Description: t.Description}
+			spec.InputSchema.JSON = jsonObjectOr(t.InputSchema)
+			tc.Tools = append(tc.Tools, cvTool{ToolSpec: spec})
+		}
+		// tool_choice none has no Converse equivalent: the tools stay (a
+		// conversation holding tool blocks needs them) and the model chooses.
+		if c := in.ToolChoice; c != nil {
+			switch c.Type {
+			case "auto":
+				tc.ToolChoice = &cvToolChoice{Auto: &struct{}{}}
+			case "any":
+				tc.ToolChoice = &cvToolChoice{Any: &struct{}{}}
+			case "tool":
+				tc.ToolChoice = &cvToolChoice{Tool: &cvNameRef{Name: c.Name}}
+			}
+		}
+		out.ToolConfig = tc
+	}
+	if len(out.Messages) == 0 {
+		return nil, badRequest("messages: no content to send")
+	}
+	return out, nil
+}
+
+// anthropicSystemTexts reads a system prompt given as a string or as text
+// blocks.
+func anthropicSystemTexts(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		if s == "" {
+			return nil, nil
+		}
+		return []string{s}, nil
+	}
+	var blocks []anBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, fmt.Errorf("must be a string or an array of text blocks")
+	}
+	var out []string
+	for _, b := range blocks {
+		if b.Type != "text" {
+			return nil, fmt.Errorf("block type %q is not text", b.Type)
+		}
+		if b.Text != "" {
+			out = append(out, b.Text)
+		}
+	}
+	return out, nil
+}
+
+// anthropicContentToConverse maps a string or an array of Messages blocks.
+// Thinking blocks are dropped (Converse replays reasoning only with its own
+// signatures); a block type with no Converse equivalent is a bad request.
+func anthropicContentToConverse(raw json.RawMessage) ([]cvBlock, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		if s == "" {
+			return nil, nil
+		}
+		return []cvBlock{{Text: &s}}, nil
+	}
+	var blocks []anBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, fmt.Errorf("must be a string or an array of blocks")
+	}
+	out := make([]cvBlock, 0, len(blocks))
+	for i := range blocks {
+		b := &blocks[i]
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				t := b.Text
+				out = append(out, cvBlock{Text: &t})
+			}
+		case "image":
+			img, err := converseImage(b.Source)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cvBlock{Image: img})
+		case "tool_use":
+			out = append(out, cvBlock{ToolUse: &cvToolUse{ToolUseID: b.ID, Name: b.Name, Input: jsonObjectOr(b.Input)}})
+		case "tool_result":
+			content, err := toolResultToConverse(b.Content)
+			if err != nil {
+				return nil, fmt.Errorf("tool_result: %v", err)
+			}
+			tr := &cvToolResult{ToolUseID: b.ToolUseID, Content: content}
+			if b.IsError {
+				tr.Status = "error"
+			}
+			out = append(out, cvBlock{ToolResult: tr})
+		case "thinking", "redacted_thinking":
+		default:
+			return nil, fmt.Errorf("block type %q cannot be sent to a Bedrock deployment", b.Type)
+		}
+	}
+	return out, nil
+}
+
+// toolResultToConverse maps a tool_result's content (a string or text and
+// image blocks). Converse wants at least one block.
+func toolResultToConverse(raw json.RawMessage) ([]cvToolResultBlock, error) {
+	raw = bytes.TrimSpace(raw)
+	var out []cvToolResultBlock
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		out = append(out, cvToolResultBlock{Text: &s})
+	default:
+		var blocks []anBlock
+		if err := json.Unmarshal(raw, &blocks); err != nil {
+			return nil, fmt.Errorf("content must be a string or an array of blocks")
+		}
+		for i := range blocks {
+			switch b := &blocks[i]; b.Type {
+			case "text":
+				t := b.Text
+				out = append(out, cvToolResultBlock{Text: &t})
+			case "image":
+				img, err := converseImage(b.Source)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, cvToolResultBlock{Image: img})
+			default:
+				return nil, fmt.Errorf("block type %q cannot be sent to a Bedrock deployment", b.Type)
+			}
+		}
+	}
+	if len(out) == 0 {
+		empty := ""
+		out = append(out, cvToolResultBlock{Text: &empty})
+	}
+	return out, nil
+}
+
+// converseImage maps a base64 image source. Converse takes image bytes (or
+// an S3 location), never a URL: a URL image is a bad request rather than a
+// fetch the gateway would make on the client's behalf.
+func converseImage(src *anSource) (*cvImage, error) {
+	if src == nil || src.Type != "base64" {
+		return nil, fmt.Errorf("a Bedrock deployment takes images as base64 data (a data: URL), not by URL")
+	}
+	format, ok := strings.CutPrefix(strings.ToLower(src.MediaType), "image/")
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("image media type %q is not an image", src.MediaType)
+	case format == "jpg":
+		format = "jpeg"
+	case format == "png", format == "jpeg", format == "gif", format == "webp":
+	default:
+		return nil, fmt.Errorf("image format %q is not one of png, jpeg, gif, webp", format)
+	}
+	img := &cvImage{Format: format}
+	img.Source.Bytes = src.Data
+	return img, nil
+}
+
+// ---- response: Converse -> Messages ----
+
+// anthropicStop maps a Converse stopReason onto a Messages stop_reason;
+// finishFromStop then gives the OpenAI finish reason. A guardrail or
+// content filter becomes refusal, which reads as content_filter.
+func anthropicStop(stop string) string {
+	switch stop {
+	case "end_turn", "stop_sequence", "max_tokens", "tool_use", "model_context_window_exceeded":
+		return stop
+	case "guardrail_intervened", "content_filtered":
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+// contentFiltered reports a stopReason that is a content filter (SPEC 10).
+func contentFiltered(stop string) bool {
+	return stop == "guardrail_intervened" || stop == "content_filtered"
+}
+
+// errContentFiltered is a Converse answer filtered before any content: a
+// content_policy failure that walks that fallback chain (SPEC 7.3, 10).
+func errContentFiltered(stop string) *Error {
+	return &Error{Status: 400, Class: routing.ClassContentPolicy, Type: "invalid_request_error", Code: "content_filter",
+		Message: "Bedrock filtered the answer before any content (stopReason " + stop + ")"}
+}
+
+// converseToAnthropic translates a Converse response into a Messages
+// response with the given id and model, and returns its normalized usage.
+func converseToAnthropic(raw []byte, id, model string) (*anResponse, Usage, error) {
+	var in cvResponse
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, Usage{}, upstreamGarbage(err)
+	}
+	u := in.Usage.normalized()
+	out := &anResponse{ID: id, Type: "message", Role: "assistant", Model: model, Content: []anBlock{}, Usage: anUsageOf(u)}
+	if m := in.Output.Message; m != nil {
+		for _, b := range m.Content {
+			switch {
+			case b.Text != nil:
+				out.Content = append(out.Content, anBlock{Type: "text", Text: *b.Text})
+			case b.ToolUse != nil:
+				out.Content = append(out.Content, anBlock{Type: "tool_use", ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name, Input: jsonObjectOr(b.ToolUse.Input)})
+			}
+		}
+	}
+	if contentFiltered(in.StopReason) && !hasContent(out.Content) {
+		return nil, u, errContentFiltered(in.StopReason)
+	}
+	stop := anthropicStop(in.StopReason)
+	out.StopReason = &stop
+	return out, u, nil
+}
+
+func hasContent(blocks []anBlock) bool {
+	for _, b := range blocks {
+		if b.Type == "tool_use" || b.Text != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// ---- stream: ConverseStream events -> Messages events ----
+
+// anEventOut is one Messages stream event to hand to a client converter.
+type anEventOut struct {
+	name string
+	data []byte
+}
+
+// converseToAnthropicStream turns ConverseStream events into Messages
+// events, one upstream event at a time:
+//
+//   - message_start is held back until the first content or the stop, so a
+//     stream that is filtered before any content is a content_policy
+//     attempt error the gateway can still fail over from;
+//   - Converse opens text blocks implicitly (only toolUse blocks have a
+//     contentBlockStart), so the first delta of a text block opens it;
+//   - usage arrives in metadata, after messageStop: message_delta and
+//     message_stop are written then (or at the end of the body when
+//     metadata never comes).
+type converseToAnthropicStream struct {
+	id, model string
+
+	started  bool         // message_start written
+	open     map[int]bool // Converse block index -> Messages block opened
+	content  bool         // any text or tool call relayed
+	stop     string       // Converse stopReason; "" until messageStop
+	stopped  bool         // messageStop seen
+	finished bool         // message_stop written
+	u        Usage
+}
+
+func newConverseToAnthropicStream(id, model string) *converseToAnthropicStream {
+	return &converseToAnthropicStream{id: id, model: model, open: map[int]bool{}}
+}
+
+// cvStreamEvent is the payload of any ConverseStream event.
+type cvStreamEvent struct {
+	ContentBlockIndex int `json:"contentBlockIndex"`
+	Start             *struct {
+		ToolUse *cvToolUse `json:"toolUse"`
+	} `json:"start"`
+	Delta *struct {
+		Text    *string `json:"text"`
+		ToolUse *struct {
+			Input string `json:"input"`
+		} `json:"toolUse"`
+	} `json:"delta"`
+	StopReason string   `json:"stopReason"`
+	Usage      *cvUsage `json:"usage"`
+}
+
+func (c *converseToAnthropicStream) emit(out []anEventOut, name string, v any) []anEventOut {
+	data, _ := json.Marshal(v)
+	return append(out, anEventOut{name: name, data: data})
+}
+
+func (c *converseToAnthropicStream) startMessage(out []anEventOut) []anEventOut {
+	if c.started {
+		return out
+	}
+	c.started = true
+	return c.emit(out, "message_start", map[string]any{"type": "message_start", "message": &anResponse{
+		ID: c.id, Type: "message", Role: "assistant", Model: c.model, Content: []anBlock{}, Usage: anUsage{},
+	}})
+}
+
+func (c *converseToAnthropicStream) openBlock(out []anEventOut, index int, block any) []anEventOut {
+	out = c.startMessage(out)
+	c.open[index] = true
+	return c.emit(out, "content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": block})
+}
+
+// event translates one ConverseStream event (its :event-type and JSON
+// payload). done reports that message_stop was written.
+func (c *converseToAnthropicStream) event(eventType string, payload []byte) (out []anEventOut, done bool, err error) {
+	if c.finished {
+		return nil, true, nil
+	}
+	var ev cvStreamEvent
+	if len(bytes.TrimSpace(payload)) > 0 {
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, false, upstreamGarbage(err)
+		}
+	}
+	idx := ev.ContentBlockIndex
+	if idx < 0 || idx > 1<<16 {
+		return nil, false, &Error{Class: routing.ClassServerError, Message: fmt.Sprintf("upstream sent content block index %d", idx)}
+	}
+	switch eventType {
+	case "messageStart":
+	case "contentBlockStart":
+		if ev.Start != nil && ev.Start.ToolUse != nil && !c.open[idx] {
+			t := ev.Start.ToolUse
+			c.content = true
+			out = c.openBlock(out, idx, anBlock{Type: "tool_use", ID: t.ToolUseID, Name: t.Name, Input: json.RawMessage("{}")})
+		}
+	case "contentBlockDelta":
+		d := ev.Delta
+		switch {
+		case d == nil:
+		case d.Text != nil:
+			if !c.open[idx] {
+				// {"type":"text","text":""}, as the Messages API opens text
+				out = c.openBlock(out, idx, map[string]string{"type": "text", "text": ""})
+			}
+			if *d.Text != "" {
+				c.content = true
+				out = c.emit(out, "content_block_delta", map[string]any{"type": "content_block_delta", "index": idx,
+					"delta": map[string]string{"type": "text_delta", "text": *d.Text}})
+			}
+		case d.ToolUse != nil:
+			if c.open[idx] && d.ToolUse.Input != "" {
+				out = c.emit(out, "content_block_delta", map[string]any{"type": "content_block_delta", "index": idx,
+					"delta": map[string]string{"type": "input_json_delta", "partial_json": d.ToolUse.Input}})
+			}
+		}
+		// reasoningContent and other deltas are not relayed
+	case "contentBlockStop":
+		if c.open[idx] {
+			delete(c.open, idx)
+			out = c.emit(out, "content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+		}
+	case "messageStop":
+		c.stopped, c.stop = true, ev.StopReason
+		if contentFiltered(c.stop) && !c.content {
+			return nil, false, errContentFiltered(c.stop)
+		}
+	case "metadata":
+		if ev.Usage != nil {
+			c.u = ev.Usage.normalized()
+		}
+		if c.stopped {
+			out = c.finish(out)
+			return out, true, nil
+		}
+	}
+	return out, false, nil
+}
+
+// finish writes the held message_start if need be, closes open blocks, and
+// writes message_delta (stop reason, usage) and message_stop.
+func (c *converseToAnthropicStream) finish(out []anEventOut) []anEventOut {
+	out = c.startMessage(out)
+	for _, idx := range slices.Sorted(maps.Keys(c.open)) {
+		out = c.emit(out, "content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+	}
+	clear(c.open)
+	u := anUsageOf(c.u)
+	out = c.emit(out, "message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"type": "message_delta", "stop_reason": anthropicStop(c.stop), "stop_sequence": nil}, "usage": u})
+	c.finished = true
+	return c.emit(out, "message_stop", map[string]any{"type": "message_stop"})
+}
+
+// eof handles the end of the body: after messageStop it finishes the
+// message (metadata is optional); before it the stream was cut.
+func (c *converseToAnthropicStream) eof() ([]anEventOut, error) {
+	if c.finished {
+		return nil, nil
+	}
+	if !c.stopped {
+		return nil, streamCut()
+	}
+	return c.finish(nil), nil
+}
