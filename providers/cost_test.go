@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -26,6 +27,10 @@ import (
 //     cumulative, its input and cache counts optional
 //     (docs.anthropic.com/en/docs/build-with-claude/streaming;
 //     MessageDeltaUsage of the Anthropic SDKs).
+//   - Gemini: usageMetadata.promptTokenCount includes cachedContentTokenCount;
+//     thoughtsTokenCount is output beside candidatesTokenCount.
+//   - Bedrock Converse: usage.inputTokens excludes cacheReadInputTokens and
+//     cacheWriteInputTokens (SPEC 10.2).
 
 func ptr(v float64) *float64 { return &v }
 
@@ -93,6 +98,10 @@ func TestCostGolden(t *testing.T) {
 		{"anthropic stream, cumulative delta", relayed(&anthropicRelay{}, anthropicStreamFull), anthropicUsage, anthropicCost},
 		{"anthropic stream to openai client", relayed(newAnthropicToOpenAIStream("m", 1, true), anthropicStream), anthropicUsage, anthropicCost},
 		{"anthropic stream to responses client", relayed(newAnthropicToResponsesStream(responsesReq(t, "req_text.json"), "m", 1, nil), anthropicStreamFull), anthropicUsage, anthropicCost},
+		// Gemini: promptTokenCount includes cachedContentTokenCount, thoughts are output
+		{"gemini usageMetadata", geminiUsage(t, `{"promptTokenCount":2000,"cachedContentTokenCount":1536,"candidatesTokenCount":200,"thoughtsTokenCount":100,"totalTokenCount":2300}`), openAIUsage, openAICost},
+		// Bedrock: inputTokens excludes cacheReadInputTokens and cacheWriteInputTokens
+		{"bedrock converse", (&cvUsage{InputTokens: 100, OutputTokens: 50, CacheReadInputTokens: 1000, CacheWriteInputTokens: 400}).normalized(), anthropicUsage, anthropicCost},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: usage %+v, want %+v", tc.name, tc.got, tc.want)
@@ -105,4 +114,13 @@ func TestCostGolden(t *testing.T) {
 			}
 		}
 	}
+}
+
+func geminiUsage(t *testing.T, meta string) Usage {
+	t.Helper()
+	var u gmUsage
+	if err := json.Unmarshal([]byte(meta), &u); err != nil {
+		t.Fatal(err)
+	}
+	return u.usage()
 }
