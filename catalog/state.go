@@ -33,6 +33,7 @@ type TeamSpec struct {
 	TPM         int64    `json:"tpm"`          // tokens per minute; 0 = unlimited
 	MaxParallel int64    `json:"max_parallel"` // requests in flight; 0 = unlimited
 	Budget      Budget   `json:"budget"`
+	RequireUser bool     `json:"require_user,omitempty"` // a request must name its end user (SPEC 3.1)
 	Keys        []Key    `json:"keys"`
 }
 
@@ -121,7 +122,7 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 	for _, t := range cfg.Teams {
 		st.Teams = append(st.Teams, TeamSpec{
 			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
-			Budget: Budget{USD: t.Budget.USD, Period: t.Budget.Period}, Keys: configKeys(t.Keys, now),
+			Budget: Budget{USD: t.Budget.USD, Period: t.Budget.Period}, RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
 		})
 	}
 }

@@ -43,6 +43,7 @@ type TeamInput struct {
 	TPM         int64    `json:"tpm"`
 	MaxParallel int64    `json:"max_parallel"`
 	Budget      *Budget  `json:"budget"`
+	RequireUser bool     `json:"require_user"`
 }
 
 // PutTeam creates or replaces the team's settings; its keys stay. aliases
@@ -88,7 +89,7 @@ func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (ne
 		}
 	}
 	next = cur.Clone()
-	t := TeamSpec{Name: name, Models: dedup(in.Models), RPM: in.RPM, TPM: in.TPM, MaxParallel: in.MaxParallel, Budget: b}
+	t := TeamSpec{Name: name, Models: dedup(in.Models), RPM: in.RPM, TPM: in.TPM, MaxParallel: in.MaxParallel, Budget: b, RequireUser: in.RequireUser}
 	if i := next.team(name); i >= 0 {
 		t.Keys = next.Teams[i].Keys
 		next.Teams[i] = t

@@ -195,6 +195,9 @@ type Team struct {
 	TPM         int64    `koanf:"tpm"`
 	MaxParallel int64    `koanf:"max_parallel"`
 	Budget      Budget   `koanf:"budget"`
+	// RequireUser refuses a request that names no end user (400
+	// user_required, SPEC 3.1).
+	RequireUser bool `koanf:"require_user"`
 }
 
 // Budget is a spend limit per period.

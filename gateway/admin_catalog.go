@@ -117,11 +117,12 @@ type teamView struct {
 	TPM         int64             `json:"tpm"`
 	MaxParallel int64             `json:"max_parallel"`
 	Budget      catalog.Budget    `json:"budget"`
+	RequireUser bool              `json:"require_user"`
 	Keys        []catalog.KeyView `json:"keys"`
 }
 
 func viewTeam(t catalog.TeamSpec) teamView {
-	v := teamView{Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel, Budget: t.Budget, Keys: []catalog.KeyView{}}
+	v := teamView{Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel, Budget: t.Budget, RequireUser: t.RequireUser, Keys: []catalog.KeyView{}}
 	for _, k := range t.Keys {
 		v.Keys = append(v.Keys, k.View())
 	}

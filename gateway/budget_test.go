@@ -43,5 +43,9 @@ teams:
 	if u.SpentUSD > 0.50+1e-9 || codes[http.StatusOK] == 0 || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != 100 {
 		t.Fatalf("spent $%.4f of a $0.50 budget; answers %v", u.SpentUSD, codes)
 	}
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-test", chat)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("X-Switchyard-Limit-Level") != "team" || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("over the budget: %d level=%q retry-after=%q", w.Code, w.Header().Get("X-Switchyard-Limit-Level"), w.Header().Get("Retry-After"))
+	}
 	t.Logf("spent $%.4f with %d answered, %d refused", u.SpentUSD, codes[http.StatusOK], codes[http.StatusTooManyRequests])
 }

@@ -43,6 +43,7 @@ type call struct {
 	body    bodyLease  // the body's bytes in the node's body budget, released when serve returns
 	begun   edge.Begun // the edge state's admission and the pins it read (SPEC 9)
 
+	user       string // the end user the request named ("" = none, SPEC 3.1)
 	alias      string // requested name when it was a tier alias
 	model      string // public model after the tier stage
 	verdict    *tier.Verdict
@@ -92,7 +93,7 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	defer cl.body.release() // after finish: the body is referenced until the request ends
 	defer cl.finish()
 
-	_ = cl.authenticate() && cl.parse() && cl.conversation() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
+	_ = cl.authenticate() && cl.parse() && cl.endUser() && cl.conversation() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
 }
 
 // fail answers the client with e and records it.
@@ -122,6 +123,32 @@ func (cl *call) parse() bool {
 	cl.outputTokens = req.OutputTokens(cl.s.cfg().Routing.DefaultMaxTokens)
 	return true
 }
+
+// endUser names the request's end user (SPEC 3.1): the first present of
+// the X-Switchyard-User header and the body's safety_identifier, user and
+// metadata.user_id; at most 128 bytes. It is scoped by the team and never
+// taken from a credential. A team with require_user refuses a request
+// that names none.
+func (cl *call) endUser() bool {
+	user, field := cl.c.Request.Header.Get(userHeader), "X-Switchyard-User"
+	if user == "" {
+		user, field = cl.req.EndUser()
+	}
+	if len(user) > wire.MaxEndUserBytes {
+		return cl.fail(&apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "user_too_long", Param: field,
+			Message: field + ": an end-user id is at most 128 bytes, got " + strconv.Itoa(len(user)) + "; send a shorter id (a hash of a long one)"})
+	}
+	if user == "" && cl.team.RequireUser {
+		return cl.fail(&apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "user_required", Param: "user",
+			Message: "team " + cl.team.Name + " requires an end user: send the X-Switchyard-User header, or safety_identifier, user or metadata.user_id in the body"})
+	}
+	cl.user = user
+	cl.entry.User = user
+	return true
+}
+
+// userHeader names the end user of a request (SPEC 3.1).
+const userHeader = "X-Switchyard-User"
 
 func (cl *call) authenticate() bool {
 	cl.team = cl.snap.Authenticate(apiKey(cl.c.Request))
@@ -187,8 +214,9 @@ func (cl *call) edgeLimit() bool {
 		msg := "team " + t.Name + " is over its " + d.Kind + " limit; retry after " + d.RetryAfter.Round(time.Millisecond).String()
 		if d.Kind == "budget" {
 			typ, code = "budget_exceeded", "budget_exceeded"
-			msg = "team " + t.Name + " has spent its budget for this period"
+			msg = "team " + t.Name + " has spent its budget for this period; it resets in " + d.RetryAfter.Round(time.Second).String()
 		}
+		cl.hdr.str("X-Switchyard-Limit-Level", "team") // the only level with limits so far (SPEC 3.1)
 		return cl.fail(&apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, Message: msg, RetryAfter: d.RetryAfter})
 	}
 	return true

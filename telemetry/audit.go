@@ -45,6 +45,7 @@ type Entry struct {
 	Node             string       `json:"node"`
 	Time             time.Time    `json:"time"`
 	Team             string       `json:"team"`
+	User             string       `json:"user,omitempty"` // the end user the request named (SPEC 3.1)
 	Operation        string       `json:"operation"`
 	Stream           bool         `json:"stream"`
 	RequestedModel   string       `json:"requested_model"`

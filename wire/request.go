@@ -61,11 +61,34 @@ type Request struct {
 	MetadataUserID    string
 	Conversation      string
 
+	// End-user hints from the body (SPEC 3.1): OpenAI's safety_identifier
+	// and user (Anthropic's metadata.user_id is MetadataUserID).
+	SafetyIdentifier string
+	User             string
+
 	Input     []string // embeddings input
 	Prompt    string   // images prompt
 	ImageSize string   // images size
 
 	Responses *Responses // FormatResponses only: the typed request (responses.go)
+}
+
+// MaxEndUserBytes is the longest end-user id a request may name (SPEC 3.1).
+const MaxEndUserBytes = 128
+
+// EndUser is the end user the body names (SPEC 3.1), the first present of
+// safety_identifier, user and metadata.user_id, with the field it came
+// from; "" when none (an empty string is none).
+func (r *Request) EndUser() (user, field string) {
+	switch {
+	case r.SafetyIdentifier != "":
+		return r.SafetyIdentifier, "safety_identifier"
+	case r.User != "":
+		return r.User, "user"
+	case r.MetadataUserID != "":
+		return r.MetadataUserID, "metadata.user_id"
+	}
+	return "", ""
 }
 
 // Error is a client input problem: it names the field and the fix, and maps
@@ -100,9 +123,11 @@ type openAIBody struct {
 	ResponseFormat *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
-	PromptCacheKey string          `json:"prompt_cache_key"`
-	SessionID      string          `json:"session_id"`
-	Metadata       *metadata       `json:"metadata"`
+	PromptCacheKey   string          `json:"prompt_cache_key"`
+	SessionID        string          `json:"session_id"`
+	SafetyIdentifier string          `json:"safety_identifier"`
+	User             string          `json:"user"`
+	Metadata         *metadata       `json:"metadata"`
 	Conversation   json.RawMessage `json:"conversation"`
 	Thinking       *struct {
 		Type string `json:"type"`
@@ -176,6 +201,7 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 		Format: format, Op: op, Raw: body, Model: b.Model, Stream: b.Stream,
 		Tools: int(b.Tools), PromptCacheKey: b.PromptCacheKey, SessionID: b.SessionID,
 		ReasoningEffort: b.ReasoningEffort, Prompt: b.Prompt, ImageSize: b.Size,
+		SafetyIdentifier: b.SafetyIdentifier, User: b.User,
 	}
 	if r.Model == "" {
 		return nil, badf("model", "missing required field \"model\": name a public model or a tier alias")

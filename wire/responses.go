@@ -111,6 +111,7 @@ type responsesBody struct {
 	Store              *bool           `json:"store"`
 	PreviousResponseID string          `json:"previous_response_id"`
 	User               string          `json:"user"`
+	SafetyIdentifier   string          `json:"safety_identifier"`
 	PromptCacheKey     string          `json:"prompt_cache_key"`
 	SessionID          string          `json:"session_id"`
 	Conversation       json.RawMessage `json:"conversation"`
@@ -170,6 +171,7 @@ func parseResponses(body []byte, maxItems int) (*Request, error) {
 	r := &Request{
 		Format: FormatResponses, Op: catalog.OpChat, Raw: body, Model: b.Model, Stream: b.Stream,
 		PromptCacheKey: b.PromptCacheKey, SessionID: b.SessionID, Responses: rq,
+		SafetyIdentifier: b.SafetyIdentifier, User: b.User,
 	}
 	if len(rq.Metadata) > 0 {
 		var md map[string]any
