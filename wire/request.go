@@ -128,8 +128,8 @@ type openAIBody struct {
 	SafetyIdentifier string          `json:"safety_identifier"`
 	User             string          `json:"user"`
 	Metadata         *metadata       `json:"metadata"`
-	Conversation   json.RawMessage `json:"conversation"`
-	Thinking       *struct {
+	Conversation     json.RawMessage `json:"conversation"`
+	Thinking         *struct {
 		Type string `json:"type"`
 	} `json:"thinking"`
 	System json.RawMessage `json:"system"` // Anthropic
