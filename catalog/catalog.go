@@ -178,18 +178,24 @@ func (s *Snapshot) Authenticate(key string) *Team { return s.AuthenticateAt(key,
 // stored digest is then compared in constant time, so no timing depends on
 // how much of a secret matched. It reads only the snapshot: no store call.
 func (s *Snapshot) AuthenticateAt(key string, now time.Time) *Team {
+	t, _ := s.AuthenticateKey(key, now)
+	return t
+}
+
+// AuthenticateKey is AuthenticateAt that also returns the key's record.
+func (s *Snapshot) AuthenticateKey(key string, now time.Time) (*Team, *KeyInfo) {
 	if key == "" {
-		return nil
+		return nil, nil
 	}
 	h := HashKey(key)
 	k, ok := s.keys[h]
 	if !ok || subtle.ConstantTimeCompare(k.digest[:], h[:]) != 1 {
-		return nil
+		return nil, nil
 	}
 	if k.expires != 0 && now.UnixNano() >= k.expires {
-		return nil
+		return nil, nil
 	}
-	return k.team
+	return k.team, k.key
 }
 
 // keyRef is one key of the snapshot's index.
@@ -197,7 +203,20 @@ type keyRef struct {
 	digest  [32]byte
 	team    *Team
 	expires int64 // unix ns; 0 = never
+	key     *KeyInfo
 }
+
+// KeyInfo is what a request learns of the key it authenticated with.
+type KeyInfo struct {
+	ID, Name string
+	// Models narrows the team's allowlist (SPEC 3.1); nil allows what the
+	// team allows.
+	Models map[string]bool
+}
+
+// Allows reports whether the key may call the public model or alias (its
+// team's allowlist is checked apart).
+func (k *KeyInfo) Allows(model string) bool { return k == nil || k.Models == nil || k.Models[model] }
 
 // Team returns the named team, or nil.
 func (s *Snapshot) Team(name string) *Team { return s.teams[name] }
@@ -298,7 +317,13 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 			if !ok {
 				continue
 			}
-			ref := keyRef{digest: d, team: t}
+			ref := keyRef{digest: d, team: t, key: &KeyInfo{ID: k.ID, Name: k.Name}}
+			if len(k.Models) > 0 {
+				ref.key.Models = map[string]bool{}
+				for _, m := range k.Models {
+					ref.key.Models[m] = true
+				}
+			}
 			if k.ExpiresAt != nil {
 				ref.expires = k.ExpiresAt.UnixNano()
 			}

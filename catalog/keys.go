@@ -77,20 +77,25 @@ func NewKey(rnd io.Reader, name string, now time.Time, expires *time.Time) (clea
 
 // configKeys turns a team's config keys into Key records (digests only,
 // one record per distinct key). Their ids derive from the digest, so every
-// replica seeding the same file agrees on them.
-func configKeys(keys []string, now time.Time) []Key {
+// replica seeding the same file agrees on them. A key object's name,
+// models and expiry come with it.
+func configKeys(keys []config.KeySpec, now time.Time) []Key {
 	out := []Key{}
 	seen := map[[32]byte]bool{}
-	for i, k := range keys {
-		d, ok := ParseKey(k)
+	for i, ks := range keys {
+		d, ok := ParseKey(ks.Key)
 		if !ok || seen[d] {
 			continue
 		}
 		seen[d] = true
 		h := hex.EncodeToString(d[:])
+		name := ks.Name
+		if name == "" {
+			name = fmt.Sprintf("config key %d", i+1)
+		}
 		out = append(out, Key{
-			ID: "cfg_" + h[:16], Name: fmt.Sprintf("config key %d", i+1), Digest: h,
-			Prefix: "sha256:" + h[:8], CreatedAt: now, Source: SourceConfig,
+			ID: "cfg_" + h[:16], Name: name, Digest: h, Prefix: "sha256:" + h[:8], CreatedAt: now,
+			ExpiresAt: ks.Expires(), Models: append([]string(nil), ks.Models...), Source: SourceConfig,
 		})
 	}
 	return out

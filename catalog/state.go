@@ -74,7 +74,8 @@ type Key struct {
 	Prefix    string     `json:"prefix"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at"`
-	Source    string     `json:"source"` // SourceAPI or SourceConfig
+	Models    []string   `json:"models,omitempty"` // narrows the team's allowlist (SPEC 3.1); empty = the team's
+	Source    string     `json:"source"`           // SourceAPI or SourceConfig
 }
 
 // Where a key came from: issued through the admin API, or the config file

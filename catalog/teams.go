@@ -220,7 +220,10 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 				continue
 			}
 			if w, ok := was[k.ID]; ok {
-				k.CreatedAt, k.Name = w.CreatedAt, w.Name
+				k.CreatedAt = w.CreatedAt
+				if k.Name != w.Name || !slices.Equal(k.Models, w.Models) || !sameTime(k.ExpiresAt, w.ExpiresAt) {
+					changed = true // the file changed the key's name, models or expiry
+				}
 				delete(was, k.ID)
 			} else {
 				changed = true
@@ -367,4 +370,12 @@ func NewlyDangling(before, after *State, routes []config.TierRoute) []string {
 		}
 	}
 	return out
+}
+
+// sameTime reports whether two optional times are the same instant.
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }

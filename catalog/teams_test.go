@@ -21,7 +21,7 @@ func teamState(t *testing.T) *State {
 	st := baseState()
 	st.Schema = schemaVersion
 	st.Teams = []TeamSpec{
-		{Name: "web", Models: []string{"a", "normal"}, Keys: configKeys([]string{"sk-web"}, t0)},
+		{Name: "web", Models: []string{"a", "normal"}, Keys: configKeys(config.PlainKeys("sk-web"), t0)},
 		{Name: "ops", Models: []string{"*"}, Keys: []Key{}},
 	}
 	st.Models = []ModelSpec{{Name: "a", Strategy: "adaptive", Objective: "latency"}}
@@ -210,7 +210,7 @@ func TestRevokeKey(t *testing.T) {
 }
 
 func TestKeyProblems(t *testing.T) {
-	k := configKeys([]string{"same"}, t0)[0]
+	k := configKeys(config.PlainKeys("same"), t0)[0]
 	cases := []struct {
 		name  string
 		teams []TeamSpec
@@ -235,7 +235,7 @@ func TestKeyProblems(t *testing.T) {
 func TestSameKeyClearOrHashed(t *testing.T) {
 	sum := HashKey("k1")
 	h := hex.EncodeToString(sum[:])
-	a := configKeys([]string{"k1", "sha256:" + h, "sha256:" + strings.ToUpper(h)}, t0)
+	a := configKeys(config.PlainKeys("k1", "sha256:"+h, "sha256:"+strings.ToUpper(h)), t0)
 	if len(a) != 1 {
 		t.Fatalf("one key given three ways must be one key: %+v", a)
 	}
@@ -245,9 +245,9 @@ func TestSyncConfigKeys(t *testing.T) {
 	cur := teamState(t)
 	cur, iss, _ := IssueKey(cur, "web", "ci", nil, t0, rand.Reader)
 	cfg := &config.Config{Teams: []config.Team{
-		{Name: "web", Keys: []string{"sk-web2"}},    // sk-web removed, sk-web2 added
-		{Name: "ghost", Keys: []string{"sk-ghost"}}, // not in the catalog: not recreated
-		{Name: "ops", Keys: []string{"sk-web2"}},    // the same key as web's: refused
+		{Name: "web", Keys: config.PlainKeys("sk-web2")},    // sk-web removed, sk-web2 added
+		{Name: "ghost", Keys: config.PlainKeys("sk-ghost")}, // not in the catalog: not recreated
+		{Name: "ops", Keys: config.PlainKeys("sk-web2")},    // the same key as web's: refused
 	}}
 	next, changed, problems := SyncConfigKeys(cur, cfg, t0.Add(time.Hour))
 	if !changed || len(problems) != 1 || !strings.Contains(problems[0], "teams[ops].keys") {
@@ -352,7 +352,7 @@ func TestRemovingAReferencedModelIsReported(t *testing.T) {
 func TestMigrateState(t *testing.T) {
 	cfg := &config.Config{
 		Models: []config.Model{{Name: "a", Strategy: "cost", Objective: "balanced"}},
-		Teams:  []config.Team{{Name: "web", Keys: []string{"sk-web"}, Models: []string{"*"}}},
+		Teams:  []config.Team{{Name: "web", Keys: config.PlainKeys("sk-web"), Models: []string{"*"}}},
 	}
 	old := &State{Version: 7, Deployments: baseState().Deployments} // schema 1: no teams
 	if !MigrateState(old, cfg) || old.Schema != schemaVersion || old.Version != 7 {
@@ -403,8 +403,8 @@ func TestSyncConfigKeysOrderAndCase(t *testing.T) {
 	sum := HashKey("sk-web")
 	upper := "sha256:" + strings.ToUpper(hex.EncodeToString(sum[:]))
 	cfg := &config.Config{Teams: []config.Team{
-		{Name: "web", Keys: []string{"sk-new"}}, // frees sk-web
-		{Name: "ops", Keys: []string{upper}},    // takes it, spelled as an upper-case digest
+		{Name: "web", Keys: config.PlainKeys("sk-new")}, // frees sk-web
+		{Name: "ops", Keys: config.PlainKeys(upper)},    // takes it, spelled as an upper-case digest
 	}}
 	next, _, problems := SyncConfigKeys(cur, cfg, t0)
 	if len(problems) != 0 {
@@ -413,7 +413,7 @@ func TestSyncConfigKeysOrderAndCase(t *testing.T) {
 	if s := Build(&config.Config{}, next); s.Authenticate("sk-web") == nil || s.Authenticate("sk-web").Name != "ops" {
 		t.Fatal("sk-web must now belong to ops")
 	}
-	cfg.Teams = []config.Team{{Name: "ops", Keys: []string{"sk-new"}}} // web keeps it: refused
+	cfg.Teams = []config.Team{{Name: "ops", Keys: config.PlainKeys("sk-new")}} // web keeps it: refused
 	if _, _, problems := SyncConfigKeys(next, cfg, t0); len(problems) != 1 {
 		t.Fatalf("problems = %v, want the key web holds", problems)
 	}
@@ -428,7 +428,7 @@ func BenchmarkSyncConfigKeys(b *testing.B) {
 		for i := range teams {
 			ft := config.Team{Name: fmt.Sprintf("t%d", i), Models: []string{"*"}}
 			for k := range 10 {
-				ft.Keys = append(ft.Keys, fmt.Sprintf("sk-t%d-k%d-0123456789abcdef", i, k))
+				ft.Keys = append(ft.Keys, config.KeySpec{Key: fmt.Sprintf("sk-t%d-k%d-0123456789abcdef", i, k)})
 			}
 			cfg.Teams = append(cfg.Teams, ft)
 		}

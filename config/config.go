@@ -188,16 +188,49 @@ type Model struct {
 
 // Team is a group of API keys with an allowlist and limits.
 type Team struct {
-	Name        string   `koanf:"name"`
-	Keys        []string `koanf:"keys"`   // clear keys or "sha256:<hex>"
-	Models      []string `koanf:"models"` // allowlist; "*" allows all
-	RPM         int64    `koanf:"rpm"`    // 0 = unlimited
-	TPM         int64    `koanf:"tpm"`
-	MaxParallel int64    `koanf:"max_parallel"`
-	Budget      Budget   `koanf:"budget"`
+	Name        string    `koanf:"name"`
+	Keys        []KeySpec `koanf:"keys"`   // clear keys or "sha256:<hex>", plain or as objects
+	Models      []string  `koanf:"models"` // allowlist; "*" allows all
+	RPM         int64     `koanf:"rpm"`    // 0 = unlimited
+	TPM         int64     `koanf:"tpm"`
+	MaxParallel int64     `koanf:"max_parallel"`
+	Budget      Budget    `koanf:"budget"`
 	// RequireUser refuses a request that names no end user (400
 	// user_required, SPEC 3.1).
 	RequireUser bool `koanf:"require_user"`
+}
+
+// KeySpec is one key of a team in the file (SPEC 3.1): a plain string (the
+// key in clear or as sha256:<hex>) or an object that also names it, narrows
+// the team's allowlist and sets an expiry.
+type KeySpec struct {
+	Key       string   `koanf:"key"`        // required: in clear (${ENV}) or sha256:<hex>
+	Name      string   `koanf:"name"`       // what the key is for (default "config key N")
+	Models    []string `koanf:"models"`     // narrows the team's allowlist; empty = the team's
+	ExpiresAt string   `koanf:"expires_at"` // RFC 3339; empty = never
+}
+
+// PlainKeys is keys as plain-string KeySpecs (no name, models or expiry).
+func PlainKeys(keys ...string) []KeySpec {
+	out := make([]KeySpec, len(keys))
+	for i, k := range keys {
+		out[i] = KeySpec{Key: k}
+	}
+	return out
+}
+
+// Expires is the key's expiry, or nil when it has none or it does not parse
+// (Validate reports that).
+func (k KeySpec) Expires() *time.Time {
+	if k.ExpiresAt == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, k.ExpiresAt)
+	if err != nil {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // Budget is a spend limit per period.

@@ -256,3 +256,30 @@ deployments:
 		t.Fatalf("an unset cache price must not be written back: %s", out)
 	}
 }
+
+// SPEC 3.1: a team key is a plain string or an object; the object's models
+// must narrow the team's allowlist, its expiry is RFC 3339, and a field it
+// does not know is reported like any unknown key.
+func TestKeyObjects(t *testing.T) {
+	base := "providers: [{name: sim, kind: simulated}]\ndeployments: [{id: a, model: m, provider: sim}, {id: b, model: n, provider: sim}]\n"
+	c, err := Load([]byte(base+`teams:
+  - {name: t, models: [m, n], keys: ["plain-1", {key: obj-1, name: ci-bot, models: [m], expires_at: "2027-06-30T00:00:00Z"}]}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Teams[0].Keys
+	if len(k) != 2 || k[0].Key != "plain-1" || k[1].Name != "ci-bot" || len(k[1].Models) != 1 || k[1].Expires() == nil {
+		t.Fatalf("keys %+v", k)
+	}
+	for _, tc := range []struct{ teams, want string }{
+		{`[{name: t, models: [m], keys: [{key: k2, models: [n]}]}]`, `teams[0].keys[0].models[0]: "n" is not in the team's models`},
+		{`[{name: t, models: [m], keys: [{key: k2, expires_at: tomorrow}]}]`, `teams[0].keys[0].expires_at: "tomorrow" is not an RFC 3339 time`},
+		{`[{name: t, models: [m], keys: [{key: k2, burst: 3}]}]`, `burst: unknown key`},
+	} {
+		_, err := Load([]byte(base+"teams: "+tc.teams+"\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.teams, err, tc.want)
+		}
+	}
+}

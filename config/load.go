@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -28,6 +29,8 @@ func (p Problems) Error() string {
 // defaults are the scalar defaults of SPEC 13. Per-item defaults (a
 // deployment's weight, a provider's simulate profile) are applied after
 // unmarshalling in applyItemDefaults.
+//
+// (keySpecHook, below, reads a plain-string team key as a KeySpec.)
 func defaults() map[string]any {
 	return map[string]any{
 		"server.listen":                    ":8080",
@@ -131,6 +134,7 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.TextUnmarshallerHookFunc(), // budget periods (Period)
+			keySpecHook,                             // a team key written as a plain string
 		),
 		Metadata:         &md,
 		Result:           &cfg,
@@ -335,4 +339,12 @@ func defaultSimulate(tree map[string]any) {
 			}
 		}
 	}
+}
+
+// keySpecHook decodes a team key given as a plain string into a KeySpec.
+func keySpecHook(from, to reflect.Type, data any) (any, error) {
+	if to == reflect.TypeOf(KeySpec{}) && from.Kind() == reflect.String {
+		return KeySpec{Key: data.(string)}, nil
+	}
+	return data, nil
 }

@@ -218,8 +218,21 @@ func Validate(c *Config) Problems {
 		if len(t.Keys) == 0 {
 			add("%s.keys: at least one key required", f)
 		}
-		for j, key := range t.Keys {
+		teamModels := map[string]bool{}
+		for _, m := range t.Models {
+			teamModels[m] = true
+		}
+		for j, ks := range t.Keys {
 			kf := fmt.Sprintf("%s.keys[%d]", f, j)
+			key := ks.Key
+			if ks.ExpiresAt != "" && ks.Expires() == nil {
+				add("%s.expires_at: %q is not an RFC 3339 time such as 2027-06-30T00:00:00Z", kf, ks.ExpiresAt)
+			}
+			for mi, m := range ks.Models {
+				if !teamModels["*"] && !teamModels[m] {
+					add("%s.models[%d]: %q is not in the team's models: a key can only narrow its team's allowlist", kf, mi, m)
+				}
+			}
 			if key == "" {
 				add("%s: empty (is its ${ENV} variable set?)", kf)
 				continue

@@ -114,7 +114,8 @@ func TestExamplesKeepSecretsInEnv(t *testing.T) {
 		}
 		fromEnv := func(v string) bool { return strings.HasPrefix(v, "dummy-") }
 		for _, tm := range cfg.Teams {
-			for _, k := range tm.Keys {
+			for _, ks := range tm.Keys {
+				k := ks.Key
 				if !fromEnv(k) && !strings.HasPrefix(k, "sha256:") {
 					t.Errorf("%s: team %q has a key in clear; write it as ${ENV} or sha256:<hex>", path, tm.Name)
 				}

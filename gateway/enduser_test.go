@@ -55,3 +55,33 @@ func TestEndUser(t *testing.T) {
 		})
 	}
 }
+
+// SPEC 3.1: a key object's models narrow its team's allowlist (403
+// model_not_allowed outside them, and /v1/models lists only them); an
+// expired config key is 401; the audit names the key by id.
+func TestKeyObjectModelsAndExpiry(t *testing.T) {
+	n := newTestNode(t, strings.Replace(simYAML, `  - {name: t, keys: ["sk-test"], models: [m, e, i, normal]}`,
+		`  - {name: t, models: [m, e, i, normal], keys: ["sk-test", {key: sk-narrow, name: ci-bot, models: [e]}, {key: sk-old, expires_at: "2020-01-01T00:00:00Z"}]}`, 1))
+	chat := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	if w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-test", chat); w.Code != 200 {
+		t.Fatalf("team key: %d %s", w.Code, w.Body)
+	}
+	if w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-narrow", chat); w.Code != 403 || !strings.Contains(w.Body.String(), "model_not_allowed") {
+		t.Fatalf("narrowed key on a model outside its list: %d %s", w.Code, w.Body)
+	}
+	if w := do(t, n.Handler(), "POST", "/v1/embeddings", "sk-narrow", `{"model":"e","input":"x"}`, "X-Request-Id", "narrow-1"); w.Code != 200 {
+		t.Fatalf("narrowed key on its model: %d %s", w.Code, w.Body)
+	}
+	if es, _ := n.Audit.Lookup(context.Background(), "narrow-1"); len(es) != 1 || !strings.HasPrefix(es[0].Key, "cfg_") {
+		t.Fatalf("audit key of %+v", es)
+	}
+	if w := do(t, n.Handler(), "GET", "/v1/models", "sk-narrow", ""); w.Code != 200 || strings.Contains(w.Body.String(), `"m"`) || !strings.Contains(w.Body.String(), `"e"`) {
+		t.Fatalf("models of a narrowed key: %s", w.Body)
+	}
+	if w := do(t, n.Handler(), "GET", "/v1/models/m", "sk-narrow", ""); w.Code != 404 {
+		t.Fatalf("a narrowed key sees model m: %d", w.Code)
+	}
+	if w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-old", chat); w.Code != 401 {
+		t.Fatalf("expired config key: %d", w.Code)
+	}
+}

@@ -38,6 +38,7 @@ type call struct {
 	snap    *catalog.Snapshot
 	req     *wire.Request
 	team    *catalog.Team
+	key     *catalog.KeyInfo // the key it authenticated with
 	edgeReq edge.Request
 	clen    [1]string  // the Content-Length header value, held here to spare an allocation
 	body    bodyLease  // the body's bytes in the node's body budget, released when serve returns
@@ -151,11 +152,14 @@ func (cl *call) endUser() bool {
 const userHeader = "X-Switchyard-User"
 
 func (cl *call) authenticate() bool {
-	cl.team = cl.snap.Authenticate(apiKey(cl.c.Request))
+	cl.team, cl.key = cl.snap.AuthenticateKey(apiKey(cl.c.Request), time.Now())
 	if cl.team == nil {
 		return cl.fail(errNoKeyOr(cl.c.Request))
 	}
 	cl.entry.Team = cl.team.Name
+	if cl.key != nil {
+		cl.entry.Key = cl.key.ID
+	}
 	return true
 }
 
@@ -296,10 +300,11 @@ func headerAny(h http.Header, names ...string) string {
 // allow checks the allowlist before existence (SPEC 2.5), so a restricted
 // team cannot probe which models exist. The alias must be allowed too.
 func (cl *call) allow() bool {
-	if cl.alias != "" && !cl.team.Allows(cl.alias) {
+	// the key's models narrow the team's (SPEC 3.1)
+	if cl.alias != "" && (!cl.team.Allows(cl.alias) || !cl.key.Allows(cl.alias)) {
 		return cl.fail(errNotAllowed(cl.alias))
 	}
-	if !cl.team.Allows(cl.model) {
+	if !cl.team.Allows(cl.model) || !cl.key.Allows(cl.model) {
 		return cl.fail(errNotAllowed(cl.model))
 	}
 	return true

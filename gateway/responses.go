@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -255,7 +256,8 @@ func (s *Server) handleModel(c *gin.Context) {
 	} else if snap.Routes[id] != nil {
 		owner = "switchyard-tier-route"
 	}
-	if owner == "" || !team.Allows(id) {
+	_, key := snap.AuthenticateKey(apiKey(c.Request), time.Now())
+	if owner == "" || !team.Allows(id) || !key.Allows(id) {
 		writeError(c, errModelNotFound(id))
 		return
 	}

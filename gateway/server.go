@@ -214,7 +214,7 @@ func apiKey(r *http.Request) string {
 
 func (s *Server) handleModels(c *gin.Context) {
 	snap := s.Catalog.Load()
-	team := snap.Authenticate(apiKey(c.Request))
+	team, key := snap.AuthenticateKey(apiKey(c.Request), time.Now())
 	if team == nil {
 		writeError(c, errNoKeyOr(c.Request))
 		return
@@ -227,12 +227,12 @@ func (s *Server) handleModels(c *gin.Context) {
 	}
 	out := []entry{}
 	for name, m := range snap.Models {
-		if team.Allows(name) && hasEnabled(m) {
+		if team.Allows(name) && key.Allows(name) && hasEnabled(m) {
 			out = append(out, entry{ID: name, Object: "model", OwnedBy: "switchyard"})
 		}
 	}
 	for alias := range snap.Routes {
-		if team.Allows(alias) {
+		if team.Allows(alias) && key.Allows(alias) {
 			out = append(out, entry{ID: alias, Object: "model", OwnedBy: "switchyard-tier-route"})
 		}
 	}

@@ -45,6 +45,7 @@ type Entry struct {
 	Node             string       `json:"node"`
 	Time             time.Time    `json:"time"`
 	Team             string       `json:"team"`
+	Key              string       `json:"key,omitempty"`  // the id of the key it authenticated with (never the key)
 	User             string       `json:"user,omitempty"` // the end user the request named (SPEC 3.1)
 	Operation        string       `json:"operation"`
 	Stream           bool         `json:"stream"`

@@ -21,6 +21,7 @@ func (e *Entry) AppendJSON(b []byte) []byte {
 	b = appendTime(b, e.Time)
 	b = append(b, `,"team":`...)
 	b = wire.AppendString(b, e.Team)
+	b = appendOptString(b, `,"key":`, e.Key)
 	b = appendOptString(b, `,"user":`, e.User)
 	b = append(b, `,"operation":`...)
 	b = wire.AppendString(b, e.Operation)
