@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"switchyard/internal/redisscript"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,42 +23,6 @@ type Store interface {
 // flushTimeout bounds one background write: longer than a request-path
 // call, since nobody waits on it, but short enough to notice a hung Redis.
 func flushTimeout(t time.Duration) time.Duration { return max(4*t, 250*time.Millisecond) }
-
-// scriptCall is one script invocation in a pipeline.
-type scriptCall struct {
-	keys []string
-	args []any
-}
-
-// evalPipelined runs s once per call in one pipeline (go-redis splits it per
-// node on Cluster). Calls answered NOSCRIPT (the script cache was flushed:
-// a restart, a failover) did not run; the script is loaded and they are sent
-// once more.
-func evalPipelined(ctx context.Context, c Store, s *redis.Script, calls []scriptCall) []*redis.Cmd {
-	out := make([]*redis.Cmd, len(calls))
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, call := range calls {
-			out[i] = s.EvalSha(ctx, p, call.keys, call.args...)
-		}
-		return nil
-	})
-	var again []int
-	for i, cmd := range out {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) == 0 || s.Load(ctx, c).Err() != nil {
-		return out
-	}
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, i := range again {
-			out[i] = s.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
-		}
-		return nil
-	})
-	return out
-}
 
 // usageRecordLua adds counts to a deployment's current minute on Redis's
 // clock. The hash keeps the current minute (m, r, t) and the previous one
@@ -221,7 +186,7 @@ func (u *RedisUsage) flush(ctx context.Context) {
 		sinceNanos int64
 	}
 	var items []item
-	var calls []scriptCall
+	var calls []redisscript.Call
 	u.deps.Range(func(_, v any) bool {
 		d := v.(*depUsage)
 		if d.req.Load() == 0 && d.tok.Load() == 0 {
@@ -229,7 +194,7 @@ func (u *RedisUsage) flush(ctx context.Context) {
 		}
 		it := item{d: d, req: d.req.Swap(0), tok: d.tok.Swap(0), sinceNanos: d.since.Swap(0)}
 		items = append(items, it)
-		calls = append(calls, scriptCall{keys: d.keys, args: []any{it.req, it.tok}})
+		calls = append(calls, redisscript.Call{Keys: d.keys, Args: []any{it.req, it.tok}})
 		return true
 	})
 	if len(items) == 0 {
@@ -237,7 +202,7 @@ func (u *RedisUsage) flush(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
-	cmds := evalPipelined(ctx, u.client, usageRecordScript, calls)
+	cmds := redisscript.EvalPipelined(ctx, u.client, usageRecordScript, calls)
 	now := u.clock().UnixNano()
 	for i, it := range items {
 		if cmds[i].Err() == nil {
@@ -258,10 +223,10 @@ func (u *RedisUsage) flush(ctx context.Context) {
 // switches Usage to the local counts.
 func (u *RedisUsage) refresh(ctx context.Context) {
 	var ids []string
-	var calls []scriptCall
+	var calls []redisscript.Call
 	u.deps.Range(func(k, v any) bool {
 		ids = append(ids, k.(string))
-		calls = append(calls, scriptCall{keys: v.(*depUsage).keys})
+		calls = append(calls, redisscript.Call{Keys: v.(*depUsage).keys})
 		return true
 	})
 	if len(ids) == 0 {
@@ -269,7 +234,7 @@ func (u *RedisUsage) refresh(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
-	cmds := evalPipelined(ctx, u.client, usageReadScript, calls)
+	cmds := redisscript.EvalPipelined(ctx, u.client, usageReadScript, calls)
 	vals := make(map[string][2]int64, len(ids))
 	for i, id := range ids {
 		v, err := cmds[i].Int64Slice()

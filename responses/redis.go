@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"switchyard/internal/redisscript"
 	"sync/atomic"
 	"time"
 
@@ -301,7 +302,7 @@ func (r *Redis) run() {
 func (r *Redis) write(batch []job) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	calls := make([]scriptCall, 0, len(batch))
+	calls := make([]redisscript.Call, 0, len(batch))
 	for _, j := range batch {
 		if j.rec == nil {
 			continue
@@ -313,20 +314,20 @@ func (r *Redis) write(batch []job) {
 		}
 		rec := j.rec
 		size := int64(recordOverhead + len(rec.ID) + len(rec.Prev) + len(rec.Session) + len(in) + len(out) + len(rec.Response))
-		calls = append(calls, scriptCall{
-			keys: []string{r.recKey(j.team, rec.ID), r.indexKey(j.team), r.teamKey(j.team)},
-			args: []any{rec.ID, rec.Prev, rec.Session, in, out, []byte(rec.Response), r.ttl.Milliseconds(), r.maxBytes, r.recBase(j.team), size},
+		calls = append(calls, redisscript.Call{
+			Keys: []string{r.recKey(j.team, rec.ID), r.indexKey(j.team), r.teamKey(j.team)},
+			Args: []any{rec.ID, rec.Prev, rec.Session, in, out, []byte(rec.Response), r.ttl.Milliseconds(), r.maxBytes, r.recBase(j.team), size},
 		})
 	}
 	if len(calls) > 0 {
 		failed := 0
 		var last error
-		for i, cmd := range evalPipelined(ctx, r.c, saveScript, calls) {
+		for i, cmd := range redisscript.EvalPipelined(ctx, r.c, saveScript, calls) {
 			if n, err := cmd.Int64(); err != nil {
 				failed++
 				last = err
 			} else if n == 0 {
-				r.log.Warn("response larger than responses.max_team_bytes: kept on this node only", "response_id", calls[i].args[0], "bytes", calls[i].args[9])
+				r.log.Warn("response larger than responses.max_team_bytes: kept on this node only", "response_id", calls[i].Args[0], "bytes", calls[i].Args[9])
 			}
 		}
 		if failed > 0 {
@@ -338,41 +339,6 @@ func (r *Redis) write(batch []job) {
 			close(j.flush)
 		}
 	}
-}
-
-// scriptCall is one script invocation in a pipeline.
-type scriptCall struct {
-	keys []string
-	args []any
-}
-
-// evalPipelined runs s once per call in one pipeline. Calls answered
-// NOSCRIPT (the script cache was flushed: a restart, a failover) did not
-// run; the script is loaded and they are sent once more.
-func evalPipelined(ctx context.Context, c RedisClient, s *redis.Script, calls []scriptCall) []*redis.Cmd {
-	out := make([]*redis.Cmd, len(calls))
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, call := range calls {
-			out[i] = s.EvalSha(ctx, p, call.keys, call.args...)
-		}
-		return nil
-	})
-	var again []int
-	for i, cmd := range out {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) == 0 || s.Load(ctx, c).Err() != nil {
-		return out
-	}
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, i := range again {
-			out[i] = s.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
-		}
-		return nil
-	})
-	return out
 }
 
 // saveLua stores one turn and trims the team to its byte share, oldest
