@@ -305,7 +305,7 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	}
 	for _, ts := range st.Teams {
 		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
-			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period}, RequireUser: ts.RequireUser}, Allowed: map[string]bool{}}
+			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period, AlertAt: ts.Budget.AlertAt}, RequireUser: ts.RequireUser}, Allowed: map[string]bool{}}
 		for _, m := range t.Models {
 			if m == "*" {
 				t.AllowAll = true

@@ -41,8 +41,9 @@ type TeamSpec struct {
 // string in JSON: daily, weekly, monthly or a Go duration ("720h"; a state
 // written before calendar periods holds that form).
 type Budget struct {
-	USD    float64       `json:"usd"`    // 0 = no budget
-	Period config.Period `json:"period"` // default 720h
+	USD     float64       `json:"usd"`                // 0 = no budget
+	Period  config.Period `json:"period"`             // default 720h
+	AlertAt float64       `json:"alert_at,omitempty"` // default 0.8
 }
 
 // Duration is a time.Duration that reads and writes Go syntax in JSON.
@@ -123,7 +124,7 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 	for _, t := range cfg.Teams {
 		st.Teams = append(st.Teams, TeamSpec{
 			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
-			Budget: Budget{USD: t.Budget.USD, Period: t.Budget.Period}, RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
+			Budget: Budget{USD: t.Budget.USD, Period: t.Budget.Period, AlertAt: t.Budget.AlertAt}, RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
 		})
 	}
 }

@@ -87,6 +87,9 @@ func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (ne
 		if b.Period.IsZero() {
 			b.Period = config.Period{Every: 720 * time.Hour}
 		}
+		if b.AlertAt < 0 || b.AlertAt > 1 {
+			return nil, false, errf(http.StatusUnprocessableEntity, "budget.alert_at", "budget.alert_at: must be within (0, 1] (a share of budget.usd), got %g", b.AlertAt)
+		}
 	}
 	next = cur.Clone()
 	t := TeamSpec{Name: name, Models: dedup(in.Models), RPM: in.RPM, TPM: in.TPM, MaxParallel: in.MaxParallel, Budget: b, RequireUser: in.RequireUser}

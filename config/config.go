@@ -237,6 +237,9 @@ func (k KeySpec) Expires() *time.Time {
 type Budget struct {
 	USD    float64 `koanf:"usd"`    // 0 = none
 	Period Period  `koanf:"period"` // daily, weekly, monthly (UTC) or a duration; default 720h
+	// AlertAt is the share of USD whose crossing in a period is logged and
+	// counted once (SPEC 3.1); default 0.8.
+	AlertAt float64 `koanf:"alert_at"`
 }
 
 // Routing configures selection, health, failover and fallbacks (SPEC 5-7).

@@ -257,6 +257,9 @@ func applyItemDefaults(c *Config) {
 		ApplyDeploymentDefaults(&c.Deployments[i])
 	}
 	for i := range c.Teams {
+		if c.Teams[i].Budget.AlertAt == 0 {
+			c.Teams[i].Budget.AlertAt = DefaultAlertAt
+		}
 		if c.Teams[i].Budget.Period.IsZero() {
 			c.Teams[i].Budget.Period = Period{Every: 720 * time.Hour}
 		}

@@ -13,6 +13,10 @@ const (
 	PeriodMonthly = "monthly" // from the 1st, 00:00
 )
 
+// DefaultAlertAt is budget.alert_at's default: the share of a budget whose
+// crossing raises the one alert of a period.
+const DefaultAlertAt = 0.8
+
 // Period is a budget period: a UTC calendar period (daily, weekly, monthly)
 // or a duration. In YAML and JSON it is one string: a calendar name or a Go
 // duration ("720h").

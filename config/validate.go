@@ -259,6 +259,9 @@ func Validate(c *Config) Problems {
 		if t.RPM < 0 || t.TPM < 0 || t.MaxParallel < 0 || t.Budget.USD < 0 {
 			add("%s: rpm, tpm, max_parallel and budget.usd must not be negative", f)
 		}
+		if a := t.Budget.AlertAt; !(a > 0 && a <= 1) {
+			add("%s.budget.alert_at: must be within (0, 1] (a share of budget.usd), got %g", f, a)
+		}
 		if t.Budget.Period.Calendar == "" && t.Budget.Period.Every <= 0 {
 			add("%s.budget.period: must be daily, weekly, monthly or a positive duration", f)
 		}

@@ -209,3 +209,61 @@ func TestBudgetCalendarResets(t *testing.T) {
 		})
 	}
 }
+
+// SPEC 3.1: the first time a period's spend crosses budget.alert_at, the
+// alert hook runs once (for the cluster with Redis: two nodes on one Redis
+// raise it once between them), and again in the next period.
+func TestBudgetAlertOncePerPeriod(t *testing.T) {
+	start := time.Date(2026, 12, 5, 13, 0, 0, 0, time.UTC)
+	team := &catalog.Team{Team: config.Team{Name: "al", Budget: config.Budget{USD: 10, Period: config.Period{Calendar: config.PeriodDaily}, AlertAt: 0.05}}} // alerts at $0.50
+	run := func(t *testing.T, states []State, clk *fakeclock.Clock, settle func()) {
+		var alerts []string
+		for _, st := range states {
+			st.SetBudgetAlert(func(team string) { alerts = append(alerts, team) })
+		}
+		spend := func(usd float64) {
+			for i, st := range states {
+				b, _ := st.Begin(context.Background(), &Request{RequestID: fmt.Sprint(i), Team: team, CostUSD: usd})
+				if !b.Decision.Allowed {
+					t.Fatalf("refused: %+v", b.Decision)
+				}
+				st.Finish(&b, &Outcome{Served: true, CostUSD: usd * 0.9}) // less than reserved, as usual
+			}
+			settle()
+		}
+		spend(0.2) // $0.18 spent per node: under $0.50 in all with Redis ($0.36) and on each node
+		if len(alerts) != 0 {
+			t.Fatalf("alert below alert_at: %v", alerts)
+		}
+		spend(0.4) // crosses: $1.08 in all, $0.54 per node
+		spend(0.01)
+		want := len(states) // local-only: once per node
+		if _, shared := states[0].(*Redis); shared {
+			want = 1
+		}
+		if len(alerts) != want {
+			t.Fatalf("%d alerts (%v), want %d", len(alerts), alerts, want)
+		}
+		clk.Advance(11 * time.Hour) // the next day
+		settle()
+		spend(0.6)
+		if len(alerts) != 2*want {
+			t.Fatalf("the next period's crossing raised %d alerts in all, want %d", len(alerts), 2*want)
+		}
+	}
+	t.Run("local", func(t *testing.T) {
+		clk := fakeclock.New(start)
+		run(t, []State{NewLocal(clk.Now, telemetry.NewRing(10))}, clk, func() {})
+	})
+	t.Run("redis, two nodes", func(t *testing.T) {
+		g := newMiniRig(t, Config{}, false)
+		g.clk.Set(start)
+		g.m.SetTime(start)
+		other := newRedis(g.c, nil, Config{Prefix: "sy:", Timeout: time.Second, Clock: g.clk.Now}, nil, nil, nil, nil)
+		run(t, []State{g.r, other}, g.clk, func() {
+			g.m.SetTime(g.clk.Now())
+			g.step(t)
+			other.w.step(context.Background(), g.clk.Now())
+		})
+	})
+}

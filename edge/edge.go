@@ -51,6 +51,10 @@ type State interface {
 	Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
+	// SetBudgetAlert names what is called once per team and budget period
+	// when the team's spend crosses budget.alert_at (SPEC 3.1): once for
+	// the cluster with Redis, once per node local-only. Set before use.
+	SetBudgetAlert(fn func(team string))
 	// TeamNames calls fn with every team this node holds edge state of.
 	TeamNames(fn func(team string))
 	// ForgetTeams drops, in one pass, the state of the teams drop names:

@@ -28,6 +28,9 @@ func NewLocal(clock func() time.Time, ring *telemetry.Ring) *Local {
 	return &Local{lim: ratelimit.NewLocal(clock, 1), pins: sessions.NewLocal(clock, sessions.DefaultMaxEntries*10), ring: ring}
 }
 
+// SetBudgetAlert implements State.
+func (l *Local) SetBudgetAlert(fn func(team string)) { l.lim.SetBudgetAlert(fn) }
+
 // TeamNames implements State: every team the local limiter holds state of.
 func (l *Local) TeamNames(fn func(team string)) { l.lim.Teams(fn) }
 

@@ -125,6 +125,7 @@ type Redis struct {
 	seq   atomic.Uint64
 	teams sync.Map // team name -> *teamState
 	comb  combiner // the node's admission combiner when cfg.OneShard
+	alert atomic.Pointer[func(team string)]
 }
 
 // TeamNames implements State: every team the edge keeps a record of.
@@ -691,6 +692,20 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 	}
 	b.Decision.Ticket = ratelimit.Ticket{}
 	return b, nil
+}
+
+// SetBudgetAlert implements State: the writer reports the crossings the
+// finish script found (once for the cluster), the local fallback its own.
+func (r *Redis) SetBudgetAlert(fn func(team string)) {
+	r.alert.Store(&fn)
+	r.local.SetBudgetAlert(fn)
+}
+
+// budgetAlert calls the alert hook, if any.
+func (r *Redis) budgetAlert(team string) {
+	if fn := r.alert.Load(); fn != nil {
+		(*fn)(team)
+	}
 }
 
 // releaseLost queues the release of a slot an admission script may have

@@ -262,8 +262,9 @@ return out
 //	      then per team: the number of its arguments after these two and
 //	            of its keys, number of pins, tpm, tokens to charge (>= 0),
 //	            usd (the real cost minus the budget reservations: < 0 is a
-//	            refund), budget period code, usage ttl (s; negative when its renewal
-//	            is not due: only a new field sets it),
+//	            refund), budget period code, usage ttl (s; negative when its
+//	            renewal is not due: only a new field sets it), the budget
+//	            alert's spend (usd x alert_at; 0 = none), then
 //	            n refunds and n pairs (tokens, reservation end us),
 //	            n releases and their slot ids,
 //	            n renewals and their slot ids,
@@ -271,7 +272,9 @@ return out
 //	            for each pin key: (value, ttl ms, mode: 0 set, 1 keep a
 //	            higher tier, 2 delete)
 //	returns 0 when this call was already applied, else {1, then for each
-//	        team whose part Redis rejected: its number (from 1), the error}
+//	        team whose part Redis rejected: its number (from 1), the error,
+//	        then, when a team's spend crossed its alert spend for the first
+//	        time in the period, 'alerts' and those teams' numbers}
 //
 // The mark makes a call idempotent: the writer resends a call whose first
 // send failed in an unknown state (a timeout) as it was, with the same seq,
@@ -305,10 +308,12 @@ end
 local function apply(i, k)
   local np, tpm, charge = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local usds, pcode, uttl = ARGV[i + 3], tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local thr = tonumber(ARGV[i + 6])
   local usd = tonumber(usds)
   local ktat, kbudget, kpar, kusage = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
   k = k + 4
-  i = i + 6
+  i = i + 7
+  local alerted = false
 
   local nref = tonumber(ARGV[i]); i = i + 1
   if tpm > 0 and (charge > 0 or nref > 0) then
@@ -334,12 +339,19 @@ local function apply(i, k)
     clock()
     local p, e = window(now, pcode)
     local same = tonumber(call('HGET', kbudget, 'p')) == p
+    local spent = nil
     if same then
-      call('HINCRBYFLOAT', kbudget, 'usd', usds)
+      spent = tonumber(call('HINCRBYFLOAT', kbudget, 'usd', usds))
     elseif usd > 0 then
       call('HSET', kbudget, 'p', p, 'usd', usds)
+      spent = usd
     end
     if same or usd > 0 then call('PEXPIRE', kbudget, ceil((e - now) / 1000) + 60000) end
+    -- the period's one alert: field a holds the period it was raised in
+    if spent and thr > 0 and spent >= thr and tonumber(call('HGET', kbudget, 'a')) ~= p then
+      call('HSET', kbudget, 'a', p)
+      alerted = true
+    end
   end
   local nrel = tonumber(ARGV[i]); i = i + 1
   if nrel > 0 then
@@ -385,21 +397,28 @@ local function apply(i, k)
     end
     k = k + 1
   end
+  return alerted
 end
 
 -- each team's part runs under pcall: a part Redis rejects (a bad value, a
 -- key of another type) stops that team's part alone, and the call reports
 -- it (team number, error) instead of dropping the teams after it
-local out = {1}
+local out, alerts = {1}, {}
 local i, k = 5, 2
 for team = 1, tonumber(ARGV[4]) do
   local na, nk = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  local ok, err = pcall(apply, i + 2, k)
+  local ok, res = pcall(apply, i + 2, k)
   if not ok then
     out[#out + 1] = team
-    out[#out + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+    out[#out + 1] = type(res) == 'table' and tostring(res.err) or tostring(res)
+  elseif res then
+    alerts[#alerts + 1] = team
   end
   i, k = i + 2 + na, k + nk
+end
+if #alerts > 0 then
+  out[#out + 1] = 'alerts'
+  for _, t in ipairs(alerts) do out[#out + 1] = t end
 end
 return out
 `

@@ -420,7 +420,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	t := b.team
 	args = append(args, 0, 0) // this part's argument and key counts, filled in below
 	a0 := len(args)
-	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)), b.usageTTL)
+	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)), b.usageTTL, ratelimit.BudgetAlertUSD(t))
 	args = append(args, len(b.refunds))
 	for _, r := range b.refunds {
 		args = append(args, r.tokens, r.end)
@@ -459,7 +459,7 @@ func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishC
 	nk, na := 1, 4
 	for _, b := range batches {
 		nk += 4 + len(b.pins)
-		na += 12 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins)
+		na += 13 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins)
 	}
 	keys := make([]string, 1, nk)
 	keys[0] = mark
@@ -751,6 +751,17 @@ func (w *writer) rejected(c *finishCall, reply any) {
 	v, ok := reply.([]any)
 	if !ok {
 		return // 0: the call had been applied already
+	}
+	for j, x := range v {
+		if s, _ := x.(string); s == "alerts" {
+			for _, a := range v[j+1:] {
+				if n, _ := a.(int64); n >= 1 && int(n) <= len(c.batches) {
+					w.r.budgetAlert(c.batches[n-1].team.Name)
+				}
+			}
+			v = v[:j]
+			break
+		}
 	}
 	for j := 1; j+1 < len(v); j += 2 {
 		n, _ := v[j].(int64)

@@ -137,6 +137,10 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	if audit == nil {
 		audit = telemetry.NewRing(1)
 	}
+	es.SetBudgetAlert(func(team string) { // SPEC 3.1: once per team and period
+		metrics.BudgetAlerts.WithLabelValues("team").Inc()
+		log.Warn("budget alert: the team's spend crossed budget.alert_at of its budget this period", "team", team, "level", "team")
+	})
 	if usage == nil {
 		usage = ratelimit.NewLocalUsage(clock.Now)
 	}

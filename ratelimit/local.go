@@ -29,7 +29,13 @@ type Local struct {
 	slotTTL atomic.Int64 // ns; set before use
 	seq     atomic.Uint64
 	teams   sync.Map // team name -> *localTeam
+	alert   atomic.Pointer[func(team string)]
 }
+
+// SetBudgetAlert names what is called, once per team and period, when a
+// reconciled spend crosses the team's budget.alert_at (SPEC 3.1; once per
+// node here: the shared limiter alerts once for the cluster).
+func (l *Local) SetBudgetAlert(fn func(team string)) { l.alert.Store(&fn) }
 
 // localTeam is one team's local state.
 type localTeam struct {
@@ -40,6 +46,7 @@ type localTeam struct {
 	period         int64            // budget period index of spent
 	spent          float64          // USD spent in period
 	blockedUntil   int64            // budget known exhausted cluster-wide until (ns)
+	alerted        int64            // 1 + the budget period whose alert was raised (0: none)
 }
 
 // NewLocal returns a local limiter on clock with every limit divided by
@@ -250,6 +257,12 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 	}
 	if lim.budget > 0 {
 		st.reconcileSpendLocked(now, lim.period, t, costUSD)
+		if thr := BudgetAlertUSD(t.team) / float64(l.div.Load()); st.spent >= thr && st.alerted != st.period+1 {
+			st.alerted = st.period + 1
+			if fn := l.alert.Load(); fn != nil {
+				(*fn)(t.Team)
+			}
+		}
 	}
 }
 

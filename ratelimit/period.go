@@ -30,6 +30,20 @@ func BudgetPeriod(t *catalog.Team) config.Period {
 	return t.Budget.Period
 }
 
+// BudgetAlertUSD is the spend whose crossing raises the team's budget alert
+// of a period (budget.usd x budget.alert_at, default 0.8); 0 without a
+// budget.
+func BudgetAlertUSD(t *catalog.Team) float64 {
+	if t.Budget.USD <= 0 {
+		return 0
+	}
+	a := t.Budget.AlertAt
+	if a <= 0 || a > 1 {
+		a = config.DefaultAlertAt
+	}
+	return t.Budget.USD * a
+}
+
 // PeriodCode is a budget period as the scripts and PeriodWindow take it: a
 // window of that many seconds aligned at the Unix epoch (a duration, or
 // daily), or codeWeekly, or codeMonthly.

@@ -47,6 +47,9 @@ type Metrics struct {
 	// bound was reached, by kind: pins, releases, usage (the last also in
 	// UsageDropped). Audit entries have AuditDropped.
 	EdgeDropped *prometheus.CounterVec
+	// BudgetAlerts counts budget alerts (a level's spend crossing
+	// budget.alert_at, once per period), by level (SPEC 3.1).
+	BudgetAlerts *prometheus.CounterVec
 
 	// BodyBudgetRejected counts requests answered 503 because the node
 	// already held server.max_inflight_body_bytes of request bodies (SPEC 14).
@@ -140,6 +143,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Audit entries that could not be stored."}),
 		UsageWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_write_errors_total",
 			Help: "Post-response writes of one team that Redis rejected; the other teams' writes of the same call were applied."}),
+		BudgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "budget_alerts_total",
+			Help: "Budget alerts: a level's spend crossed budget.alert_at, once per period, by level (team, key, user)."}, []string{"level"}),
 		EdgeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_dropped_total",
 			Help: "Shared-state writes lost because a writer's bound was reached, by kind (pins, releases, usage)."}, []string{"kind"}),
 
@@ -151,7 +156,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
-		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.EdgeDropped, m.BodyBudgetRejected,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.EdgeDropped, m.BodyBudgetRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	for _, kind := range EdgeDropKinds {
