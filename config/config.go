@@ -21,6 +21,7 @@ type Config struct {
 	Audit        Audit        `koanf:"audit"`
 	Tracing      Tracing      `koanf:"tracing"`
 	Responses    Responses    `koanf:"responses"`
+	Cache        Cache        `koanf:"cache"` // SPEC 18 (cache.go)
 }
 
 // Server configures the HTTP edge. The timeouts and shape limits bound what
@@ -165,20 +166,22 @@ func (d Deployment) ToolsSupported() bool { return d.SupportsTools == nil || *d.
 
 // Model configures a public model's routing.
 type Model struct {
-	Name      string `koanf:"name"`
-	Strategy  string `koanf:"strategy"`  // default routing.default_strategy
-	Objective string `koanf:"objective"` // adaptive only: latency | cost | balanced (default)
+	Name      string     `koanf:"name"`
+	Strategy  string     `koanf:"strategy"`  // default routing.default_strategy
+	Objective string     `koanf:"objective"` // adaptive only: latency | cost | balanced (default)
+	Cache     ModelCache `koanf:"cache"`     // SPEC 18; default: the global cache settings
 }
 
 // Team is a group of API keys with an allowlist and limits.
 type Team struct {
-	Name        string   `koanf:"name"`
-	Keys        []string `koanf:"keys"`   // clear keys or "sha256:<hex>"
-	Models      []string `koanf:"models"` // allowlist; "*" allows all
-	RPM         int64    `koanf:"rpm"`    // 0 = unlimited
-	TPM         int64    `koanf:"tpm"`
-	MaxParallel int64    `koanf:"max_parallel"`
-	Budget      Budget   `koanf:"budget"`
+	Name        string    `koanf:"name"`
+	Keys        []string  `koanf:"keys"`   // clear keys or "sha256:<hex>"
+	Models      []string  `koanf:"models"` // allowlist; "*" allows all
+	RPM         int64     `koanf:"rpm"`    // 0 = unlimited
+	TPM         int64     `koanf:"tpm"`
+	MaxParallel int64     `koanf:"max_parallel"`
+	Budget      Budget    `koanf:"budget"`
+	Cache       TeamCache `koanf:"cache"` // SPEC 18; default: the global cache switch
 }
 
 // Budget is a spend limit per period.
