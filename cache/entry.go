@@ -183,7 +183,7 @@ func Decode(b []byte) (*Entry, error) {
 	if ms > math.MaxInt64 {
 		d.bad = true
 	}
-	e.StoredAt = time.UnixMilli(int64(ms))
+	e.StoredAt = time.UnixMilli(int64(ms)).UTC()
 	e.Tier, e.Model, e.Deployment, e.Finish, e.Text = d.str(), d.str(), d.str(), d.str(), d.str()
 	e.Usage = Usage{d.int(), d.int(), d.int()}
 	if n := d.count(3); n > 0 {
