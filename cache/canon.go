@@ -11,10 +11,14 @@ package cache
 // two requests whose answers differ.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
+
+	"switchyard/wire"
 )
 
 // Canon is a request reduced to what can change its answer. Its JSON
@@ -108,14 +112,29 @@ var excluded = map[string]bool{
 type fields map[string]json.RawMessage
 
 func decodeFields(body []byte) (fields, error) {
-	var f fields
-	if err := json.Unmarshal(body, &f); err != nil || f == nil {
-		return nil, notCacheable("body is not a JSON object")
+	// walked in place (the values are sub-slices of body, never copied);
+	// each value is validated when it is decoded or made canonical
+	if !json.Valid(body) {
+		return nil, notCacheable("body is not valid JSON")
 	}
-	for k, v := range f {
-		if excluded[k] || isNull(v) {
-			delete(f, k)
+	f := make(fields, 16)
+	ok := wire.EachMember(bytes.TrimSpace(body), func(k, v []byte) bool {
+		key := string(k)
+		if bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) { // a key means what it decodes to
+			q := append(append([]byte{'"'}, k...), '"')
+			if json.Unmarshal(q, &key) != nil {
+				return false
+			}
 		}
+		if excluded[key] || isNull(v) {
+			delete(f, key) // a later null or excluded spelling wins, as in encoding/json
+			return true
+		}
+		f[key] = v
+		return true
+	})
+	if !ok {
+		return nil, notCacheable("body is not a JSON object")
 	}
 	return f, nil
 }
@@ -158,8 +177,8 @@ func (f fields) rest(c *Canon) error {
 }
 
 func isNull(raw json.RawMessage) bool {
-	s := strings.TrimSpace(string(raw))
-	return s == "" || s == "null"
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
 }
 
 // canonJSON re-encodes any JSON value with sorted keys, no whitespace and
