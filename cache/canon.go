@@ -55,6 +55,9 @@ type Msg struct {
 	Calls   []Call `json:"calls,omitempty"`
 	CallID  string `json:"call_id,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Extra holds a turn's fields no other format spells (OpenAI's legacy
+	// function_call, an audio reference), canonical, by name.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }
 
 // Part is one content part: text, image (URL or data: URL) or raw (a part
@@ -254,10 +257,10 @@ func rawPart(elem json.RawMessage) (Part, error) {
 // alternation, so the translators merge them the same way). Empty turns
 // are dropped.
 func appendMsg(msgs []Msg, m Msg) []Msg {
-	if len(m.Parts) == 0 && len(m.Calls) == 0 && m.Role != "tool" {
+	if len(m.Parts) == 0 && len(m.Calls) == 0 && m.Extra == nil && m.Role != "tool" {
 		return msgs
 	}
-	if n := len(msgs); n > 0 && m.Role != "tool" && msgs[n-1].Role == m.Role && msgs[n-1].Name == m.Name {
+	if n := len(msgs); n > 0 && m.Role != "tool" && msgs[n-1].Role == m.Role && msgs[n-1].Name == m.Name && m.Extra == nil && msgs[n-1].Extra == nil {
 		msgs[n-1].Parts = append(msgs[n-1].Parts, m.Parts...)
 		msgs[n-1].Calls = append(msgs[n-1].Calls, m.Calls...)
 		return msgs

@@ -213,6 +213,9 @@ func parseOpenAI(f fields, c *Canon) error {
 			Refusal    string          `json:"refusal"`
 			ToolCalls  []oaCallIn      `json:"tool_calls"`
 			ToolCallID string          `json:"tool_call_id"`
+			// answer-changing fields only this format has
+			FunctionCall json.RawMessage `json:"function_call"`
+			Audio        json.RawMessage `json:"audio"`
 		}
 		if err := json.Unmarshal(raw, &msgs); err != nil {
 			return notCacheable("messages")
@@ -231,6 +234,19 @@ func parseOpenAI(f fields, c *Canon) error {
 				continue
 			}
 			msg := Msg{Role: m.Role, Name: m.Name, Parts: parts}
+			for k, raw := range map[string]json.RawMessage{"function_call": m.FunctionCall, "audio": m.Audio} {
+				if isNull(raw) {
+					continue
+				}
+				c, err := canonJSON(raw)
+				if err != nil {
+					return err
+				}
+				if msg.Extra == nil {
+					msg.Extra = map[string]json.RawMessage{}
+				}
+				msg.Extra[k] = c
+			}
 			if m.Refusal != "" {
 				msg.Parts = append(msg.Parts, Part{Type: "text", Text: m.Refusal})
 			}

@@ -126,6 +126,7 @@ func TestKeyDiffers(t *testing.T) {
 		{"tool result text", oa(strings.Replace(oaTools, "sunny", "rainy", 1))},
 		{"tool call arguments", oa(strings.Replace(oaTools, "Oslo", "Bergen", 1))},
 		{"embeddings", emb(`{"model":"m","input":"hi"}`)},
+		{"legacy function_call in a turn", oa(strings.Replace(oaBase, `"content":"hi"}`, `"content":"hi"},{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}}`, 1))},
 	}
 	k0 := mustKey(t, base, "team", "")
 	seen := map[Key]string{}
