@@ -72,7 +72,9 @@ type Follower struct {
 	err   error
 	entry *Entry
 
-	finished bool // owned by the reader: the finish delta was returned
+	finished bool    // owned by the reader: the finish delta was returned
+	got      bool    // owned by the reader: a delta of the leader's was returned
+	replay   []Delta // owned by the reader: the entry's deltas, for a leader that published none
 }
 
 // Lead makes the caller the leader of k's flight, or a follower of the
@@ -218,13 +220,20 @@ func (fl *Follower) Next(ctx context.Context) (Delta, error) {
 		}
 	default:
 	}
+	if len(fl.replay) > 0 {
+		d := fl.replay[0]
+		fl.replay = fl.replay[1:]
+		return d, nil
+	}
 	if len(fl.backlog) > 0 {
 		d := fl.backlog[0]
 		fl.backlog = fl.backlog[1:]
+		fl.got = true
 		return d, nil
 	}
 	select {
 	case d := <-fl.ch:
+		fl.got = true
 		return d, nil
 	case <-fl.end:
 		if fl.err != nil {
@@ -233,14 +242,23 @@ func (fl *Follower) Next(ctx context.Context) (Delta, error) {
 		// completed: every delta was buffered before end was closed
 		select {
 		case d := <-fl.ch:
+			fl.got = true
 			return d, nil
 		default:
 		}
-		if !fl.finished {
-			fl.finished = true
-			return Delta{Kind: DeltaFinish, Finish: fl.entry.Finish, Usage: fl.entry.Usage}, nil
+		if fl.finished {
+			return Delta{}, io.EOF
 		}
-		return Delta{}, io.EOF
+		fl.finished = true
+		if !fl.got {
+			// a sync leader publishes nothing: the follower streams the
+			// entry, as a hit would
+			fl.replay = fl.entry.Deltas()
+			d := fl.replay[0]
+			fl.replay = fl.replay[1:]
+			return d, nil
+		}
+		return Delta{Kind: DeltaFinish, Finish: fl.entry.Finish, Usage: fl.entry.Usage}, nil
 	case <-ctx.Done():
 		fl.Leave()
 		return Delta{}, ctx.Err()

@@ -242,3 +242,21 @@ func TestCoalesceHistoryBound(t *testing.T) {
 		t.Fatalf("early follower got %d deltas", n)
 	}
 }
+
+// TestCoalesceSyncLeaderStreamFollower: a sync leader publishes no deltas;
+// its streaming follower streams the entry as a hit would.
+func TestCoalesceSyncLeaderStreamFollower(t *testing.T) {
+	g := NewGroup(4, 1<<20)
+	lead, _ := g.Lead(key(7), false)
+	_, fl := g.Lead(key(7), true)
+	lead.Complete(coalescedEntry)
+	r, err := NewRenderer(target(t, wire.FormatAnthropic, true), "gpt-x", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := drain(context.Background(), fl, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAnswer(t, coalescedEntry, readWithSDK(t, wire.FormatAnthropic, true, out))
+}
