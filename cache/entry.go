@@ -66,7 +66,7 @@ func (e *Entry) Encode(dst []byte) []byte {
 	}
 	dst = append(dst, encMagic, encVersion)
 	dst = binary.AppendUvarint(dst, flags)
-	dst = binary.AppendUvarint(dst, uint64(e.StoredAt.UnixMilli()))
+	dst = binary.AppendUvarint(dst, uint64(max(e.StoredAt.UnixMilli(), 0)))
 	for _, s := range [...]string{e.Tier, e.Model, e.Deployment, e.Finish, e.Text} {
 		dst = appendStr(dst, s)
 	}

@@ -40,6 +40,13 @@ func TestEncodeDecode(t *testing.T) {
 	}
 }
 
+func TestEncodeZeroTime(t *testing.T) {
+	e, err := Decode((&Entry{Finish: "stop"}).Encode(nil))
+	if err != nil || e.StoredAt.UnixMilli() != 0 {
+		t.Fatalf("%v %v", err, e)
+	}
+}
+
 func TestAge(t *testing.T) {
 	e := &Entry{StoredAt: t0}
 	if got := e.Age(t0.Add(2999e6)); got != 2 {

@@ -41,6 +41,9 @@ func NewID() string {
 // Render renders a whole entry for t: a sync body, or every framed SSE
 // event of the stream in order, terminal events included.
 func Render(e *Entry, t Target) ([]byte, error) {
+	if t.Now.IsZero() {
+		t.Now = time.Now()
+	}
 	if e.Embeddings {
 		if t.Stream {
 			return nil, errors.New("cache: embeddings do not stream")
