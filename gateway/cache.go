@@ -114,14 +114,20 @@ func errCacheMiss() *apiError {
 
 // followStream relays a coalesced streaming follower: each delta the
 // leader publishes is rendered in this client's format and handed to write
-// (which writes and flushes one event) as it arrives. wrote reports whether
-// any byte went to the client: a follower released before that
-// (ErrLeaderFailed, ErrTooSlow, its coalesce_wait over) goes on as an
-// independent request; one released after it ends its stream with an
-// error, like any stream cut after its first byte (SPEC 7, 18).
-func followStream(ctx context.Context, fl *cache.Follower, r *cache.Renderer, write func([]byte) error) (wrote bool, err error) {
+// (which writes and flushes one event) as it arrives. The wait for the
+// first delta is bounded by wait (cache.coalesce_wait); after that the
+// stream runs under ctx like any other. wrote reports whether any byte went
+// to the client: a follower released before that (ErrLeaderFailed,
+// ErrTooSlow, its wait over) goes on as an independent request; one
+// released after it ends its stream with an error, like any stream cut
+// after its first byte (SPEC 7, 18).
+func followStream(ctx context.Context, wait time.Duration, fl *cache.Follower, r *cache.Renderer, write func([]byte) error) (wrote bool, err error) {
+	first, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	next := first
 	for {
-		d, err := fl.Next(ctx)
+		d, err := fl.Next(next)
+		next = ctx
 		if errors.Is(err, io.EOF) {
 			return wrote, nil
 		}

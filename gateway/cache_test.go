@@ -104,7 +104,7 @@ func TestCacheTapFollower(t *testing.T) {
 	done := make(chan string)
 	go func() {
 		var out bytes.Buffer
-		_, err := followStream(context.Background(), fl, r, func(b []byte) error { out.Write(b); return nil })
+		_, err := followStream(context.Background(), time.Minute, fl, r, func(b []byte) error { out.Write(b); return nil })
 		if err != nil {
 			out.WriteString("ERR " + err.Error())
 		}
@@ -176,5 +176,22 @@ func TestSyncEntry(t *testing.T) {
 	}
 	if e, _ := syncEntry(req, []byte(body), cache.Meta{}, 10, nil); e != nil {
 		t.Fatal("stored over max_entry_bytes")
+	}
+}
+
+// TestFollowStreamWait: a follower that waited coalesce_wait without a
+// first delta goes on alone, having written nothing.
+func TestFollowStreamWait(t *testing.T) {
+	g := cache.NewGroup(4, 1<<20)
+	lead, _ := g.Lead(cache.Key{4}, true)
+	defer lead.Fail()
+	_, fl := g.Lead(cache.Key{4}, true)
+	r, err := cache.NewRenderer(cache.Target{Format: wire.FormatOpenAI, Stream: true, Now: cacheT0}, "m", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := followStream(context.Background(), 0, fl, r, func([]byte) error { return nil })
+	if wrote || !errors.Is(err, context.DeadlineExceeded) || lead.Followers() != 0 {
+		t.Fatalf("wrote %v err %v followers %d", wrote, err, lead.Followers())
 	}
 }
