@@ -80,6 +80,21 @@ func TestKeyEqual(t *testing.T) {
 		{"json schema: chat = responses",
 			oa(strings.Replace(oaBase, `"model":"m"`, `"model":"m","response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"},"strict":true}}`, 1)),
 			rs(strings.Replace(rsBase, `"model":"m"`, `"model":"m","text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"},"strict":true}}`, 1))},
+		{"named tool choice: openai = anthropic", oa(strings.Replace(oaBase, `"model":"m"`, `"model":"m","tool_choice":{"type":"function","function":{"name":"f"}}`, 1)),
+			an(strings.Replace(anBase, `"model":"m"`, `"model":"m","tool_choice":{"type":"tool","name":"f"}`, 1))},
+		{"named tool choice: openai = responses", oa(strings.Replace(oaBase, `"model":"m"`, `"model":"m","tool_choice":{"type":"function","function":{"name":"f"}}`, 1)),
+			rs(strings.Replace(rsBase, `"model":"m"`, `"model":"m","tool_choice":{"type":"function","name":"f"}`, 1))},
+		{"tool choice none: openai = anthropic", oa(strings.Replace(oaBase, `"model":"m"`, `"model":"m","tool_choice":"none"`, 1)),
+			an(strings.Replace(anBase, `"model":"m"`, `"model":"m","tool_choice":{"type":"none"}`, 1))},
+		{"disable_parallel_tool_use = parallel_tool_calls false", oa(strings.Replace(oaBase, `"model":"m"`, `"model":"m","tool_choice":"auto","parallel_tool_calls":false`, 1)),
+			an(strings.Replace(anBase, `"model":"m"`, `"model":"m","tool_choice":{"type":"auto","disable_parallel_tool_use":true}`, 1))},
+		{"stop string = stop_sequences", oa(strings.Replace(oaBase, `"model":"m"`, `"model":"m","stop":"END"`, 1)),
+			an(strings.Replace(anBase, `"model":"m"`, `"model":"m","stop_sequences":["END"]`, 1))},
+		{"image: openai data URL = anthropic base64", oa(strings.Replace(oaBase, `"content":"hi"`, `"content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]`, 1)),
+			an(strings.Replace(anBase, `{"type":"text","text":"hi"}`, `{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}`, 1))},
+		{"image: openai = responses", oa(strings.Replace(oaBase, `"content":"hi"`, `"content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"low"}}]`, 1)),
+			rs(strings.Replace(rsBase, `"input":"hi"`, `"input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://x/y.png","detail":"low"}]}]`, 1))},
+		{"an escaped key means its name", oa(oaBase), oa(strings.Replace(oaBase, `"temperature"`, `"temper\u0061ture"`, 1))},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
