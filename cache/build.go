@@ -296,7 +296,7 @@ func embeddingsEntry(body []byte) (*Entry, error) {
 // little-endian float32s (encoding_format base64).
 func vectorOf(raw json.RawMessage) ([]float64, error) {
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil || len(b)%4 != 0 {
 			return nil, notStorable("embedding is not base64 float32s")

@@ -220,7 +220,7 @@ func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, e
 		return nil, nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		if s == "" {
 			return nil, nil
 		}
@@ -272,7 +272,7 @@ func appendMsg(msgs []Msg, m Msg) []Msg {
 // function:NAME; any other object stays canonical JSON.
 func choiceOf(raw json.RawMessage) (string, error) {
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		if s == "any" {
 			s = "required"
 		}
@@ -306,3 +306,11 @@ func choiceOf(raw json.RawMessage) (string, error) {
 
 // schemaOf is a JSON schema in canonical JSON.
 func schemaOf(raw json.RawMessage) (json.RawMessage, error) { return canonJSON(raw) }
+
+// isString reports whether raw is a JSON string, so a value that is not one
+// is never decoded as one only to fail (each failed decode validates the
+// value and allocates an error).
+func isString(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '"'
+}

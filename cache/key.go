@@ -91,7 +91,7 @@ func KeyOf(op catalog.Operation, format wire.Format, body []byte, team, tier str
 func parseEmbeddings(f fields, c *Canon) error {
 	if raw := f.take("input"); raw != nil {
 		var s string
-		if json.Unmarshal(raw, &s) == nil {
+		if isString(raw) && json.Unmarshal(raw, &s) == nil {
 			raw, _ = json.Marshal([]string{s}) // one string answers like a list of one
 		}
 		in, err := canonJSON(raw)
@@ -149,7 +149,7 @@ func parseOpenAI(f fields, c *Canon) error {
 	}
 	if raw := f.take("stop"); raw != nil {
 		var s string
-		if json.Unmarshal(raw, &s) == nil {
+		if isString(raw) && json.Unmarshal(raw, &s) == nil {
 			c.Stop = []string{s}
 		} else if err := json.Unmarshal(raw, &c.Stop); err != nil {
 			return notCacheable("stop")
@@ -234,7 +234,11 @@ func parseOpenAI(f fields, c *Canon) error {
 				continue
 			}
 			msg := Msg{Role: m.Role, Name: m.Name, Parts: parts}
-			for k, raw := range map[string]json.RawMessage{"function_call": m.FunctionCall, "audio": m.Audio} {
+			for _, x := range [...]struct {
+				k   string
+				raw json.RawMessage
+			}{{"function_call", m.FunctionCall}, {"audio", m.Audio}} {
+				k, raw := x.k, x.raw
 				if isNull(raw) {
 					continue
 				}

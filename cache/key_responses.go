@@ -104,7 +104,7 @@ func parseResponses(f fields, c *Canon) error {
 
 func responsesInput(raw json.RawMessage, c *Canon) error {
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		c.Messages = appendMsg(c.Messages, Msg{Role: "user", Parts: []Part{{Type: "text", Text: s}}})
 		return nil
 	}
