@@ -2,6 +2,7 @@ package cache
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -141,4 +142,27 @@ func TestLocalConcurrent(t *testing.T) {
 	if s := l.Stats(); s.Bytes > 64<<10 {
 		t.Fatalf("over the bound: %+v", s)
 	}
+}
+
+// TestLocalMemory: what the cache counts is what the heap holds: filled
+// with small entries far past its bound, its heap stays within
+// max_local_bytes plus a small constant (SPEC 18's hostile case).
+func TestLocalMemory(t *testing.T) {
+	const max = 16 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	l := NewLocal(max)
+	var k Key
+	for i := range 400_000 {
+		k[0], k[1], k[2], k[3] = byte(i), byte(i>>8), byte(i>>16), byte(i>>24)
+		l.Put(k, make([]byte, 64), "team", "model", t0, time.Hour)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if s := l.Stats(); s.Bytes > max || heap > max+2<<20 {
+		t.Fatalf("counted %d bytes in %d entries, heap grew %d (bound %d)", s.Bytes, s.Entries, heap, max)
+	}
+	runtime.KeepAlive(l)
 }
