@@ -151,8 +151,9 @@ func (a *Accumulator) openAIEvent(data []byte, ds []Delta) []Delta {
 		Choices []struct {
 			Index int `json:"index"`
 			Delta struct {
-				Content   *string `json:"content"`
-				Refusal   *string `json:"refusal"`
+				Content   *string         `json:"content"`
+				Refusal   *string         `json:"refusal"`
+				Audio     json.RawMessage `json:"audio"`
 				ToolCalls []struct {
 					Index    *int   `json:"index"`
 					ID       string `json:"id"`
@@ -181,6 +182,9 @@ func (a *Accumulator) openAIEvent(data []byte, ds []Delta) []Delta {
 		}
 		if c.Delta.Refusal != nil && *c.Delta.Refusal != "" {
 			a.fail("refusal")
+		}
+		if !isNull(c.Delta.Audio) {
+			a.fail("audio output")
 		}
 		if c.Delta.Content != nil {
 			ds = a.addText(*c.Delta.Content, ds)

@@ -88,9 +88,10 @@ func openAIEntry(body []byte) (*Entry, error) {
 	var r struct {
 		Choices []struct {
 			Message struct {
-				Content   *string    `json:"content"`
-				Refusal   *string    `json:"refusal"`
-				ToolCalls []oaCallIn `json:"tool_calls"`
+				Content   *string         `json:"content"`
+				Refusal   *string         `json:"refusal"`
+				ToolCalls []oaCallIn      `json:"tool_calls"`
+				Audio     json.RawMessage `json:"audio"`
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
@@ -105,6 +106,9 @@ func openAIEntry(body []byte) (*Entry, error) {
 	c := r.Choices[0]
 	if c.Message.Refusal != nil && *c.Message.Refusal != "" {
 		return nil, notStorable("refusal")
+	}
+	if !isNull(c.Message.Audio) {
+		return nil, notStorable("audio output")
 	}
 	e := &Entry{Finish: c.FinishReason, Usage: r.Usage.usage()}
 	if c.Message.Content != nil {
