@@ -88,10 +88,11 @@ func openAIEntry(body []byte) (*Entry, error) {
 	var r struct {
 		Choices []struct {
 			Message struct {
-				Content   *string         `json:"content"`
-				Refusal   *string         `json:"refusal"`
-				ToolCalls []oaCallIn      `json:"tool_calls"`
-				Audio     json.RawMessage `json:"audio"`
+				Content     *string         `json:"content"`
+				Refusal     *string         `json:"refusal"`
+				ToolCalls   []oaCallIn      `json:"tool_calls"`
+				Audio       json.RawMessage `json:"audio"`
+				Annotations json.RawMessage `json:"annotations"`
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
@@ -109,6 +110,9 @@ func openAIEntry(body []byte) (*Entry, error) {
 	}
 	if !isNull(c.Message.Audio) {
 		return nil, notStorable("audio output")
+	}
+	if a := bytes.TrimSpace(c.Message.Annotations); !isNull(a) && string(a) != "[]" {
+		return nil, notStorable("annotations") // citations the entry cannot replay
 	}
 	e := &Entry{Finish: c.FinishReason, Usage: r.Usage.usage()}
 	if c.Message.Content != nil {

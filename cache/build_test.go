@@ -29,6 +29,8 @@ func TestFromBody(t *testing.T) {
 		{"openai content_filter", catalog.OpChat, wire.FormatOpenAI, `{"choices":[{"message":{"content":"x"},"finish_reason":"content_filter"}]}`, ""},
 		{"openai n=2", catalog.OpChat, wire.FormatOpenAI, `{"choices":[{"message":{"content":"x"},"finish_reason":"stop"},{"index":1,"message":{"content":"y"},"finish_reason":"stop"}]}`, ""},
 		{"openai audio", catalog.OpChat, wire.FormatOpenAI, `{"choices":[{"message":{"content":null,"audio":{"id":"a","data":"AAA"}},"finish_reason":"stop"}]}`, ""},
+		{"openai annotations", catalog.OpChat, wire.FormatOpenAI, `{"choices":[{"message":{"content":"x","annotations":[{"type":"url_citation"}]},"finish_reason":"stop"}]}`, ""},
+		{"openai empty annotations", catalog.OpChat, wire.FormatOpenAI, `{"choices":[{"message":{"content":"x","annotations":[]},"finish_reason":"stop"}]}`, `x|[]|stop|{0 0 0}`},
 		{"openai refusal", catalog.OpChat, wire.FormatOpenAI, `{"choices":[{"message":{"content":null,"refusal":"no"},"finish_reason":"stop"}]}`, ""},
 		{"anthropic", catalog.OpChat, wire.FormatAnthropic,
 			`{"type":"message","content":[{"type":"text","text":"a"},{"type":"text","text":"b"},{"type":"tool_use","id":"t","name":"f","input":{ "x" : 1 }}],"stop_reason":"tool_use","usage":{"input_tokens":3,"cache_read_input_tokens":4,"cache_creation_input_tokens":1,"output_tokens":2}}`,
