@@ -21,6 +21,7 @@ type Config struct {
 	Audit        Audit        `koanf:"audit"`
 	Tracing      Tracing      `koanf:"tracing"`
 	Responses    Responses    `koanf:"responses"`
+	Cache        Cache        `koanf:"cache"` // SPEC 18 (cache.go)
 }
 
 // Server configures the HTTP edge. The timeouts and shape limits bound what
@@ -181,9 +182,10 @@ func (d Deployment) ToolsSupported() bool { return d.SupportsTools == nil || *d.
 
 // Model configures a public model's routing.
 type Model struct {
-	Name      string `koanf:"name"`
-	Strategy  string `koanf:"strategy"`  // default routing.default_strategy
-	Objective string `koanf:"objective"` // adaptive only: latency | cost | balanced (default)
+	Name      string     `koanf:"name"`
+	Strategy  string     `koanf:"strategy"`  // default routing.default_strategy
+	Objective string     `koanf:"objective"` // adaptive only: latency | cost | balanced (default)
+	Cache     ModelCache `koanf:"cache"`     // SPEC 18; default: the global cache settings
 }
 
 // Team is a group of API keys with an allowlist and limits.
@@ -197,7 +199,8 @@ type Team struct {
 	Budget      Budget    `koanf:"budget"`
 	// RequireUser refuses a request that names no end user (400
 	// user_required, SPEC 3.1).
-	RequireUser bool `koanf:"require_user"`
+	RequireUser bool      `koanf:"require_user"`
+	Cache       TeamCache `koanf:"cache"` // SPEC 18; default: the global cache switch
 }
 
 // KeySpec is one key of a team in the file (SPEC 3.1): a plain string (the

@@ -73,6 +73,12 @@ func defaults() map[string]any {
 		"responses.max_local":              10000,
 		"responses.max_local_bytes":        256 << 20,
 		"responses.max_team_bytes":         256 << 20,
+		"cache.enabled":                    false,
+		"cache.ttl":                        "1h",
+		"cache.max_entry_bytes":            1 << 20,
+		"cache.max_local_bytes":            64 << 20,
+		"cache.coalesce":                   true,
+		"cache.coalesce_wait":              "30s",
 	}
 }
 
@@ -177,7 +183,7 @@ func envMap(environ []string) map[string]string {
 
 // sections lists the top-level keys an env override may address; longest
 // first so SMART_ROUTING wins over ROUTING.
-var sections = []string{"smart_routing", "responses", "data_dir", "routing", "server", "admin", "redis", "audit", "tracing"}
+var sections = []string{"smart_routing", "responses", "data_dir", "routing", "server", "admin", "redis", "audit", "tracing", "cache"}
 
 // envOverrides maps SWITCHYARD_<SECTION>_<KEY> to section.key. Lists
 // (redis.addrs, routing.fallback_models) accept comma-separated values.

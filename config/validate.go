@@ -337,6 +337,7 @@ func Validate(c *Config) Problems {
 		add("responses.max_team_bytes: must be >= 1")
 	}
 	p = append(p, validateTracing(c.Tracing)...)
+	p = append(p, validateCache(c)...)
 	return p
 }
 

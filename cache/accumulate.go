@@ -1,0 +1,392 @@
+package cache
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"switchyard/wire"
+)
+
+// Accumulator reads a stream in the client's format as the gateway relays
+// it (the framed events EventStream.Next returns), turns each event into
+// canonical deltas (what coalesced followers render in their own format)
+// and gathers the answer for an entry. Only a stream whose terminal event
+// arrived ([DONE], message_stop, response.completed or .incomplete) with a
+// storable finish becomes an entry. It is not safe for concurrent use.
+type Accumulator struct {
+	format   wire.Format
+	maxBytes int
+
+	pending []byte // an event split across Add calls
+	text    strings.Builder
+	calls   []ToolCall
+	args    []strings.Builder
+	size    int
+
+	// OpenAI: tool index -> call; a fresh id at a known index is a new call
+	oaIndex map[int]int
+	// Anthropic: block index -> call; Responses: output index -> call
+	blockCall map[int]int
+
+	finish string
+	usage  Usage
+	ended  bool // the terminal event arrived
+	bad    string
+	final  *Entry // Responses: built from the terminal event's object
+}
+
+// NewAccumulator reads a stream in format; an answer larger than maxBytes
+// (max_entry_bytes) is relayed but not kept.
+func NewAccumulator(format wire.Format, maxBytes int64) *Accumulator {
+	return &Accumulator{format: format, maxBytes: int(min(maxBytes, 1<<40))}
+}
+
+// OK reports whether the stream can still become an entry and be shared
+// with followers (no error event, nothing the entry cannot replay).
+func (a *Accumulator) OK() bool { return a.bad == "" }
+
+// Ended reports whether the terminal event arrived.
+func (a *Accumulator) Ended() bool { return a.ended }
+
+func (a *Accumulator) fail(why string) {
+	if a.bad == "" {
+		a.bad = why
+	}
+}
+
+// Add reads framed events, appends the deltas they carry to ds and returns
+// it. Events after the terminal one are ignored.
+func (a *Accumulator) Add(frames []byte, ds []Delta) []Delta {
+	if len(a.pending) > 0 {
+		frames = append(a.pending, frames...)
+		a.pending = nil
+	}
+	for len(frames) > 0 {
+		end := bytes.Index(frames, []byte("\n\n"))
+		if end < 0 {
+			if len(a.pending)+len(frames) > a.maxBytes+(64<<10) {
+				a.fail("event too large")
+				return ds
+			}
+			a.pending = append(a.pending[:0:0], frames...)
+			return ds
+		}
+		name, data := splitEvent(frames[:end])
+		frames = frames[end+2:]
+		if data == nil || a.ended {
+			continue
+		}
+		switch a.format {
+		case wire.FormatOpenAI:
+			ds = a.openAIEvent(data, ds)
+		case wire.FormatAnthropic:
+			ds = a.anthropicEvent(name, data, ds)
+		case wire.FormatResponses:
+			ds = a.responsesEvent(name, data, ds)
+		}
+	}
+	return ds
+}
+
+// splitEvent reads one event's name and data (data: lines joined by "\n").
+func splitEvent(ev []byte) (name string, data []byte) {
+	for len(ev) > 0 {
+		line := ev
+		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if v, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			name = string(bytes.TrimSpace(v))
+		} else if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+		}
+	}
+	return name, data
+}
+
+func (a *Accumulator) addText(s string, ds []Delta) []Delta {
+	if s == "" {
+		return ds
+	}
+	a.size += len(s)
+	if a.size <= a.maxBytes {
+		a.text.WriteString(s)
+	}
+	return append(ds, Delta{Kind: DeltaText, Text: s})
+}
+
+func (a *Accumulator) startCall(id, name string, ds []Delta) (int, []Delta) {
+	i := len(a.calls)
+	a.calls = append(a.calls, ToolCall{ID: id, Name: name})
+	a.args = append(a.args, strings.Builder{})
+	a.size += len(id) + len(name)
+	return i, append(ds, Delta{Kind: DeltaTool, Index: i, ID: id, Name: name})
+}
+
+func (a *Accumulator) addArgs(i int, s string, ds []Delta) []Delta {
+	if s == "" || i < 0 || i >= len(a.args) {
+		return ds
+	}
+	a.size += len(s)
+	if a.size <= a.maxBytes {
+		a.args[i].WriteString(s)
+	}
+	return append(ds, Delta{Kind: DeltaTool, Index: i, Args: s})
+}
+
+func (a *Accumulator) openAIEvent(data []byte, ds []Delta) []Delta {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		a.ended = true
+		return ds
+	}
+	var ch struct {
+		Choices []struct {
+			Index int `json:"index"`
+			Delta struct {
+				Content   *string         `json:"content"`
+				Refusal   *string         `json:"refusal"`
+				Audio     json.RawMessage `json:"audio"`
+				ToolCalls []struct {
+					Index    *int   `json:"index"`
+					ID       string `json:"id"`
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *oaUsageIn       `json:"usage"`
+		Error *json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(data, &ch); err != nil || ch.Error != nil {
+		a.fail("error or garbage event")
+		return ds
+	}
+	if ch.Usage != nil {
+		a.usage = ch.Usage.usage()
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			a.fail("n > 1")
+			continue
+		}
+		if c.Delta.Refusal != nil && *c.Delta.Refusal != "" {
+			a.fail("refusal")
+		}
+		if !isNull(c.Delta.Audio) {
+			a.fail("audio output")
+		}
+		if c.Delta.Content != nil {
+			ds = a.addText(*c.Delta.Content, ds)
+		}
+		for _, tc := range c.Delta.ToolCalls {
+			idx := 0
+			if tc.Index != nil {
+				idx = *tc.Index
+			}
+			if a.oaIndex == nil {
+				a.oaIndex = map[int]int{}
+			}
+			call, known := a.oaIndex[idx]
+			if !known || (tc.ID != "" && tc.ID != a.calls[call].ID) {
+				call, ds = a.startCall(tc.ID, tc.Function.Name, ds)
+				a.oaIndex[idx] = call
+			}
+			ds = a.addArgs(call, tc.Function.Arguments, ds)
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			a.finish = *c.FinishReason
+		}
+	}
+	return ds
+}
+
+func (a *Accumulator) anthropicEvent(name string, data []byte, ds []Delta) []Delta {
+	if name == "ping" {
+		return ds
+	}
+	var ev struct {
+		Type    string `json:"type"`
+		Index   int    `json:"index"`
+		Message *struct {
+			Usage anUsageIn `json:"usage"`
+		} `json:"message"`
+		ContentBlock *struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"content_block"`
+		Delta *struct {
+			Type        string `json:"type"`
+			Text        string `json:"text"`
+			PartialJSON string `json:"partial_json"`
+			StopReason  string `json:"stop_reason"`
+		} `json:"delta"`
+		Usage *anUsageIn `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		a.fail("garbage event")
+		return ds
+	}
+	switch ev.Type {
+	case "message_start":
+		if ev.Message != nil {
+			a.usage = ev.Message.Usage.usage()
+		}
+	case "content_block_start":
+		b := ev.ContentBlock
+		if b == nil {
+			return ds
+		}
+		switch b.Type {
+		case "text":
+			ds = a.addText(b.Text, ds)
+		case "tool_use":
+			if a.blockCall == nil {
+				a.blockCall = map[int]int{}
+			}
+			var call int
+			call, ds = a.startCall(b.ID, b.Name, ds)
+			a.blockCall[ev.Index] = call
+		default:
+			a.fail("content block " + b.Type)
+		}
+	case "content_block_delta":
+		if ev.Delta == nil {
+			return ds
+		}
+		switch ev.Delta.Type {
+		case "text_delta":
+			ds = a.addText(ev.Delta.Text, ds)
+		case "input_json_delta":
+			call, ok := a.blockCall[ev.Index]
+			if !ok {
+				call = -1
+			}
+			ds = a.addArgs(call, ev.Delta.PartialJSON, ds)
+		default:
+			a.fail("delta " + ev.Delta.Type)
+		}
+	case "message_delta":
+		if ev.Delta != nil && ev.Delta.StopReason != "" {
+			a.finish = finishOfStop(ev.Delta.StopReason)
+			if a.finish == "" {
+				a.fail("stop reason " + ev.Delta.StopReason)
+			}
+		}
+		if u := ev.Usage; u != nil {
+			a.usage.CompletionTokens = u.OutputTokens
+			if p := u.usage(); p.PromptTokens > 0 {
+				a.usage.PromptTokens, a.usage.CachedTokens = p.PromptTokens, p.CachedTokens
+			}
+		}
+	case "message_stop":
+		a.ended = true
+	case "error":
+		a.fail("error event")
+	}
+	return ds
+}
+
+func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Delta {
+	var ev struct {
+		Type        string `json:"type"`
+		OutputIndex int    `json:"output_index"`
+		Delta       string `json:"delta"`
+		Item        *struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+		} `json:"item"`
+		Response json.RawMessage `json:"response"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		a.fail("garbage event")
+		return ds
+	}
+	if ev.Type == "" {
+		ev.Type = name
+	}
+	switch ev.Type {
+	case "response.output_text.delta":
+		ds = a.addText(ev.Delta, ds)
+	case "response.output_item.added":
+		if ev.Item != nil && ev.Item.Type == "function_call" {
+			if a.blockCall == nil {
+				a.blockCall = map[int]int{}
+			}
+			var call int
+			call, ds = a.startCall(ev.Item.CallID, ev.Item.Name, ds)
+			a.blockCall[ev.OutputIndex] = call
+		}
+	case "response.function_call_arguments.delta":
+		call, ok := a.blockCall[ev.OutputIndex]
+		if !ok {
+			call = -1
+		}
+		ds = a.addArgs(call, ev.Delta, ds)
+	case "response.refusal.delta":
+		a.fail("refusal")
+	case "response.completed", "response.incomplete":
+		a.ended = true
+		var r respObjectIn
+		if err := json.Unmarshal(ev.Response, &r); err != nil {
+			a.fail("terminal event")
+			return ds
+		}
+		e, err := r.entry()
+		if err != nil {
+			a.fail(err.Error())
+			return ds
+		}
+		a.final, a.finish, a.usage = e, e.Finish, e.Usage
+	case "response.failed", "error":
+		a.fail("failed")
+	}
+	return ds
+}
+
+// Entry is the stream's entry once its terminal event arrived. u, when
+// not zero, is the usage the upstream reported (EventStream.Usage): an
+// OpenAI client that did not ask for include_usage never saw it.
+func (a *Accumulator) Entry(m Meta, u Usage) (*Entry, error) {
+	if !a.ended {
+		return nil, notStorable("stream ended before its terminal event")
+	}
+	if a.bad != "" {
+		return nil, notStorable(a.bad)
+	}
+	if a.size > a.maxBytes {
+		return nil, notStorable("answer larger than max_entry_bytes")
+	}
+	e := a.final
+	if e == nil {
+		e = &Entry{Text: a.text.String(), Finish: a.finish, Usage: a.usage}
+		for i, c := range a.calls {
+			c.Arguments = a.args[i].String()
+			if c.Arguments == "" && a.format == wire.FormatAnthropic {
+				c.Arguments = "{}"
+			}
+			e.ToolCalls = append(e.ToolCalls, c)
+		}
+	}
+	if u != (Usage{}) {
+		e.Usage = u
+	}
+	if err := e.checkFinish(); err != nil {
+		return nil, err
+	}
+	e.setMeta(m)
+	return e, nil
+}

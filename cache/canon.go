@@ -1,0 +1,316 @@
+package cache
+
+// The canonical form of a request (SPEC 18): every field that can change
+// the answer, spelled one way whatever the client format, so that an OpenAI
+// chat request and the same conversation sent as Anthropic Messages or
+// Responses reduce to one value. JSON key order and whitespace vanish
+// because the body is decoded; a field that is absent (or null) stays
+// absent, never filled with the API's default. Fields the formats share are
+// mapped onto one name; every other top-level field is kept in Extra in
+// canonical JSON, so an unknown field can only split entries, never merge
+// two requests whose answers differ.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"switchyard/wire"
+)
+
+// Canon is a request reduced to what can change its answer. Its JSON
+// encoding (fixed field order, sorted maps) is what the key hashes.
+type Canon struct {
+	Op                string                     `json:"op"`
+	Model             string                     `json:"model"`
+	System            []string                   `json:"system,omitempty"`
+	Messages          []Msg                      `json:"messages,omitempty"`
+	Tools             []Tool                     `json:"tools,omitempty"`
+	ToolChoice        string                     `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool                      `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    *RespFormat                `json:"response_format,omitempty"`
+	Temperature       *float64                   `json:"temperature,omitempty"`
+	TopP              *float64                   `json:"top_p,omitempty"`
+	Seed              *int64                     `json:"seed,omitempty"`
+	Stop              []string                   `json:"stop,omitempty"`
+	MaxTokens         *int64                     `json:"max_tokens,omitempty"`
+	N                 *int64                     `json:"n,omitempty"`
+	ReasoningEffort   string                     `json:"reasoning_effort,omitempty"`
+	Verbosity         string                     `json:"verbosity,omitempty"`
+	Input             json.RawMessage            `json:"input,omitempty"` // embeddings: always an array
+	Dimensions        *int64                     `json:"dimensions,omitempty"`
+	EncodingFormat    string                     `json:"encoding_format,omitempty"`
+	Extra             map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Msg is one conversation turn: user, assistant or tool (a tool result).
+// System prompts are lifted into Canon.System.
+type Msg struct {
+	Role    string `json:"role"`
+	Name    string `json:"name,omitempty"`
+	Parts   []Part `json:"parts,omitempty"`
+	Calls   []Call `json:"calls,omitempty"`
+	CallID  string `json:"call_id,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+	// Extra holds a turn's fields no other format spells (OpenAI's legacy
+	// function_call, an audio reference), canonical, by name.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Part is one content part: text, image (URL or data: URL) or raw (a part
+// no other format spells, in canonical JSON).
+type Part struct {
+	Type   string `json:"t"`
+	Text   string `json:"text,omitempty"`
+	URL    string `json:"url,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Call is an assistant's tool call; Args is canonical JSON when it parses.
+type Call struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name"`
+	Args string `json:"args"`
+}
+
+// Tool is a declared function tool; Raw holds any other tool kind.
+type Tool struct {
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Params      json.RawMessage `json:"params,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+	Raw         json.RawMessage `json:"raw,omitempty"`
+}
+
+// RespFormat is the structured-output request: response_format (chat) or
+// text.format (Responses).
+type RespFormat struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ErrNotCacheable is returned for a request the cache must not answer:
+// images, n > 1, a Responses request that continues stored state
+// (previous_response_id, conversation, item_reference), background mode,
+// or a body whose fields do not parse.
+var ErrNotCacheable = errors.New("cache: request is not cacheable")
+
+func notCacheable(why string) error { return fmt.Errorf("%w: %s", ErrNotCacheable, why) }
+
+// excluded are the top-level fields that never change the answer (SPEC 18),
+// plus the session and provider-cache hints of SPEC 8.
+var excluded = map[string]bool{
+	"stream": true, "stream_options": true, "user": true, "metadata": true, "store": true,
+	"prompt_cache_key": true, "session_id": true, "safety_identifier": true,
+}
+
+// fields is a decoded top-level object whose entries are taken one by one;
+// what is left at the end goes into Extra.
+type fields map[string]json.RawMessage
+
+func decodeFields(body []byte) (fields, error) {
+	// walked in place (the values are sub-slices of body, never copied);
+	// each value is validated when it is decoded or made canonical
+	if !json.Valid(body) {
+		return nil, notCacheable("body is not valid JSON")
+	}
+	f := make(fields, 16)
+	ok := wire.EachMember(bytes.TrimSpace(body), func(k, v []byte) bool {
+		key := string(k)
+		if bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) { // a key means what it decodes to
+			q := append(append([]byte{'"'}, k...), '"')
+			if json.Unmarshal(q, &key) != nil {
+				return false
+			}
+		}
+		if excluded[key] || isNull(v) {
+			delete(f, key) // a later null or excluded spelling wins, as in encoding/json
+			return true
+		}
+		f[key] = v
+		return true
+	})
+	if !ok {
+		return nil, notCacheable("body is not a JSON object")
+	}
+	return f, nil
+}
+
+// take removes and returns field k (nil when absent).
+func (f fields) take(k string) json.RawMessage {
+	v, ok := f[k]
+	if !ok {
+		return nil
+	}
+	delete(f, k)
+	return v
+}
+
+// into decodes field k into v when present.
+func (f fields) into(k string, v any) error {
+	raw := f.take(k)
+	if raw == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return notCacheable(k + ": " + err.Error())
+	}
+	return nil
+}
+
+// rest moves every remaining field into c.Extra in canonical JSON.
+func (f fields) rest(c *Canon) error {
+	for k, v := range f {
+		cv, err := canonJSON(v)
+		if err != nil {
+			return err
+		}
+		if c.Extra == nil {
+			c.Extra = make(map[string]json.RawMessage, len(f))
+		}
+		c.Extra[k] = cv
+	}
+	return nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// canonJSON re-encodes any JSON value with sorted keys, no whitespace and
+// numbers in one spelling (1 and 1.0 agree).
+func canonJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, notCacheable("invalid JSON: " + err.Error())
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, notCacheable(err.Error())
+	}
+	return out, nil
+}
+
+// canonArgs is tool-call arguments in canonical JSON; text that is not
+// JSON is kept as sent.
+func canonArgs(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "{}"
+	}
+	if c, err := canonJSON(json.RawMessage(s)); err == nil && c != nil {
+		return string(c)
+	}
+	return s
+}
+
+// textOrParts reads a content value that is a string or an array of parts;
+// part maps each element to zero or more parts. Empty text parts are dropped.
+func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, error)) ([]Part, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var s string
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []Part{{Type: "text", Text: s}}, nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, notCacheable("content is neither a string nor an array")
+	}
+	var out []Part
+	for _, e := range elems {
+		ps, err := part(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			if p.Type == "text" && p.Text == "" {
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// rawPart is an unrecognized part kept in canonical JSON.
+func rawPart(elem json.RawMessage) (Part, error) {
+	c, err := canonJSON(elem)
+	return Part{Type: "raw", Text: string(c)}, err
+}
+
+// appendMsg adds m to the conversation, merging it into the previous turn
+// when both are user or both assistant turns (Anthropic requires
+// alternation, so the translators merge them the same way). Empty turns
+// are dropped.
+func appendMsg(msgs []Msg, m Msg) []Msg {
+	if len(m.Parts) == 0 && len(m.Calls) == 0 && m.Extra == nil && m.Role != "tool" {
+		return msgs
+	}
+	if n := len(msgs); n > 0 && m.Role != "tool" && msgs[n-1].Role == m.Role && msgs[n-1].Name == m.Name && m.Extra == nil && msgs[n-1].Extra == nil {
+		msgs[n-1].Parts = append(msgs[n-1].Parts, m.Parts...)
+		msgs[n-1].Calls = append(msgs[n-1].Calls, m.Calls...)
+		return msgs
+	}
+	return append(msgs, m)
+}
+
+// choiceOf maps a tool choice to one spelling: auto, none, required or
+// function:NAME; any other object stays canonical JSON.
+func choiceOf(raw json.RawMessage) (string, error) {
+	var s string
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
+		if s == "any" {
+			s = "required"
+		}
+		return s, nil
+	}
+	var o struct {
+		Type     string `json:"type"`
+		Name     string `json:"name"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &o) == nil {
+		switch o.Type {
+		case "auto", "none":
+			return o.Type, nil
+		case "any":
+			return "required", nil
+		case "tool":
+			return "function:" + o.Name, nil
+		case "function":
+			if o.Function != nil {
+				return "function:" + o.Function.Name, nil
+			}
+			return "function:" + o.Name, nil
+		}
+	}
+	c, err := canonJSON(raw)
+	return "raw:" + string(c), err
+}
+
+// schemaOf is a JSON schema in canonical JSON.
+func schemaOf(raw json.RawMessage) (json.RawMessage, error) { return canonJSON(raw) }
+
+// isString reports whether raw is a JSON string, so a value that is not one
+// is never decoded as one only to fail (each failed decode validates the
+// value and allocates an error).
+func isString(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '"'
+}

@@ -1,0 +1,145 @@
+package cache
+
+// The Anthropic Messages request in canonical form.
+
+import "encoding/json"
+
+func parseAnthropic(f fields, c *Canon) error {
+	// disable_parallel_tool_use lives in tool_choice: it is the chat
+	// formats' parallel_tool_calls, negated
+	if raw := f["tool_choice"]; raw != nil {
+		var tc struct {
+			Disable *bool `json:"disable_parallel_tool_use"`
+		}
+		if json.Unmarshal(raw, &tc) == nil && tc.Disable != nil {
+			v := !*tc.Disable
+			c.ParallelToolCalls = &v
+		}
+	}
+	if err := common(f, c); err != nil {
+		return err
+	}
+	if err := f.into("max_tokens", &c.MaxTokens); err != nil {
+		return err
+	}
+	if err := f.into("stop_sequences", &c.Stop); err != nil {
+		return err
+	}
+	if raw := f.take("system"); raw != nil {
+		parts, err := textOrParts(raw, anthropicBlock(nil))
+		if err != nil {
+			return err
+		}
+		c.System = appendTexts(c.System, parts)
+	}
+	if raw := f.take("tools"); raw != nil {
+		var tools []json.RawMessage
+		if err := json.Unmarshal(raw, &tools); err != nil {
+			return notCacheable("tools")
+		}
+		for _, t := range tools {
+			var at struct {
+				Type        string          `json:"type"`
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				InputSchema json.RawMessage `json:"input_schema"`
+				Strict      *bool           `json:"strict"`
+			}
+			if err := json.Unmarshal(t, &at); err != nil {
+				return notCacheable("tools")
+			}
+			tool, err := functionTool(at.Type == "" || at.Type == "custom", t, func() (string, string, json.RawMessage, *bool) {
+				return at.Name, at.Description, at.InputSchema, at.Strict
+			})
+			if err != nil {
+				return err
+			}
+			c.Tools = append(c.Tools, tool)
+		}
+	}
+	if raw := f.take("messages"); raw != nil {
+		var msgs []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			return notCacheable("messages")
+		}
+		for _, m := range msgs {
+			// tool results become tool turns ahead of the rest of the
+			// user turn, as OpenAI and Responses spell them
+			var results []Msg
+			parts, err := textOrParts(m.Content, anthropicBlock(&results))
+			if err != nil {
+				return err
+			}
+			var calls []Call
+			kept := parts[:0]
+			for _, p := range parts {
+				if p.Type == "tool_use" {
+					calls = append(calls, Call{ID: p.Detail, Name: p.URL, Args: p.Text})
+					continue
+				}
+				kept = append(kept, p)
+			}
+			for _, r := range results {
+				c.Messages = appendMsg(c.Messages, r)
+			}
+			c.Messages = appendMsg(c.Messages, Msg{Role: m.Role, Parts: kept, Calls: calls})
+		}
+	}
+	return nil
+}
+
+// anthropicBlock maps one content block. tool_use comes back as a part of
+// type tool_use (Detail id, URL name, Text arguments) that the caller moves
+// to the turn's calls; tool_result blocks go to results.
+func anthropicBlock(results *[]Msg) func(json.RawMessage) ([]Part, error) {
+	return func(elem json.RawMessage) ([]Part, error) {
+		var b struct {
+			Type   string `json:"type"`
+			Text   string `json:"text"`
+			Source *struct {
+				Type      string `json:"type"`
+				MediaType string `json:"media_type"`
+				Data      string `json:"data"`
+				URL       string `json:"url"`
+			} `json:"source"`
+			ID        string          `json:"id"`
+			Name      string          `json:"name"`
+			Input     json.RawMessage `json:"input"`
+			ToolUseID string          `json:"tool_use_id"`
+			Content   json.RawMessage `json:"content"`
+			IsError   bool            `json:"is_error"`
+		}
+		if err := json.Unmarshal(elem, &b); err != nil {
+			return nil, notCacheable("content block")
+		}
+		switch {
+		case b.Type == "text":
+			return []Part{{Type: "text", Text: b.Text}}, nil
+		case b.Type == "image" && b.Source != nil && b.Source.Type == "base64":
+			return []Part{{Type: "image", URL: "data:" + b.Source.MediaType + ";base64," + b.Source.Data}}, nil
+		case b.Type == "image" && b.Source != nil && b.Source.Type == "url":
+			return []Part{{Type: "image", URL: b.Source.URL}}, nil
+		case b.Type == "tool_use":
+			args, err := canonJSON(b.Input)
+			if err != nil {
+				return nil, err
+			}
+			if args == nil {
+				args = json.RawMessage("{}")
+			}
+			return []Part{{Type: "tool_use", Detail: b.ID, URL: b.Name, Text: string(args)}}, nil
+		case b.Type == "tool_result" && results != nil:
+			parts, err := textOrParts(b.Content, anthropicBlock(nil))
+			if err != nil {
+				return nil, err
+			}
+			*results = append(*results, Msg{Role: "tool", CallID: b.ToolUseID, Parts: parts, IsError: b.IsError})
+			return nil, nil
+		}
+		rp, err := rawPart(elem)
+		return []Part{rp}, err
+	}
+}

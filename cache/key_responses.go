@@ -1,0 +1,181 @@
+package cache
+
+// The Responses API request in canonical form; a request that continues
+// stored state is not cacheable.
+
+import "encoding/json"
+
+func parseResponses(f fields, c *Canon) error {
+	for _, k := range [...]string{"previous_response_id", "conversation"} {
+		if f[k] != nil {
+			return notCacheable(k + " continues stored state")
+		}
+	}
+	var bg bool
+	if err := f.into("background", &bg); err != nil || bg {
+		return notCacheable("background mode")
+	}
+	if err := common(f, c); err != nil {
+		return err
+	}
+	if err := f.into("max_output_tokens", &c.MaxTokens); err != nil {
+		return err
+	}
+	var ins string
+	if err := f.into("instructions", &ins); err != nil {
+		return err
+	}
+	if ins != "" {
+		c.System = append(c.System, ins)
+	}
+	if raw := f.take("reasoning"); raw != nil {
+		var r map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return notCacheable("reasoning")
+		}
+		if e := r["effort"]; !isNull(e) {
+			if err := json.Unmarshal(e, &c.ReasoningEffort); err != nil {
+				return notCacheable("reasoning.effort")
+			}
+		}
+		delete(r, "effort")
+		if len(r) > 0 {
+			f["reasoning"], _ = json.Marshal(r) // the rest (summary) stays apart
+		}
+	}
+	if raw := f.take("text"); raw != nil {
+		var t map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return notCacheable("text")
+		}
+		if v := t["verbosity"]; !isNull(v) {
+			if err := json.Unmarshal(v, &c.Verbosity); err != nil {
+				return notCacheable("text.verbosity")
+			}
+		}
+		if fm := t["format"]; !isNull(fm) {
+			var rf RespFormat
+			if err := json.Unmarshal(fm, &rf); err != nil {
+				return notCacheable("text.format")
+			}
+			sc, err := schemaOf(rf.Schema)
+			if err != nil {
+				return err
+			}
+			rf.Schema = sc
+			c.ResponseFormat = &rf
+		}
+		delete(t, "verbosity")
+		delete(t, "format")
+		if len(t) > 0 {
+			f["text"], _ = json.Marshal(t)
+		}
+	}
+	if raw := f.take("tools"); raw != nil {
+		var tools []json.RawMessage
+		if err := json.Unmarshal(raw, &tools); err != nil {
+			return notCacheable("tools")
+		}
+		for _, t := range tools {
+			var rt struct {
+				Type        string          `json:"type"`
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+				Strict      *bool           `json:"strict"`
+			}
+			if err := json.Unmarshal(t, &rt); err != nil {
+				return notCacheable("tools")
+			}
+			tool, err := functionTool(rt.Type == "function", t, func() (string, string, json.RawMessage, *bool) {
+				return rt.Name, rt.Description, rt.Parameters, rt.Strict
+			})
+			if err != nil {
+				return err
+			}
+			c.Tools = append(c.Tools, tool)
+		}
+	}
+	if raw := f.take("input"); raw != nil {
+		return responsesInput(raw, c)
+	}
+	return nil
+}
+
+func responsesInput(raw json.RawMessage, c *Canon) error {
+	var s string
+	if isString(raw) && json.Unmarshal(raw, &s) == nil {
+		c.Messages = appendMsg(c.Messages, Msg{Role: "user", Parts: []Part{{Type: "text", Text: s}}})
+		return nil
+	}
+	var items []struct {
+		Type      string          `json:"type"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		CallID    string          `json:"call_id"`
+		Name      string          `json:"name"`
+		Arguments string          `json:"arguments"`
+		Output    json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return notCacheable("input")
+	}
+	for _, it := range items {
+		typ := it.Type
+		if typ == "" && it.Role != "" {
+			typ = "message"
+		}
+		switch typ {
+		case "message":
+			parts, err := textOrParts(it.Content, responsesPart)
+			if err != nil {
+				return err
+			}
+			if it.Role == "system" || it.Role == "developer" {
+				c.System = appendTexts(c.System, parts)
+				continue
+			}
+			c.Messages = appendMsg(c.Messages, Msg{Role: it.Role, Parts: parts})
+		case "function_call":
+			c.Messages = appendMsg(c.Messages, Msg{Role: "assistant", Calls: []Call{{ID: it.CallID, Name: it.Name, Args: canonArgs(it.Arguments)}}})
+		case "function_call_output":
+			parts, err := textOrParts(it.Output, responsesPart)
+			if err != nil {
+				return err
+			}
+			c.Messages = appendMsg(c.Messages, Msg{Role: "tool", CallID: it.CallID, Parts: parts})
+		case "reasoning":
+			// dropped, as the gateway drops it on the way upstream (wire)
+		case "item_reference":
+			return notCacheable("item_reference names stored state")
+		default:
+			return notCacheable("input item type " + typ)
+		}
+	}
+	return nil
+}
+
+func responsesPart(elem json.RawMessage) ([]Part, error) {
+	var p struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Refusal  string `json:"refusal"`
+		ImageURL string `json:"image_url"`
+		Detail   string `json:"detail"`
+	}
+	if err := json.Unmarshal(elem, &p); err != nil {
+		return nil, notCacheable("content part")
+	}
+	switch p.Type {
+	case "input_text", "output_text", "text":
+		return []Part{{Type: "text", Text: p.Text}}, nil
+	case "refusal":
+		return []Part{{Type: "text", Text: p.Refusal}}, nil
+	case "input_image":
+		if p.ImageURL != "" {
+			return []Part{{Type: "image", URL: p.ImageURL, Detail: p.Detail}}, nil
+		}
+	}
+	rp, err := rawPart(elem)
+	return []Part{rp}, err
+}

@@ -1,0 +1,57 @@
+package cache
+
+import (
+	"time"
+
+	"switchyard/config"
+)
+
+// Policy resolves SPEC 18's switches and TTLs for a request: built once
+// per configuration, immutable after NewPolicy, so the hot path reads two
+// maps and takes no lock.
+type Policy struct {
+	global config.Cache
+	models map[string]config.ModelCache
+	teams  map[string]config.TeamCache
+}
+
+// NewPolicy indexes the cache settings of c's models and teams.
+func NewPolicy(c *config.Config) *Policy {
+	p := &Policy{global: c.Cache, models: make(map[string]config.ModelCache, len(c.Models)), teams: make(map[string]config.TeamCache, len(c.Teams))}
+	for _, m := range c.Models {
+		p.models[m.Name] = m.Cache
+	}
+	for _, t := range c.Teams {
+		p.teams[t.Name] = t.Cache
+	}
+	return p
+}
+
+// Global is the cache section.
+func (p *Policy) Global() config.Cache { return p.global }
+
+// Enabled reports whether a team's requests for models are cacheable:
+// the team and every model must come out enabled (config.CacheEnabled).
+// A tier alias passes both its targets, since the tier is known only in
+// the Begin script and either may serve.
+func (p *Policy) Enabled(team string, models ...string) bool {
+	tc := p.teams[team]
+	for _, m := range models {
+		if !config.CacheEnabled(p.global, p.models[m], tc) {
+			return false
+		}
+	}
+	return len(models) > 0
+}
+
+// TTL is the entry TTL for models: the shortest of their TTLs.
+func (p *Policy) TTL(models ...string) time.Duration {
+	var ttl time.Duration
+	for i, m := range models {
+		t := config.CacheTTL(p.global, p.models[m])
+		if i == 0 || t < ttl {
+			ttl = t
+		}
+	}
+	return ttl
+}

@@ -1,0 +1,228 @@
+package gateway
+
+// The response cache's hooks into the pipeline (SPEC 18). They hold no
+// state of their own and know nothing of Redis: the pipeline computes a
+// cacheView before edge.State.Begin (SPEC 2.3: the key is computed in
+// process from the catalog snapshot), the Begin round trip reads the
+// entry, and these helpers render a hit, relay a coalesced follower, and
+// tap a leader's answer into an entry and its followers.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"switchyard/cache"
+	"switchyard/providers"
+	"switchyard/wire"
+)
+
+// The X-Switchyard-Cache values (SPEC 18).
+const (
+	cacheHit       = "hit"
+	cacheMiss      = "miss"
+	cacheCoalesced = "coalesced"
+	cacheBypass    = "bypass"
+)
+
+// cacheView is what the response cache needs of one cacheable request.
+type cacheView struct {
+	canon *cache.Canon
+	dir   cache.Directives
+	ttl   time.Duration
+	// keys holds the entry key: keys[0] for a plain model; for a tier
+	// alias keys[0] is the easy tier's and keys[1] the hard tier's, and the
+	// Begin script reads the one the session's tier pin leaves it on.
+	keys  [2]cache.Key
+	alias bool
+}
+
+// newCacheView returns the request's cache view, or nil when the request
+// is not cacheable (the cache is off for its team or model, the operation
+// or its fields exclude it): such a request carries no cache header.
+// targets are the public models it may be served by: the model itself, or
+// a tier alias's easy and hard targets (alias true).
+func newCacheView(p *cache.Policy, team string, req *wire.Request, h http.Header, alias bool, targets ...string) *cacheView {
+	if p == nil || !p.Enabled(team, targets...) {
+		return nil
+	}
+	canon, err := cache.Parse(req.Op, req.Format, req.Raw)
+	if err != nil {
+		return nil
+	}
+	v := &cacheView{canon: canon, dir: cache.ParseDirectives(h.Values("Cache-Control")), ttl: p.TTL(targets...), alias: alias}
+	if alias {
+		v.keys = [2]cache.Key{canon.Key(team, "easy"), canon.Key(team, "hard")}
+	} else {
+		v.keys[0] = canon.Key(team, "")
+	}
+	return v
+}
+
+// key is the entry key for the tier the request was routed to ("" or
+// "easy"/"hard" for an alias).
+func (v *cacheView) key(tier string) cache.Key {
+	if v.alias && tier == "hard" {
+		return v.keys[1]
+	}
+	return v.keys[0]
+}
+
+// usable reports whether a looked-up entry may answer: the directives allow
+// reading and its age is within max-age.
+func (v *cacheView) usable(e *cache.Entry, now time.Time) bool {
+	return e != nil && v.dir.Read() && v.dir.Fresh(time.Duration(e.Age(now))*time.Second)
+}
+
+// cacheTarget is how this client wants a replayed answer.
+func cacheTarget(req *wire.Request, v *cacheView, now time.Time, done providers.ResponsesDone) cache.Target {
+	return cache.Target{Format: req.Format, Stream: req.Stream, IncludeUsage: req.IncludeUsage, Client: req,
+		Done: done, EncodingFormat: v.canon.EncodingFormat, Now: now}
+}
+
+// setCacheHeaders writes X-Switchyard-Cache and, for a hit or a coalesced
+// answer, Age, X-Switchyard-Model and X-Switchyard-Attempts: 0 (SPEC 18,
+// 12.3). e is nil for a miss or a bypass.
+func setCacheHeaders(h http.Header, result string, e *cache.Entry, now time.Time) {
+	h["X-Switchyard-Cache"] = []string{result}
+	if e == nil || (result != cacheHit && result != cacheCoalesced) {
+		return
+	}
+	h["Age"] = []string{strconv.FormatInt(e.Age(now), 10)}
+	h["X-Switchyard-Model"] = []string{e.Model}
+	h["X-Switchyard-Attempts"] = []string{"0"}
+}
+
+// renderCached renders a hit for the client: the body and its
+// Content-Type (a whole SSE stream for a stream client).
+func renderCached(e *cache.Entry, t cache.Target) (body []byte, contentType string, err error) {
+	body, err = cache.Render(e, t)
+	if t.Stream {
+		return body, "text/event-stream", err
+	}
+	return body, "application/json", err
+}
+
+// errCacheMiss answers only-if-cached on a miss (SPEC 18).
+func errCacheMiss() *apiError {
+	return &apiError{Status: http.StatusGatewayTimeout, Type: "cache_miss", Code: "cache_miss",
+		Message: "no cached answer for this request, and Cache-Control: only-if-cached forbids calling an upstream"}
+}
+
+// followStream relays a coalesced streaming follower: each delta the
+// leader publishes is rendered in this client's format and handed to write
+// (which writes and flushes one event) as it arrives. The wait for the
+// first delta is bounded by wait (cache.coalesce_wait); after that the
+// stream runs under ctx like any other. wrote reports whether any byte went
+// to the client: a follower released before that (ErrLeaderFailed,
+// ErrTooSlow, its wait over) goes on as an independent request; one
+// released after it ends its stream with an error, like any stream cut
+// after its first byte (SPEC 7, 18).
+func followStream(ctx context.Context, wait time.Duration, fl *cache.Follower, r *cache.Renderer, write func([]byte) error) (wrote bool, err error) {
+	first, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	next := first
+	for {
+		d, err := fl.Next(next)
+		next = ctx
+		if errors.Is(err, io.EOF) {
+			return wrote, nil
+		}
+		if err != nil {
+			fl.Leave()
+			return wrote, err
+		}
+		if b := r.Render(d); len(b) > 0 {
+			wrote = true
+			if err := write(b); err != nil {
+				fl.Leave()
+				return wrote, err
+			}
+		}
+	}
+}
+
+// cacheTap watches a leader's answer on its way to the client: a stream's
+// framed events become deltas for the followers and the entry to store.
+type cacheTap struct {
+	acc    *cache.Accumulator
+	flight *cache.Flight // nil without coalescing
+	ds     []cache.Delta
+}
+
+func newCacheTap(format wire.Format, maxEntryBytes int64, flight *cache.Flight) *cacheTap {
+	return &cacheTap{acc: cache.NewAccumulator(format, maxEntryBytes), flight: flight}
+}
+
+// relayed is called with each slice of framed events written to the
+// client. A stream that turns out not shareable (an error event, content
+// the entry cannot replay) releases its followers at once.
+func (t *cacheTap) relayed(frames []byte) {
+	t.ds = t.acc.Add(frames, t.ds[:0])
+	if t.flight == nil {
+		return
+	}
+	if !t.acc.OK() {
+		t.flight.Fail()
+		return
+	}
+	for _, d := range t.ds {
+		t.flight.Publish(d)
+	}
+}
+
+// finish ends the stream: the entry when it is storable (its terminal event
+// arrived, complete and successful), encoded under maxEntryBytes, with the
+// flight completed; otherwise nil, and the followers released. u is the
+// upstream's usage (EventStream.Usage). degraded answers are never stored.
+func (t *cacheTap) finish(m cache.Meta, u cache.Usage, maxEntryBytes int64, degraded bool) (*cache.Entry, []byte) {
+	e, err := t.acc.Entry(m, u)
+	if err != nil || degraded {
+		t.fail()
+		return nil, nil
+	}
+	if t.flight != nil {
+		t.flight.Complete(e)
+	}
+	b, ok := e.EncodeLimited(maxEntryBytes)
+	if !ok {
+		return nil, nil
+	}
+	return e, b
+}
+
+// fail releases the followers: the leader failed or was cut off. It is
+// safe to defer.
+func (t *cacheTap) fail() {
+	if t.flight != nil {
+		t.flight.Fail()
+	}
+}
+
+// syncEntry builds the entry of a sync answer (status 200, not degraded)
+// and completes the flight; nil, nil when it is not storable.
+func syncEntry(req *wire.Request, body []byte, m cache.Meta, maxEntryBytes int64, flight *cache.Flight) (*cache.Entry, []byte) {
+	e, err := cache.FromBody(req.Op, req.Format, body, m)
+	if err != nil {
+		if flight != nil {
+			flight.Fail()
+		}
+		return nil, nil
+	}
+	if flight != nil {
+		flight.Complete(e)
+	}
+	b, ok := e.EncodeLimited(maxEntryBytes)
+	if !ok {
+		return nil, nil
+	}
+	return e, b
+}
+
+// cacheUsage is a provider usage as the cache counts it.
+func cacheUsage(u providers.Usage) cache.Usage {
+	return cache.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
+}
