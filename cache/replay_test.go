@@ -201,7 +201,8 @@ func openAISDK(t *testing.T, cc openai.ChatCompletion) sdkAnswer {
 }
 
 func anthropicSDK(m anthropic.Message) sdkAnswer {
-	a := sdkAnswer{prompt: int(m.Usage.InputTokens), output: int(m.Usage.OutputTokens)}
+	// Anthropic's input_tokens leaves out the cache reads and writes (SPEC 10.2)
+	a := sdkAnswer{prompt: int(m.Usage.InputTokens + m.Usage.CacheReadInputTokens + m.Usage.CacheCreationInputTokens), output: int(m.Usage.OutputTokens)}
 	for _, b := range m.Content {
 		switch b.Type {
 		case "text":
