@@ -48,6 +48,9 @@ func (cl *call) route() bool {
 		return cl.fail(errModelNotFound(cl.model))
 	}
 	cl.plan = plan
+	if cl.cacheLookup() {
+		return true
+	}
 	var lastErr error
 	for {
 		att, ok := plan.Next()
@@ -208,6 +211,8 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		cl.entry.Status = status
 		if err := s.writeBody(cl.c, status, resp.Body, cl.end); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()
+		} else if cl.cv != nil && status == http.StatusOK && !res.Degraded && !att.Fallback {
+			cl.cacheStore(syncEntry(cl.req, resp.Body, cl.cacheMeta(d), s.cfg().Cache.MaxEntryBytes, nil))
 		}
 		return true, nil
 	}
@@ -256,6 +261,10 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	ew := s.newEventWriter(w, cl.end)
 	ev := first
 	var relayed int64 // content characters: the charge when the upstream reports no usage
+	var tap *cacheTap // the response cache's view of the stream (SPEC 18)
+	if cl.cv != nil && cl.cv.dir.Store() && !res.Degraded {
+		tap = newCacheTap(cl.format, s.cfg().Cache.MaxEntryBytes, nil)
+	}
 	fields := contentFields(cl.format, true)
 	for {
 		if st.Ended() {
@@ -267,6 +276,9 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 			break
 		}
 		relayed += contentChars(ev, fields)
+		if tap != nil {
+			tap.relayed(ev)
+		}
 		ev, err = st.Next()
 		if err == nil {
 			continue
@@ -295,6 +307,9 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	u := st.Usage()
 	cl.att.End(o, tracing.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Body: first, Stream: true})
 	cl.settle(d, u, relayed)
+	if tap != nil && o.Class == routing.ClassOK {
+		cl.cacheStore(tap.finish(cl.cacheMeta(d), cacheUsage(u), s.cfg().Cache.MaxEntryBytes, res.Degraded))
+	}
 	return true, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"switchyard/cache"
 	"switchyard/catalog"
 	"switchyard/edge"
 	"switchyard/ratelimit"
@@ -62,6 +63,11 @@ type call struct {
 	hdr   headerBatch      // response headers decided so far, written with the first byte
 	span  *tracing.Request // the server span; nil with tracing off
 	att   *tracing.Attempt // the open attempt's client span; nil with tracing off
+
+	// cv is the request's response-cache view and cacheKey the key its
+	// answer is stored under; nil when it is not cacheable (cache_pipeline.go).
+	cv       *cacheView
+	cacheKey cache.Key
 
 	// rs is the Responses API state (responses.go); nil for other formats.
 	rs *responsesCall

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"switchyard/cache"
 	"switchyard/catalog"
 	"switchyard/config"
 	"switchyard/edge"
@@ -87,6 +88,11 @@ type Server struct {
 	idSeq     atomic.Uint64
 	bodies    bodyBudget   // request-body bytes held node-wide (SPEC 14)
 	bodyLogAt atomic.Int64 // unix ns of the last body-budget warning (one per bodyLogEvery)
+
+	// The response cache (SPEC 18): which requests are cacheable, and the
+	// node's bounded store. Built from the config at start.
+	cachePolicy *cache.Policy
+	cacheLocal  *cache.Local
 }
 
 // New builds the server and its routes.
@@ -103,11 +109,16 @@ func New(d Deps) *Server {
 	if d.RedisState == nil {
 		d.RedisState = func() string { return "disabled" }
 	}
+	var policy *cache.Policy
+	var local *cache.Local
+	if d.Config != nil {
+		policy, local = cache.NewPolicy(d.Config), cache.NewLocal(d.Config.Cache.MaxLocalBytes)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	if d.Live == nil {
 		d.Live = NewLive(&LiveConfig{Config: d.Config, Router: d.Router, Adapters: d.Adapters, Tier: d.Tier})
 	}
-	s := &Server{Deps: d, engine: gin.New()}
+	s := &Server{Deps: d, engine: gin.New(), cachePolicy: policy, cacheLocal: local}
 	if k := d.Config.Admin.Key; k != "" {
 		// clear or sha256:<hex>, like team keys (SPEC 15); validated at load
 		if digest, err := config.KeyDigest(k); err == nil {

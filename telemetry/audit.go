@@ -62,6 +62,8 @@ type Entry struct {
 	CacheWriteTokens int          `json:"cache_write_tokens,omitempty"` // part of PromptTokens written to the prompt cache
 	CompletionTokens int          `json:"completion_tokens"`            // reasoning tokens included
 	CostUSD          float64      `json:"cost_usd"`                     // SPEC 10.2
+	Cached           bool         `json:"cached,omitempty"`             // answered from the response cache (SPEC 18)
+	SavedUSD         float64      `json:"saved_usd,omitempty"`          // what a cached answer would have cost
 	Status           int          `json:"status"`
 	Error            string       `json:"error,omitempty"`
 	DurationMs       float64      `json:"duration_ms"`

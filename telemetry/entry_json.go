@@ -89,6 +89,13 @@ func (e *Entry) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(e.CompletionTokens), 10)
 	b = append(b, `,"cost_usd":`...)
 	b = appendFloat(b, e.CostUSD)
+	if e.Cached {
+		b = append(b, `,"cached":true`...)
+	}
+	if e.SavedUSD != 0 {
+		b = append(b, `,"saved_usd":`...)
+		b = appendFloat(b, e.SavedUSD)
+	}
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = appendOptString(b, `,"error":`, e.Error)

@@ -50,6 +50,11 @@ type Metrics struct {
 	// BudgetAlerts counts budget alerts (a level's spend crossing
 	// budget.alert_at, once per period), by level (SPEC 3.1).
 	BudgetAlerts *prometheus.CounterVec
+	// The response cache (SPEC 18): requests by public model and result
+	// (hit, miss, bypass, coalesced), and what hits saved.
+	CacheRequests    *prometheus.CounterVec
+	CacheSavedTokens prometheus.Counter
+	CacheSavedUSD    prometheus.Counter
 
 	// BodyBudgetRejected counts requests answered 503 because the node
 	// already held server.max_inflight_body_bytes of request bodies (SPEC 14).
@@ -143,6 +148,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Audit entries that could not be stored."}),
 		UsageWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "usage_write_errors_total",
 			Help: "Post-response writes of one team that Redis rejected; the other teams' writes of the same call were applied."}),
+		CacheRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "cache_requests_total",
+			Help: "Cacheable requests by public model and result (hit, miss, bypass, coalesced)."}, []string{"model", "result"}),
+		CacheSavedTokens: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cache_saved_tokens_total",
+			Help: "Tokens the response cache's hits did not send upstream."}),
+		CacheSavedUSD: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cache_saved_usd_total",
+			Help: "USD the response cache's hits did not spend."}),
 		BudgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "budget_alerts_total",
 			Help: "Budget alerts: a level's spend crossed budget.alert_at, once per period, by level (team, key, user)."}, []string{"level"}),
 		EdgeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_dropped_total",
@@ -156,7 +167,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
-		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.EdgeDropped, m.BodyBudgetRejected,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.CacheRequests, m.CacheSavedTokens, m.CacheSavedUSD, m.EdgeDropped, m.BodyBudgetRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	for _, kind := range EdgeDropKinds {

@@ -1,0 +1,113 @@
+package gateway
+
+// The response cache in the pipeline (SPEC 2.7, 18), node-local: the
+// lookup after the allowlist and the pool (so 403 and 404 come first), a
+// hit answered in the client's format and mode, and a complete answer
+// stored once it has reached the client. The shared Redis copy, read in
+// Begin's round trip, and coalescing are not wired yet.
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"switchyard/cache"
+	"switchyard/catalog"
+	"switchyard/wire"
+)
+
+// cacheLookup answers the request from the cache when it can; answered
+// reports that the request is done (a hit, or only-if-cached's 504).
+// Otherwise it records the key the answer will be stored under.
+func (cl *call) cacheLookup() (answered bool) {
+	s := cl.s
+	if s.cachePolicy == nil || cl.format == wire.FormatResponses {
+		return false // Responses hits would bypass the response store: not yet
+	}
+	alias := cl.alias != ""
+	targets := []string{cl.model}
+	tier := ""
+	if alias {
+		if r := cl.snap.Routes[cl.alias]; r != nil {
+			targets = []string{r.Easy, r.Hard}
+		}
+		if cl.verdict != nil {
+			tier = cl.verdict.Tier.String()
+		}
+	}
+	v := newCacheView(s.cachePolicy, cl.team.Name, cl.req, cl.c.Request.Header, alias, targets...)
+	if v == nil {
+		return false // not cacheable: no cache header
+	}
+	cl.cv, cl.cacheKey = v, v.key(tier)
+	now := time.Now()
+	if v.dir.Read() {
+		if b, ok := s.cacheLocal.Get(cl.cacheKey, now); ok {
+			if e, err := cache.Decode(b); err == nil && v.usable(e, now) && cl.serveHit(e, now) {
+				return true
+			}
+		}
+	}
+	s.Metrics.CacheRequests.WithLabelValues(cl.model, v.dir.Result()).Inc()
+	if v.dir.OnlyIfCached {
+		cl.hdr.str("X-Switchyard-Cache", cacheMiss)
+		cl.fail(errCacheMiss())
+		return true
+	}
+	cl.hdr.str("X-Switchyard-Cache", v.dir.Result())
+	return false
+}
+
+// serveHit writes a stored answer (SPEC 18): fresh id and created, the
+// client's format and mode, X-Switchyard-Cache: hit and Age. The request
+// is charged no tokens and no cost (Finish refunds its reservations); the
+// audit and the metrics say what it saved.
+func (cl *call) serveHit(e *cache.Entry, now time.Time) bool {
+	s := cl.s
+	body, ctype, err := renderCached(e, cacheTarget(cl.req, cl.cv, now, nil))
+	if err != nil {
+		return false // not renderable for this client: call the upstream
+	}
+	h := cl.c.Writer.Header()
+	cl.hdr.flush(h)
+	setCacheHeaders(h, cacheHit, e, now)
+	h["X-Switchyard-Cost-Usd"] = []string{"0"}
+	h["Content-Type"] = []string{ctype}
+	if ctype == "text/event-stream" {
+		h["Cache-Control"] = []string{"no-cache"}
+	}
+	cl.clen[0] = strconv.Itoa(len(body))
+	h["Content-Length"] = cl.clen[:]
+	cl.entry.Status, cl.entry.Cached = http.StatusOK, true
+	cl.entry.RoutedModel, cl.entry.Deployment = e.Model, e.Deployment
+	cl.entry.PromptTokens, cl.entry.CompletionTokens = e.Usage.PromptTokens, e.Usage.CompletionTokens
+	var saved float64
+	if d := cl.snap.Deployments[e.Deployment]; d != nil {
+		saved = d.ExpectedCost(e.Usage.PromptTokens, e.Usage.CompletionTokens)
+	}
+	cl.entry.SavedUSD = saved
+	s.Metrics.CacheRequests.WithLabelValues(cl.model, cacheHit).Inc()
+	s.Metrics.CacheSavedTokens.Add(float64(e.Usage.PromptTokens + e.Usage.CompletionTokens))
+	s.Metrics.CacheSavedUSD.Add(saved)
+	cl.c.Writer.WriteHeader(http.StatusOK)
+	_, _ = cl.c.Writer.Write(body)
+	return true
+}
+
+// cacheStore keeps a complete answer (SPEC 18: status 200, not degraded,
+// a stored finish reason, under max_entry_bytes) in the node's store.
+func (cl *call) cacheStore(e *cache.Entry, b []byte) {
+	if cl.cv == nil || e == nil || b == nil || !cl.cv.dir.Store() {
+		return
+	}
+	cl.s.cacheLocal.Put(cl.cacheKey, b, cl.team.Name, cl.model, time.Now(), cl.cv.ttl)
+}
+
+// cacheMeta is what an entry records of the answer that fills it.
+func (cl *call) cacheMeta(d *catalog.Deployment) cache.Meta {
+	m := cache.Meta{Model: d.Model, Deployment: d.ID, Now: time.Now()}
+	if cl.alias != "" && cl.verdict != nil {
+		m.Tier = cl.verdict.Tier.String()
+	}
+	return m
+}

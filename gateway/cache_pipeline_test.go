@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// SPEC 18 through the pipeline, node-local: a repeat is answered from the
+// cache without an upstream call, in the client's own format and mode,
+// with a fresh id; the directives, the team switch and team scoping hold;
+// a hit is charged no tokens.
+func TestResponseCacheThroughThePipeline(t *testing.T) {
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"streamed "}}]}`+"\n\n")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"answer"},"finish_reason":"stop"}]}`+"\n\n")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"the answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
+	}))
+	defer up.Close()
+	n := newTestNode(t, strings.ReplaceAll(`
+cache: {enabled: true}
+providers:
+  - {name: up, kind: openai, base_url: "UP/v1", api_key: k}
+deployments:
+  - {id: d, model: m, provider: up, price: {input: 1000, output: 1000}}
+teams:
+  - {name: a, keys: ["sk-a"], models: ["*"], tpm: 100000}
+  - {name: b, keys: ["sk-b"], models: ["*"]}
+  - {name: off, keys: ["sk-off"], models: ["*"], cache: {enabled: false}}
+`, "UP", up.URL))
+	chat := `{"model":"m","messages":[{"role":"user","content":"what is it?"}]}`
+	post := func(path, key, body string, hdr ...string) *httptest.ResponseRecorder {
+		return do(t, n.Handler(), "POST", path, key, body, hdr...)
+	}
+	w := post("/v1/chat/completions", "sk-a", chat)
+	if w.Code != 200 || w.Header().Get("X-Switchyard-Cache") != "miss" || calls.Load() != 1 {
+		t.Fatalf("first: %d cache=%q calls=%d", w.Code, w.Header().Get("X-Switchyard-Cache"), calls.Load())
+	}
+	// the same request, keys reordered and spaced: a hit, no upstream call
+	w = post("/v1/chat/completions", "sk-a", `{ "messages":[{"content":"what is it?","role":"user"}], "model":"m" }`, "X-Request-Id", "hit-1")
+	var got struct {
+		ID      string
+		Choices []struct{ Message struct{ Content string } }
+	}
+	_ = json.Unmarshal(w.Body.Bytes(), &got)
+	if w.Code != 200 || w.Header().Get("X-Switchyard-Cache") != "hit" || w.Header().Get("X-Switchyard-Attempts") != "0" ||
+		w.Header().Get("Age") == "" || calls.Load() != 1 || len(got.Choices) != 1 || got.Choices[0].Message.Content != "the answer" || got.ID == "chatcmpl-up" {
+		t.Fatalf("repeat: %d %v calls=%d %s", w.Code, w.Header(), calls.Load(), w.Body)
+	}
+	if es, _ := n.Audit.Lookup(t.Context(), "hit-1"); len(es) != 1 || !es[0].Cached || es[0].SavedUSD <= 0 {
+		t.Fatalf("hit audit %+v", es)
+	}
+	// the same conversation as an Anthropic stream: a hit, replayed as events
+	post("/v1/chat/completions", "sk-a", `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"across formats"}]}`)
+	c0 := calls.Load()
+	w = post("/v1/messages", "sk-a", `{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"across formats"}]}`)
+	if w.Header().Get("X-Switchyard-Cache") != "hit" || calls.Load() != c0 || !strings.Contains(w.Body.String(), "event: message_stop") ||
+		!strings.Contains(w.Body.String(), "the answer") {
+		t.Fatalf("an Anthropic stream of an entry an OpenAI sync answer stored: cache=%q %s", w.Header().Get("X-Switchyard-Cache"), w.Body)
+	}
+	// a stream stores its answer once complete; a sync client replays it
+	post("/v1/chat/completions", "sk-a", `{"model":"m","stream":true,"messages":[{"role":"user","content":"stream it"}]}`)
+	c0 = calls.Load()
+	w = post("/v1/chat/completions", "sk-a", `{"model":"m","messages":[{"role":"user","content":"stream it"}]}`)
+	if w.Header().Get("X-Switchyard-Cache") != "hit" || calls.Load() != c0 || !strings.Contains(w.Body.String(), `"streamed answer"`) {
+		t.Fatalf("a sync replay of a stored stream: cache=%q %s", w.Header().Get("X-Switchyard-Cache"), w.Body)
+	}
+	// another team never shares the entry; a team with the cache off gets no header
+	if w = post("/v1/chat/completions", "sk-b", chat); w.Header().Get("X-Switchyard-Cache") != "miss" || calls.Load() < 2 {
+		t.Fatalf("team b: cache=%q calls=%d", w.Header().Get("X-Switchyard-Cache"), calls.Load())
+	}
+	before := calls.Load()
+	if w = post("/v1/chat/completions", "sk-off", chat); w.Header().Get("X-Switchyard-Cache") != "" || calls.Load() != before+1 {
+		t.Fatalf("cache off: cache=%q", w.Header().Get("X-Switchyard-Cache"))
+	}
+	// directives
+	before = calls.Load()
+	if w = post("/v1/chat/completions", "sk-a", chat, "Cache-Control", "no-store"); w.Header().Get("X-Switchyard-Cache") != "bypass" || calls.Load() != before+1 {
+		t.Fatalf("no-store: cache=%q", w.Header().Get("X-Switchyard-Cache"))
+	}
+	if w = post("/v1/chat/completions", "sk-a", chat, "Cache-Control", "no-cache"); w.Header().Get("X-Switchyard-Cache") != "miss" || calls.Load() != before+2 {
+		t.Fatalf("no-cache: cache=%q", w.Header().Get("X-Switchyard-Cache"))
+	}
+	w = post("/v1/chat/completions", "sk-a", `{"model":"m","messages":[{"role":"user","content":"never asked"}]}`, "Cache-Control", "only-if-cached")
+	if w.Code != http.StatusGatewayTimeout || !strings.Contains(w.Body.String(), "cache_miss") || calls.Load() != before+2 {
+		t.Fatalf("only-if-cached miss: %d %s", w.Code, w.Body)
+	}
+	// a hit is charged no tokens
+	u0, _ := n.Edge.Usage(t.Context(), n.Catalog.Load().Team("a"))
+	post("/v1/chat/completions", "sk-a", chat)
+	u1, _ := n.Edge.Usage(t.Context(), n.Catalog.Load().Team("a"))
+	if u1.TPMUsed > u0.TPMUsed {
+		t.Fatalf("a hit was charged tokens: %d -> %d", u0.TPMUsed, u1.TPMUsed)
+	}
+}
