@@ -8,6 +8,8 @@ package gateway
 
 import (
 	"net/http"
+
+	"github.com/gin-gonic/gin"
 	"strconv"
 	"time"
 
@@ -110,4 +112,25 @@ func (cl *call) cacheMeta(d *catalog.Deployment) cache.Meta {
 		m.Tier = cl.verdict.Tier.String()
 	}
 	return m
+}
+
+// handleCachePurge is DELETE /admin/cache?team=&model= (SPEC 18): it removes
+// a team's entries (or one model's of that team, or every entry without
+// parameters) and answers {"removed": N}. It reaches this node's store:
+// the shared copy in Redis is not built yet.
+func (s *Server) handleCachePurge(c *gin.Context) {
+	team, model := c.Query("team"), c.Query("model")
+	if model != "" && team == "" {
+		writeError(c, errBadRequest("model", "model: name the team too (?team=...&model=...): entries are per team"))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"removed": s.cacheLocal.Purge(team, model)})
+}
+
+// handleCacheStats is GET /admin/cache/stats (SPEC 18): this node's hits,
+// misses, entries and bytes.
+func (s *Server) handleCacheStats(c *gin.Context) {
+	st := s.cacheLocal.Stats()
+	c.JSON(http.StatusOK, gin.H{"scope": "node", "node": s.Config.Server.NodeID,
+		"hits": st.Hits, "misses": st.Misses, "entries": st.Entries, "bytes": st.Bytes})
 }

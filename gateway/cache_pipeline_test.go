@@ -106,3 +106,26 @@ teams:
 		t.Fatalf("a hit was charged tokens: %d -> %d", u0.TPMUsed, u1.TPMUsed)
 	}
 }
+
+// DELETE /admin/cache purges a team's entries; GET /admin/cache/stats counts.
+func TestCacheAdmin(t *testing.T) {
+	n := newTestNode(t, "admin: {key: adm}\ncache: {enabled: true}\n"+simYAML)
+	chat := `{"model":"m","messages":[{"role":"user","content":"x"}]}`
+	do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, chat)
+	if w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, chat); w.Header().Get("X-Switchyard-Cache") != "hit" {
+		t.Fatalf("no hit: %v", w.Header())
+	}
+	w := do(t, n.Handler(), "GET", "/admin/cache/stats", "adm", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"entries":1`) || !strings.Contains(w.Body.String(), `"hits":1`) {
+		t.Fatalf("stats: %d %s", w.Code, w.Body)
+	}
+	if w = do(t, n.Handler(), "DELETE", "/admin/cache?team=t", "adm", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"removed":1`) {
+		t.Fatalf("purge: %d %s", w.Code, w.Body)
+	}
+	if w = do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, chat); w.Header().Get("X-Switchyard-Cache") != "miss" {
+		t.Fatalf("after the purge: %v", w.Header())
+	}
+	if w = do(t, n.Handler(), "DELETE", "/admin/cache?model=m", "adm", ""); w.Code != 400 {
+		t.Fatalf("model without team: %d", w.Code)
+	}
+}

@@ -175,6 +175,8 @@ func (s *Server) routes() {
 	admin.GET("/health", s.handleAdminHealth)
 	admin.GET("/requests/:id", s.handleAdminRequest)
 	admin.GET("/cluster", s.handleAdminCluster)
+	admin.DELETE("/cache", s.handleCachePurge)
+	admin.GET("/cache/stats", s.handleCacheStats)
 	admin.GET("/smart-routing", s.handleAdminSmartRouting)
 	s.registerConsole()
 	admin.POST("/reload", s.handleReload)
