@@ -76,20 +76,33 @@ type Request struct {
 	Pins    PinQuery
 }
 
-// PinQuery names the pins a request can use (SPEC 9: only those). An empty
-// Session reads nothing.
+// PinQuery names the pins a request can use (SPEC 9: only those), and the
+// response-cache entries it may be answered with (SPEC 18: read in the
+// same round trip). An empty Session reads no pin.
 type PinQuery struct {
 	Session   string    // the session key from sessions.Detect, already team-scoped
 	TierAlias string    // read the tier pin of this tier route ("" = no tier route)
 	Models    [2]string // read the deployment pin of these public models ("" = none)
+	// Cache names the entries to read, as CacheKey gives them: the model's,
+	// or a tier alias's easy and hard ones ("" = none).
+	Cache [2]string
 }
 
-// Count is how many pins q asks Begin to read.
+// CacheKey is the name of a response-cache entry under its team's hash
+// tag, from the entry key's hex form.
+func CacheKey(hex string) string { return "rc:" + hex }
+
+// Count is how many pins and entries q asks Begin to read.
 func (q *PinQuery) Count() int {
-	if q.Session == "" {
-		return 0
-	}
 	n := 0
+	for _, c := range q.Cache {
+		if c != "" {
+			n++
+		}
+	}
+	if q.Session == "" {
+		return n
+	}
 	if q.TierAlias != "" {
 		n++
 	}
@@ -103,8 +116,9 @@ func (q *PinQuery) Count() int {
 
 // Pins are the pins Begin found ("" when absent), aligned with the query.
 type Pins struct {
-	Tier string
-	Deps [2]string
+	Tier  string
+	Deps  [2]string
+	Cache [2]string // the encoded entries, aligned with PinQuery.Cache
 }
 
 // Begun is an admitted (or rejected) request and what Begin read for it.
@@ -169,6 +183,12 @@ type Outcome struct {
 	DepModel string
 	DepPin   string
 	DepTTL   time.Duration
+
+	// A response-cache entry to store (SPEC 18): its name (CacheKey), its
+	// encoding and its TTL; written by the writer ("" = none).
+	CacheKey   string
+	CacheValue []byte
+	CacheTTL   time.Duration
 
 	Audit *telemetry.Entry // stored in the audit log (nil = none)
 }

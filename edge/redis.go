@@ -252,9 +252,15 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	ts := r.team(t)
 	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}}
 	// pins to read: names, and this node's own writes not yet in Redis
-	var names [3]string
-	var slots [3]int // index into Pins: 0 tier, 1+i dep i
+	var names [5]string
+	var slots [5]int // index into Pins: 0 tier, 1+i dep i, 3+i cache entry i
 	n := 0
+	for i, c := range q.Pins.Cache {
+		if c != "" {
+			names[n], slots[n] = c, 3+i
+			n++
+		}
+	}
 	if s := q.Pins.Session; s != "" {
 		if a := q.Pins.TierAlias; a != "" {
 			names[n], slots[n] = tierPinKey(s, a), 0
@@ -773,6 +779,9 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		tierKey: tierKey, tier: o.TierPin, tierTTL: o.TierTTL,
 		depKey: depKey, dep: o.DepPin, depTTL: o.DepTTL,
 	}
+	if o.CacheKey != "" && o.CacheTTL > 0 {
+		w.cacheKey, w.cacheVal, w.cacheTTL = o.CacheKey, string(o.CacheValue), o.CacheTTL
+	}
 	if tk.local {
 		w.slot = tk.remote
 	} else if tk.admitted && t.TPM > 0 {
@@ -866,10 +875,13 @@ func micros(us int64) time.Duration { return time.Duration(max(0, us)) * time.Mi
 
 // set stores a pin read into its place: 0 tier, 1+i deployment i.
 func (p *Pins) set(slot int, v string) {
-	if slot == 0 {
+	switch {
+	case slot == 0:
 		p.Tier = v
-	} else {
+	case slot <= 2:
 		p.Deps[slot-1] = v
+	default:
+		p.Cache[slot-3] = v
 	}
 }
 

@@ -86,7 +86,13 @@ type pinWrite struct {
 	value string
 	ttl   time.Duration
 	mode  int
+	cache bool // a response-cache entry: its bytes count in writer.cacheBytes
 }
+
+// maxPendingCacheBytes bounds the response-cache entries the writer holds
+// for Redis (SPEC 9: its memory is bounded); past it an entry is not
+// shared (the node's own store keeps it) and counted as dropped.
+const maxPendingCacheBytes = 32 << 20
 
 func newTeamState(k *teamKeys) *teamState {
 	return &teamState{keys: k} // live is made by the first slot: most teams have no max_parallel
@@ -105,6 +111,9 @@ type finishWrite struct {
 	// pins ("" key = none)
 	tierKey, tier, depKey, dep string
 	tierTTL, depTTL            time.Duration
+	// a response-cache entry ("" key = none)
+	cacheKey, cacheVal string
+	cacheTTL           time.Duration
 }
 
 // add folds w in. It reports whether the writer has to visit the team
@@ -167,6 +176,9 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	if w.depKey != "" {
 		dropped += ts.pinLocked(w.depKey, pinWrite{value: w.dep, ttl: w.depTTL}, wr, maxPins)
 	}
+	if w.cacheKey != "" {
+		dropped += ts.pinLocked(w.cacheKey, pinWrite{value: w.cacheVal, ttl: w.cacheTTL, cache: true}, wr, maxPins)
+	}
 	visit = ts.unsent(false)
 	ts.mu.Unlock()
 	if dropped > 0 {
@@ -185,11 +197,24 @@ func (ts *teamState) pinLocked(key string, p pinWrite, wr *writer, maxPins int) 
 	if ts.pins == nil {
 		ts.pins = map[string]pinWrite{}
 	}
-	if _, ok := ts.pins[key]; !ok {
+	old, ok := ts.pins[key]
+	if !ok {
 		if wr.pinCount.Load() >= int64(maxPins) {
 			return 1 // bounded: the local store still has it
 		}
 		wr.pinCount.Add(1)
+	}
+	if p.cache {
+		if wr.cacheBytes.Load()+int64(len(p.value)) > maxPendingCacheBytes {
+			if !ok {
+				wr.pinCount.Add(-1)
+			}
+			return 1 // bounded: the node's own store keeps the entry
+		}
+		wr.cacheBytes.Add(int64(len(p.value)))
+	}
+	if ok && old.cache {
+		wr.cacheBytes.Add(-int64(len(old.value)))
 	}
 	ts.pins[key] = p
 	return 0
@@ -197,7 +222,7 @@ func (ts *teamState) pinLocked(key string, p pinWrite, wr *writer, maxPins int) 
 
 // ownPins fills pins this node wrote and Redis may not have yet (read your
 // own writes) and returns the names still to read, compacted in place.
-func (ts *teamState) ownPins(names *[3]string, slots *[3]int, n int, out *Pins) int {
+func (ts *teamState) ownPins(names *[5]string, slots *[5]int, n int, out *Pins) int {
 	if n == 0 {
 		return 0
 	}
@@ -322,6 +347,11 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		}
 	}
 	wr.pinCount.Add(-int64(len(b.pins)))
+	for _, p := range b.pins {
+		if p.cache {
+			wr.cacheBytes.Add(-int64(len(p.value)))
+		}
+	}
 	if renew && len(ts.live) > 0 {
 		// every live slot, however many: one left out would lose its lease
 		// while its request runs and let another request take its place
@@ -491,7 +521,8 @@ type writer struct {
 	once     sync.Once
 	started  atomic.Bool
 
-	pinCount atomic.Int64
+	pinCount   atomic.Int64
+	cacheBytes atomic.Int64 // response-cache entries pending (maxPendingCacheBytes)
 
 	dmu   sync.Mutex
 	dirty []*teamState // guarded by dmu; teams with pending writes

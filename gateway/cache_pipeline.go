@@ -1,10 +1,11 @@
 package gateway
 
-// The response cache in the pipeline (SPEC 2.7, 18), node-local: the
-// lookup after the allowlist and the pool (so 403 and 404 come first), a
-// hit answered in the client's format and mode, and a complete answer
-// stored once it has reached the client. The shared Redis copy, read in
-// Begin's round trip, and coalescing are not wired yet.
+// The response cache in the pipeline (SPEC 2.7, 18): the entries read in
+// Begin's round trip (Redis) or from the node's store, the lookup after the
+// allowlist and the pool (so 403 and 404 come first), a hit answered in the
+// client's format and mode, and a complete answer stored once it has
+// reached the client, in the node's store and through the writer in Redis.
+// Coalescing is not wired yet.
 
 import (
 	"net/http"
@@ -15,36 +16,62 @@ import (
 
 	"switchyard/cache"
 	"switchyard/catalog"
+	"switchyard/edge"
 	"switchyard/wire"
 )
 
-// cacheLookup answers the request from the cache when it can; answered
-// reports that the request is done (a hit, or only-if-cached's 504).
-// Otherwise it records the key the answer will be stored under.
-func (cl *call) cacheLookup() (answered bool) {
+// cacheView computes, before Begin (SPEC 2.3: in process, from the
+// snapshot), whether the request is cacheable and the entries Begin is to
+// read in its round trip: the model's, or a tier alias's easy and hard
+// ones (the tier is decided after Begin).
+func (cl *call) cacheView(route *catalog.TierRoute, p *edge.PinQuery) {
 	s := cl.s
 	if s.cachePolicy == nil || cl.format == wire.FormatResponses {
-		return false // Responses hits would bypass the response store: not yet
+		return // Responses hits would bypass the response store: not yet
 	}
-	alias := cl.alias != ""
-	targets := []string{cl.model}
-	tier := ""
-	if alias {
-		if r := cl.snap.Routes[cl.alias]; r != nil {
-			targets = []string{r.Easy, r.Hard}
-		}
-		if cl.verdict != nil {
-			tier = cl.verdict.Tier.String()
-		}
+	var v *cacheView
+	if route != nil {
+		v = newCacheView(s.cachePolicy, cl.team.Name, cl.req, cl.c.Request.Header, true, route.Easy, route.Hard)
+	} else {
+		v = newCacheView(s.cachePolicy, cl.team.Name, cl.req, cl.c.Request.Header, false, cl.req.Model)
 	}
-	v := newCacheView(s.cachePolicy, cl.team.Name, cl.req, cl.c.Request.Header, alias, targets...)
 	if v == nil {
-		return false // not cacheable: no cache header
+		return // not cacheable: no cache header
 	}
-	cl.cv, cl.cacheKey = v, v.key(tier)
+	cl.cv = v
+	if v.dir.Read() {
+		p.Cache[0] = edge.CacheKey(v.keys[0].String())
+		if route != nil {
+			p.Cache[1] = edge.CacheKey(v.keys[1].String())
+		}
+	}
+}
+
+// cacheLookup answers the request from the cache when it can: the entry
+// Begin read from Redis, else the node's own store. answered reports that
+// the request is done (a hit, or only-if-cached's 504). Otherwise the
+// answer will be stored under the routed tier's key.
+func (cl *call) cacheLookup() (answered bool) {
+	v := cl.cv
+	if v == nil {
+		return false
+	}
+	s := cl.s
+	tier, slot := "", 0
+	if v.alias && cl.verdict != nil {
+		tier = cl.verdict.Tier.String()
+		if tier == "hard" {
+			slot = 1
+		}
+	}
+	cl.cacheKey = v.key(tier)
 	now := time.Now()
 	if v.dir.Read() {
-		if b, ok := s.cacheLocal.Get(cl.cacheKey, now); ok {
+		b, ok := []byte(cl.begun.Pins.Cache[slot]), cl.begun.Pins.Cache[slot] != ""
+		if !ok {
+			b, ok = s.cacheLocal.Get(cl.cacheKey, now)
+		}
+		if ok {
 			if e, err := cache.Decode(b); err == nil && v.usable(e, now) && cl.serveHit(e, now) {
 				return true
 			}
@@ -103,6 +130,8 @@ func (cl *call) cacheStore(e *cache.Entry, b []byte) {
 		return
 	}
 	cl.s.cacheLocal.Put(cl.cacheKey, b, cl.team.Name, cl.model, time.Now(), cl.cv.ttl)
+	// and, through the writer, in Redis for every replica (SPEC 18)
+	cl.out.CacheKey, cl.out.CacheValue, cl.out.CacheTTL = edge.CacheKey(cl.cacheKey.String()), b, cl.cv.ttl
 }
 
 // cacheMeta is what an entry records of the answer that fills it.

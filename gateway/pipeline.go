@@ -196,6 +196,7 @@ func (cl *call) begin() bool {
 	if p.TierAlias != "" || p.Models[0] != "" || p.Models[1] != "" {
 		p.Session = cl.sessionKey()
 	}
+	cl.cacheView(route, &p) // the response-cache entries this request may be answered with
 	q.Pins = p
 	var t0 time.Time
 	if cl.span != nil {
