@@ -212,7 +212,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		if err := s.writeBody(cl.c, status, resp.Body, cl.end); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()
 		} else if cl.cv != nil && status == http.StatusOK && !res.Degraded && !att.Fallback {
-			cl.cacheStore(syncEntry(cl.req, resp.Body, cl.cacheMeta(d), s.cfg().Cache.MaxEntryBytes, nil))
+			cl.cacheStore(syncEntry(cl.req, resp.Body, cl.cacheMeta(d), s.cfg().Cache.MaxEntryBytes, cl.flight))
 		}
 		return true, nil
 	}
@@ -263,7 +263,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	var relayed int64 // content characters: the charge when the upstream reports no usage
 	var tap *cacheTap // the response cache's view of the stream (SPEC 18)
 	if cl.cv != nil && cl.cv.dir.Store() && !res.Degraded {
-		tap = newCacheTap(cl.format, s.cfg().Cache.MaxEntryBytes, nil)
+		tap = newCacheTap(cl.format, s.cfg().Cache.MaxEntryBytes, cl.flight)
 	}
 	fields := contentFields(cl.format, true)
 	for {

@@ -8,6 +8,7 @@ package gateway
 // Coalescing is not wired yet.
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -72,10 +73,25 @@ func (cl *call) cacheLookup() (answered bool) {
 			b, ok = s.cacheLocal.Get(cl.cacheKey, now)
 		}
 		if ok {
-			if e, err := cache.Decode(b); err == nil && v.usable(e, now) && cl.serveHit(e, now) {
+			if e, err := cache.Decode(b); err == nil && v.usable(e, now) && cl.serveEntry(e, now, cacheHit) {
 				return true
 			}
 		}
+	}
+	if v.dir.Read() && !v.dir.OnlyIfCached && s.cfg().Cache.Coalesce && s.cacheGroup != nil {
+		// an identical request in flight on this node: follow its answer
+		// instead of calling the upstream again (SPEC 18)
+		flight, fl := s.cacheGroup.Lead(cl.cacheKey, false)
+		if fl != nil {
+			ctx, cancel := context.WithTimeout(cl.ctx, s.cfg().Cache.CoalesceWait)
+			e, err := fl.Wait(ctx)
+			cancel()
+			if err == nil && e != nil && cl.serveEntry(e, time.Now(), cacheCoalesced) {
+				return true
+			}
+			// the leader failed or took too long: go on alone
+		}
+		cl.flight = flight
 	}
 	s.Metrics.CacheRequests.WithLabelValues(cl.model, v.dir.Result()).Inc()
 	if v.dir.OnlyIfCached {
@@ -87,11 +103,12 @@ func (cl *call) cacheLookup() (answered bool) {
 	return false
 }
 
-// serveHit writes a stored answer (SPEC 18): fresh id and created, the
-// client's format and mode, X-Switchyard-Cache: hit and Age. The request
-// is charged no tokens and no cost (Finish refunds its reservations); the
-// audit and the metrics say what it saved.
-func (cl *call) serveHit(e *cache.Entry, now time.Time) bool {
+// serveEntry writes a stored answer, or another request's (result hit or
+// coalesced, SPEC 18): fresh id and created, the client's format and mode,
+// X-Switchyard-Cache and Age. The request is charged no tokens and no cost
+// (Finish refunds its reservations); the audit and the metrics say what it
+// saved.
+func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 	s := cl.s
 	body, ctype, err := renderCached(e, cacheTarget(cl.req, cl.cv, now, nil))
 	if err != nil {
@@ -99,7 +116,7 @@ func (cl *call) serveHit(e *cache.Entry, now time.Time) bool {
 	}
 	h := cl.c.Writer.Header()
 	cl.hdr.flush(h)
-	setCacheHeaders(h, cacheHit, e, now)
+	setCacheHeaders(h, result, e, now)
 	h["X-Switchyard-Cost-Usd"] = []string{"0"}
 	h["Content-Type"] = []string{ctype}
 	if ctype == "text/event-stream" {
@@ -115,7 +132,7 @@ func (cl *call) serveHit(e *cache.Entry, now time.Time) bool {
 		saved = d.ExpectedCost(e.Usage.PromptTokens, e.Usage.CompletionTokens)
 	}
 	cl.entry.SavedUSD = saved
-	s.Metrics.CacheRequests.WithLabelValues(cl.model, cacheHit).Inc()
+	s.Metrics.CacheRequests.WithLabelValues(cl.model, result).Inc()
 	s.Metrics.CacheSavedTokens.Add(float64(e.Usage.PromptTokens + e.Usage.CompletionTokens))
 	s.Metrics.CacheSavedUSD.Add(saved)
 	cl.c.Writer.WriteHeader(http.StatusOK)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // SPEC 18 through the pipeline, node-local: a repeat is answered from the
@@ -127,5 +128,67 @@ func TestCacheAdmin(t *testing.T) {
 	}
 	if w = do(t, n.Handler(), "DELETE", "/admin/cache?model=m", "adm", ""); w.Code != 400 {
 		t.Fatalf("model without team: %d", w.Code)
+	}
+}
+
+// SPEC 18 coalescing on one node: identical requests that arrive while the
+// first is in flight follow its answer (X-Switchyard-Cache: coalesced, or
+// hit once it is stored) instead of calling the upstream again; a leader
+// that fails releases them to go on alone.
+func TestCoalescedFollowersMakeOneUpstreamCall(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	fail := atomic.Bool{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		<-release
+		if fail.Load() {
+			w.WriteHeader(400)
+			fmt.Fprint(w, `{"error":{"message":"no","type":"invalid_request_error"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"once"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	}))
+	defer up.Close()
+	n := newTestNode(t, strings.ReplaceAll(`
+cache: {enabled: true}
+providers:
+  - {name: up, kind: openai, base_url: "UP/v1", api_key: k}
+deployments:
+  - {id: d, model: m, provider: up}
+teams:
+  - {name: a, keys: ["sk-a"], models: ["*"]}
+`, "UP", up.URL))
+	for _, failing := range []bool{false, true} {
+		fail.Store(failing)
+		calls.Store(0)
+		body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"herd %v"}]}`, failing)
+		results := make(chan string, 8)
+		codes := make(chan int, 8)
+		for range 8 {
+			go func() {
+				w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-a", body)
+				codes <- w.Code
+				results <- w.Header().Get("X-Switchyard-Cache")
+			}()
+		}
+		for calls.Load() == 0 {
+			time.Sleep(time.Millisecond) // the leader reached the upstream
+		}
+		time.Sleep(50 * time.Millisecond) // let the others attach (a late one is a hit: no call either)
+		close(release)
+		got := map[string]int{}
+		for range 8 {
+			<-codes
+			got[<-results]++
+		}
+		release = make(chan struct{})
+		if !failing && (calls.Load() != 1 || got["miss"] != 1 || got["coalesced"]+got["hit"] != 7) {
+			t.Fatalf("8 identical requests made %d upstream calls; cache headers %v", calls.Load(), got)
+		}
+		if failing && calls.Load() < 2 {
+			t.Fatalf("a failed leader's followers did not go on alone: %d calls, %v", calls.Load(), got)
+		}
 	}
 }

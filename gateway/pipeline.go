@@ -68,6 +68,7 @@ type call struct {
 	// answer is stored under; nil when it is not cacheable (cache_pipeline.go).
 	cv       *cacheView
 	cacheKey cache.Key
+	flight   *cache.Flight // this request leads identical ones on the node; ended in finish
 
 	// rs is the Responses API state (responses.go); nil for other formats.
 	rs *responsesCall
@@ -321,6 +322,9 @@ func (cl *call) allow() bool {
 // outcome to the edge state (SPEC 3: every exit reconciles).
 func (cl *call) finish() {
 	s := cl.s
+	if cl.flight != nil {
+		cl.flight.Fail() // a no-op once the answer completed it: releases followers on every other exit
+	}
 	if cl.entry.Status == 0 {
 		cl.entry.Status = cl.c.Writer.Status()
 	}

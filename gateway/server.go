@@ -93,6 +93,7 @@ type Server struct {
 	// node's bounded store. Built from the config at start.
 	cachePolicy *cache.Policy
 	cacheLocal  *cache.Local
+	cacheGroup  *cache.Group // identical requests in flight on this node
 }
 
 // New builds the server and its routes.
@@ -111,14 +112,16 @@ func New(d Deps) *Server {
 	}
 	var policy *cache.Policy
 	var local *cache.Local
+	var group *cache.Group
 	if d.Config != nil {
 		policy, local = cache.NewPolicy(d.Config), cache.NewLocal(d.Config.Cache.MaxLocalBytes)
+		group = cache.NewGroup(64, d.Config.Cache.MaxEntryBytes)
 	}
 	gin.SetMode(gin.ReleaseMode)
 	if d.Live == nil {
 		d.Live = NewLive(&LiveConfig{Config: d.Config, Router: d.Router, Adapters: d.Adapters, Tier: d.Tier})
 	}
-	s := &Server{Deps: d, engine: gin.New(), cachePolicy: policy, cacheLocal: local}
+	s := &Server{Deps: d, engine: gin.New(), cachePolicy: policy, cacheLocal: local, cacheGroup: group}
 	if k := d.Config.Admin.Key; k != "" {
 		// clear or sha256:<hex>, like team keys (SPEC 15); validated at load
 		if digest, err := config.KeyDigest(k); err == nil {
