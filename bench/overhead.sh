@@ -31,11 +31,18 @@
 # the machine's drift between rounds does not skew. Each round starts its
 # phases at a different one, so no phase always follows the same other.
 #
-#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m]
+# With -h a gateway with the response cache on (SPEC 18) runs beside the
+# first: "cached" phases send one request over and over (every one after the
+# first a hit), "unique" phases send a different request each time to it
+# (every one a cacheable miss, stored) and "unique0" the same to the first
+# gateway (cache off), so SPEC 16's two cache figures are printed: a hit
+# against the floor, and a miss against the same request with the cache off.
+#
+#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0
-while getopts "d:c:k:rtm" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; *) exit 2;; esac; done
+D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0
+while getopts "d:c:k:rtmh" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; *) exit 2;; esac; done
 command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install -y wrk)"; exit 1; }
 [ $REDIS = 0 ] || command -v redis-server >/dev/null || { echo "bench: -r needs redis-server"; exit 1; }
 
@@ -58,8 +65,8 @@ go build -o "$out/switchyard" ./cmd/switchyard
 go build -o "$out/floorproxy" ./bench/floorproxy
 [ $TRACE = 0 ] || go build -o "$out/otlpsink" ./bench/otlpsink
 
-MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008
-for port in 19001 19002 19003 19004 19005 19006 19007 19008; do
+MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008; GWC=127.0.0.1:19009
+for port in 19001 19002 19003 19004 19005 19006 19007 19008 19009; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "bench: 127.0.0.1:$port is in use (a process left from an earlier run?)"; exit 1; fi
 done
 "$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
@@ -102,6 +109,12 @@ if [ $MANY = 1 ]; then
   redis_yaml="$rm" gwyaml "$GWM" "$out/teams" > "$out/gwm.yaml"
   "$out/switchyard" serve -config "$out/gwm.yaml" 2>"$out/gwm.log" & GWMPID=$!; pids+=($GWMPID)
 fi
+GWCPID=""
+if [ $HITS = 1 ]; then
+  { sed -e "s/listen: \"$GW\"/listen: \"$GWC\"/" "$out/gw.yaml"; echo "cache: {enabled: true, max_local_bytes: 268435456}"; } > "$out/gwc.yaml"
+  [ $REDIS = 0 ] || sed -i -e 's/redis: {url: "\([^"]*\)"}/redis: {url: "\1", key_prefix: "cached:"}/' "$out/gwc.yaml"
+  "$out/switchyard" serve -config "$out/gwc.yaml" 2>"$out/gwc.log" & GWCPID=$!; pids+=($GWCPID)
+fi
 if [ $TRACE = 1 ]; then
   "$out/otlpsink" -listen $SINK 2>"$out/sink.log" & pids+=($!)
   sed -e "s/listen: \"$GW\"/listen: \"$GWT\"/" "$out/gw.yaml" > "$out/gwt.yaml"
@@ -111,7 +124,8 @@ fi
 for i in $(seq 1 300); do
   curl -sf "http://$GW/healthz" >/dev/null && curl -sf "http://$MOCK/healthz" >/dev/null &&
     { [ $TRACE = 0 ] || curl -sf "http://$GWT/healthz" >/dev/null; } &&
-    { [ $MANY = 0 ] || curl -sf "http://$GWM/healthz" >/dev/null; } && break; sleep 0.1
+    { [ $MANY = 0 ] || curl -sf "http://$GWM/healthz" >/dev/null; } &&
+    { [ $HITS = 0 ] || curl -sf "http://$GWC/healthz" >/dev/null; } && break; sleep 0.1
 done
 
 cat > "$out/post.lua" <<'LUA'
@@ -149,6 +163,17 @@ request = function()
   seq = seq + 2 -- the warm-up runs two threads: each takes every other session
   wrk.headers["Authorization"] = "Bearer sk-t" .. (s % 10000)
   wrk.headers["X-Session-Id"] = "s" .. s
+  return wrk.format()
+end
+LUA
+# unique.lua: a different request each time (a cacheable miss every time)
+cp "$out/post.lua" "$out/unique.lua"
+cat >> "$out/unique.lua" <<'LUA'
+counter = 0
+init = function() tid = tostring({}) end -- a table's address: different in each thread
+request = function()
+  counter = counter + 1
+  wrk.body = string.format('{"model":"bench","messages":[{"role":"user","content":"hello %s %d"}],"max_tokens":16}', tid, counter)
   return wrk.format()
 end
 LUA
@@ -247,6 +272,7 @@ one1=("direct1 http://$MOCK/v1/chat/completions 1 1"
   "floor1 http://$FLOOR/v1/chat/completions 1 1 $out/post.lua $FLOORPID"
   "gateway1 http://$GW/v1/chat/completions 1 1 $one $GWPID")
 [ $REDIS = 0 ] || { sat+=("cfloor http://$CFLOOR/v1/chat/completions $C 2 $out/post.lua $CFLOORPID"); one1+=("cfloor1 http://$CFLOOR/v1/chat/completions 1 1 $out/post.lua $CFLOORPID"); }
+[ $HITS = 0 ] || { sat+=("cached http://$GWC/v1/chat/completions $C 2 $out/post.lua $GWCPID" "unique http://$GWC/v1/chat/completions $C 2 $out/unique.lua $GWCPID" "unique0 http://$GW/v1/chat/completions $C 2 $out/unique.lua $GWPID"); one1+=("cached1 http://$GWC/v1/chat/completions 1 1 $out/post.lua $GWCPID"); }
 [ $TRACE = 0 ] || { sat+=("traced http://$GWT/v1/chat/completions $C 2"); one1+=("traced1 http://$GWT/v1/chat/completions 1 1"); }
 [ $MANY = 0 ] || { sat+=("many http://$GWM/v1/chat/completions $C 2 $out/many.lua $GWMPID"); one1+=("many1 http://$GWM/v1/chat/completions 1 1 $out/many.lua $GWMPID"); }
 rotated() { # round phase...: the phases, starting at phase round mod n
@@ -277,6 +303,11 @@ if [ $MANY = 1 ]; then
     awk '{printf "  10,000 teams at saturation: gateway CPU %.0f us per request in its phase plus %.1f us deferred (its held usage, sent after it); Redis %.1f plus %.1f us\n", $1, $2, $3, $4}'
   echo "$(med many.rps) $(med gateway.rps) $(med many1.p50) $(med gateway1.p50) $(med direct1.p50)" |
     awk '{printf "  10,000 teams / 100,000 sessions vs one of each: throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
+fi
+if [ $HITS = 1 ]; then
+  echo "$(med cached.rps) $(med floor.rps) $(med cached1.p50) $(med floor1.p50) $(med unique.rps) $(med unique0.rps)" |
+    awk '{printf "  response cache: hits at saturation %.3f x the floor (target >= 1.5), hit p50 one at a time %+.0f us vs the floor (target < 0); a cacheable miss %.3f x the same request with the cache off (target >= 0.95)\n", $1/$2, $3-$4, $5/$6}'
+  [ "$K" -le 1 ] || echo "  response cache, paired: hits/floor $(paired ratio cached.rps floor.rps), hit p50 - floor $(paired diff cached1.p50 floor1.p50) us, miss/off $(paired ratio unique.rps unique0.rps)"
 fi
 # memory (SPEC 16: steady memory under 100 MB RSS at saturation): the peak
 # resident set over the whole run (VmHWM: warm-up and every phase), and now
