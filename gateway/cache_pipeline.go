@@ -81,8 +81,12 @@ func (cl *call) cacheLookup() (answered bool) {
 	if v.dir.Read() && !v.dir.OnlyIfCached && s.cfg().Cache.Coalesce && s.cacheGroup != nil {
 		// an identical request in flight on this node: follow its answer
 		// instead of calling the upstream again (SPEC 18)
-		flight, fl := s.cacheGroup.Lead(cl.cacheKey, false)
-		if fl != nil {
+		flight, fl := s.cacheGroup.Lead(cl.cacheKey, cl.req.Stream)
+		if fl != nil && cl.req.Stream {
+			if cl.followStream(fl) {
+				return true
+			}
+		} else if fl != nil {
 			ctx, cancel := context.WithTimeout(cl.ctx, s.cfg().Cache.CoalesceWait)
 			e, err := fl.Wait(ctx)
 			cancel()
@@ -179,4 +183,44 @@ func (s *Server) handleCacheStats(c *gin.Context) {
 	st := s.cacheLocal.Stats()
 	c.JSON(http.StatusOK, gin.H{"scope": "node", "node": s.Config.Server.NodeID,
 		"hits": st.Hits, "misses": st.Misses, "entries": st.Entries, "bytes": st.Bytes})
+}
+
+// followStream relays the leader's answer to a streaming follower event by
+// event, rendered in this client's format, as it arrives (SPEC 18). It
+// reports whether the request is answered: false when the leader failed or
+// was too slow before any byte reached this client, which then goes on
+// alone; a leader lost after that ends this stream with an error event.
+func (cl *call) followStream(fl *cache.Follower) bool {
+	s := cl.s
+	r, err := cache.NewRenderer(cacheTarget(cl.req, cl.cv, time.Now(), nil), cl.model, cl.promptTokens)
+	if err != nil {
+		fl.Leave()
+		return false
+	}
+	w := cl.c.Writer
+	ew := s.newEventWriter(w, cl.end)
+	write := func(b []byte) error {
+		if !w.Written() {
+			h := w.Header()
+			cl.hdr.flush(h)
+			setCacheHeaders(h, cacheCoalesced, nil, time.Now())
+			h["X-Switchyard-Attempts"] = []string{"0"}
+			h["Content-Type"] = []string{"text/event-stream"}
+			h["Cache-Control"] = []string{"no-cache"}
+			w.WriteHeader(http.StatusOK)
+		}
+		return ew.write(b)
+	}
+	wrote, err := followStream(cl.ctx, s.cfg().Cache.CoalesceWait, fl, r, write)
+	if !wrote {
+		return false
+	}
+	cl.entry.Status, cl.entry.Cached = http.StatusOK, true
+	s.Metrics.CacheRequests.WithLabelValues(cl.model, cacheCoalesced).Inc()
+	if err != nil {
+		cl.entry.Error = "the coalesced answer it followed ended early: " + err.Error()
+		e := &apiError{Status: http.StatusBadGateway, Type: "upstream_error", Message: "the answer this request followed ended before it was complete"}
+		_ = ew.write(e.streamEvent(cl.format))
+	}
+	return true
 }

@@ -192,3 +192,57 @@ teams:
 		}
 	}
 }
+
+// Streaming followers get the leader's stream event by event, each in its
+// own format (SPEC 18): one upstream call for an OpenAI stream leader and
+// OpenAI and Anthropic stream followers.
+func TestCoalescedStreamFollowers(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"first "}}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"second"},"finish_reason":"stop"}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	n := newTestNode(t, strings.ReplaceAll(`
+cache: {enabled: true}
+providers:
+  - {name: up, kind: openai, base_url: "UP/v1", api_key: k}
+deployments:
+  - {id: d, model: m, provider: up}
+teams:
+  - {name: a, keys: ["sk-a"], models: ["*"]}
+`, "UP", up.URL))
+	type answer struct {
+		cache, body string
+	}
+	out := make(chan answer, 3)
+	send := func(path, body string) {
+		w := do(t, n.Handler(), "POST", path, "sk-a", body)
+		out <- answer{w.Header().Get("X-Switchyard-Cache"), w.Body.String()}
+	}
+	go send("/v1/chat/completions", `{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"herd"}]}`)
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go send("/v1/chat/completions", `{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"herd"}]}`)
+	go send("/v1/messages", `{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"herd"}]}`)
+	time.Sleep(50 * time.Millisecond) // both followers attach while the leader waits mid-stream
+	close(release)
+	got := map[string]int{}
+	for range 3 {
+		a := <-out
+		got[a.cache]++
+		if !strings.Contains(a.body, "second") || !(strings.Contains(a.body, "[DONE]") || strings.Contains(a.body, "message_stop")) {
+			t.Fatalf("%s answer incomplete: %s", a.cache, a.body)
+		}
+	}
+	if calls.Load() != 1 || got["miss"] != 1 || got["coalesced"]+got["hit"] != 2 {
+		t.Fatalf("%d upstream calls, cache headers %v", calls.Load(), got)
+	}
+}
