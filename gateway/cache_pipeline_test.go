@@ -120,6 +120,10 @@ func TestCacheAdmin(t *testing.T) {
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `"entries":1`) || !strings.Contains(w.Body.String(), `"hits":1`) {
 		t.Fatalf("stats: %d %s", w.Code, w.Body)
 	}
+	if m := do(t, n.Handler(), "GET", "/metrics", "", ""); !strings.Contains(m.Body.String(), "switchyard_cache_bytes ") ||
+		strings.Contains(m.Body.String(), "switchyard_cache_bytes 0\n") || !strings.Contains(m.Body.String(), `switchyard_cache_requests_total{model="m",result="hit"} 1`) {
+		t.Fatalf("cache metrics missing: %s", m.Body)
+	}
 	if w = do(t, n.Handler(), "DELETE", "/admin/cache?team=t", "adm", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"removed":1`) {
 		t.Fatalf("purge: %d %s", w.Code, w.Body)
 	}

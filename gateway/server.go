@@ -145,6 +145,11 @@ func New(d Deps) *Server {
 		d.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "switchyard", Name: "body_bytes_in_flight",
 			Help: "Request-body bytes this node holds now (read or being read), against server.max_inflight_body_bytes."},
 			func() float64 { return float64(s.bodies.held.Load()) }))
+		if s.cacheLocal != nil {
+			d.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "switchyard", Name: "cache_bytes",
+				Help: "Bytes of response-cache entries in this node's store (SPEC 18), against cache.max_local_bytes."},
+				func() float64 { return float64(s.cacheLocal.Stats().Bytes) }))
+		}
 	}
 	return s
 }
