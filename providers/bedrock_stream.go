@@ -250,14 +250,7 @@ func (s *bedrockStream) readError(err error) error {
 	if errors.As(err, &e) {
 		return e
 	}
-	if s.closed.Load() {
-		return &Error{Class: routing.ClassCanceled, Message: "stream closed", cause: err}
-	}
-	ce := classifyTransport(s.ctx.Err(), err)
-	if ce.Class == routing.ClassNetwork && err == io.ErrUnexpectedEOF {
-		ce.Message = "upstream closed the stream mid-frame"
-	}
-	return ce
+	return streamReadError(s.ctx, s.closed.Load(), err, "upstream closed the stream mid-frame")
 }
 
 // Ended implements EventStream.

@@ -253,12 +253,19 @@ func (s *httpStream) readError(err error) error {
 	if errors.Is(err, errEventTooLarge) {
 		return err
 	}
-	if s.closed.Load() {
+	return streamReadError(s.ctx, s.closed.Load(), err, "upstream closed the stream mid-event")
+}
+
+// streamReadError classifies a failed read of an upstream stream: canceled
+// when the stream was closed on purpose, else as a transport failure of
+// ctx's attempt, a cut in the middle of an event or frame saying so (cut).
+func streamReadError(ctx context.Context, closed bool, err error, cut string) *Error {
+	if closed {
 		return &Error{Class: routing.ClassCanceled, Message: "stream closed", cause: err}
 	}
-	e := classifyTransport(s.ctx.Err(), err)
+	e := classifyTransport(ctx.Err(), err)
 	if e.Class == routing.ClassNetwork && err == io.ErrUnexpectedEOF {
-		e.Message = "upstream closed the stream mid-event"
+		e.Message = cut
 	}
 	return e
 }
