@@ -1,0 +1,338 @@
+package edge
+
+// The group commit of admissions (SPEC 16: one team's concurrent
+// admissions may share one script call): admissions queue behind the call
+// in flight, the next batch is packed into beginLua calls (one per team on
+// Cluster, up to teamsPerCall teams on one shard), and each admission gets
+// its part of the answer, or the local fallback's decision when the call
+// failed.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/catalog"
+	"switchyard/ratelimit"
+)
+
+// admitCall is one admission waiting to be decided in Redis, alone or in a
+// batch with the other admissions that arrived meanwhile.
+type admitCall struct {
+	ts    *teamState
+	q     *Request
+	cost  int64
+	usd   float64 // reserved against the budget (0 without one)
+	slot  string
+	pins  []string      // full pin keys to read
+	until time.Time     // arrival + redis.timeout: the latest its answer may come
+	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
+	lead  bool
+	batch []*admitCall // to run when lead
+	res   []any        // beginLua's values for this admission (when err is nil)
+	err   error
+	// d is Redis's answer decoded from res, or, when err is set, the local
+	// fallback's decision, taken by settleCall before the next batch is
+	// built (localErr is the fallback's error)
+	d        ratelimit.Decision
+	localErr error
+}
+
+// beginResults is how many values beginLua returns per admission before
+// the pins it read.
+const beginResults = 9
+
+// results is how many values beginLua returns for c.
+func (c *admitCall) results() int { return beginResults + len(c.pins) }
+
+// decision decodes one admission's values of beginLua for team t.
+func decision(t *catalog.Team, res []any) ratelimit.Decision {
+	num := func(i int) int64 { v, _ := res[i].(int64); return v }
+	d := ratelimit.Decision{
+		Allowed:       num(0) == 1,
+		LimitRequests: max(0, t.RPM), RemainingRequests: num(3), ResetRequests: micros(num(4)),
+		LimitTokens: max(0, t.TPM), RemainingTokens: num(5), ResetTokens: micros(num(6)),
+	}
+	if !d.Allowed {
+		k := num(1)
+		if k <= 0 || k >= int64(len(ratelimit.Kinds)) {
+			k = 1
+		}
+		d.Kind, d.RetryAfter = ratelimit.Kinds[k], micros(num(2))
+	}
+	return d
+}
+
+// combiner batches admissions (group commit): mu guards busy (a call is in
+// flight) and queue (admissions waiting for the next batch).
+type combiner struct {
+	mu    sync.Mutex
+	busy  bool
+	queue []*admitCall
+}
+
+// combinerFor is the combiner ac joins: the node's on one shard (every
+// team's admissions share a round trip), the team's own on Cluster.
+func (r *Redis) combinerFor(ac *admitCall) *combiner {
+	if r.cfg.OneShard {
+		return &r.comb
+	}
+	return &ac.ts.comb
+}
+
+// admit decides ac in Redis. Concurrent admissions share one round trip
+// (group commit): the first runs at once; those that arrive while a call is
+// in flight queue up, and the next batch is sent as soon as the call
+// returns, by the first of them. A batch goes in one script call for all
+// its teams on one shard (a pipeline of calls past teamsPerCall teams), in
+// one call per team on Cluster. A burst far larger than the connection pool
+// therefore costs a few round trips, not a pool wait each, and is decided
+// exactly in Redis; and 10,000 teams cost what one does. No goroutine is
+// started; one at a time nothing waits.
+//
+// Every admission's answer is due redis.timeout after it arrived (SPEC 9),
+// queue included: a batch is sent with the earliest deadline of its
+// admissions, and not at all when less than a quarter of the timeout is
+// left (the call could not be answered in time, and a timeout it provoked
+// would count against Redis in the breaker). The admissions of a batch
+// that was not sent or failed are decided locally, in settleCall, by a
+// fallback that has learnt every earlier answer; and what it admits travels
+// to Redis in the team's next call. A queued admission has no timer of its
+// own: giving up while the call in flight may be admitting in Redis would
+// let the fallback decide before it has learnt that call's answer.
+func (r *Redis) admit(ctx context.Context, ac *admitCall) ([]any, error) {
+	cb := r.combinerFor(ac)
+	cb.mu.Lock()
+	if !cb.busy {
+		cb.busy = true
+		cb.mu.Unlock()
+		r.lead(ctx, cb, ac, []*admitCall{ac})
+		return ac.res, ac.err
+	}
+	ac.done = make(chan struct{}, 1)
+	cb.queue = append(cb.queue, ac)
+	cb.mu.Unlock()
+	<-ac.done // bounded by the call in flight's deadline, then this one's
+	if ac.lead {
+		r.lead(ctx, cb, ac, ac.batch)
+	}
+	return ac.res, ac.err
+}
+
+// lead sends batch (leader is in it), then hands the combiner's next batch
+// to its first member, or marks the combiner idle. The leader does not
+// send the next batch itself: its own request would wait for others'.
+func (r *Redis) lead(ctx context.Context, cb *combiner, leader *admitCall, batch []*admitCall) {
+	r.runBatch(ctx, leader, batch)
+	cb.mu.Lock()
+	next := cb.queue
+	cb.queue = nil
+	cb.busy = len(next) > 0
+	cb.mu.Unlock()
+	if len(next) > 0 {
+		next[0].lead, next[0].batch = true, next
+		next[0].done <- struct{}{}
+	}
+}
+
+// teamBatch is the admissions of one team in a batch: its part of a script call.
+type teamBatch struct {
+	calls   []*admitCall
+	rel     []string // releases it carries
+	taken   int      // how many of rel came from the pending list
+	carried bool     // it carries the local fallback's TATs (ts.unshared)
+}
+
+// runBatch sends the calls of batch in beginLua calls (beginCalls; in
+// one pipeline when there are several), and hands each its part of the
+// answer.
+func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitCall) {
+	var groups []*teamBatch
+	var index map[*teamState]*teamBatch // made only for a batch of several calls
+	for _, c := range batch {
+		if g := index[c.ts]; g != nil {
+			g.calls = append(g.calls, c)
+			continue
+		}
+		g := &teamBatch{calls: []*admitCall{c}}
+		groups = append(groups, g)
+		if len(batch) > 1 {
+			if index == nil {
+				index = make(map[*teamState]*teamBatch, len(batch))
+			}
+			index[c.ts] = g
+		}
+	}
+	until := batch[0].until
+	for _, c := range batch[1:] {
+		if c.until.Before(until) {
+			until = c.until
+		}
+	}
+	if time.Until(until) < r.timeout/4 {
+		// too late to send: nothing is built, so nothing is taken and put back
+		r.settleCall(&beginCall{groups: groups}, leader, nil, errLate)
+		return
+	}
+	calls := r.beginCalls(groups)
+	if len(batch) > 1 {
+		ctx = context.WithoutCancel(ctx) // the leader's client going away must not fail the others
+	}
+	cctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	if len(calls) == 1 {
+		c := calls[0]
+		res, err := beginScript.Run(cctx, r.c, c.keys, c.args...).Slice()
+		r.settleCall(c, leader, res, err)
+		return
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	_, _ = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
+		for i, c := range calls {
+			cmds[i] = beginScript.EvalSha(cctx, p, c.keys, c.args...)
+		}
+		return nil
+	})
+	rerunNoScript(cctx, r.c, beginScript, cmds, func(i int) ([]string, []any) { return calls[i].keys, calls[i].args })
+	for i, c := range calls {
+		res, err := cmds[i].Slice()
+		r.settleCall(c, leader, res, err)
+	}
+}
+
+// beginCall is one beginLua call: the teams it decides, with its keys,
+// arguments and the number of values it returns.
+type beginCall struct {
+	groups  []*teamBatch
+	keys    []string
+	args    []any
+	results int
+}
+
+// beginCalls packs a batch's teams into script calls: on one shard up to
+// teamsPerCall teams per call (Redis's clock read and the script started
+// once for all of them), on Cluster one team per call (its keys share one
+// hash tag).
+func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
+	per := 1
+	if r.cfg.OneShard {
+		per = r.teamsPerCall
+	}
+	calls := make([]*beginCall, 0, (len(groups)+per-1)/per)
+	for len(groups) > 0 {
+		n := min(per, len(groups))
+		c := &beginCall{groups: groups[:n:n]}
+		groups = groups[n:]
+		nk, na := 0, 2
+		for _, g := range c.groups {
+			nk += 3
+			na += 10 + 4*len(g.calls)
+			for _, a := range g.calls {
+				nk += len(a.pins)
+				c.results += a.results()
+			}
+		}
+		c.keys, c.args = make([]string, 0, nk), make([]any, 0, na)
+		c.args = append(c.args, r.lease, n)
+		for _, g := range c.groups {
+			r.appendBegin(c, g)
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// appendBegin adds g's part to c: the team's keys and limits, its pending
+// releases, and each admission's reservation, slot and pin keys.
+func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
+	ts, t := g.calls[0].ts, g.calls[0].q.Team
+	c.keys = append(c.keys, ts.keys.begin[:]...)
+	for _, a := range g.calls {
+		c.keys = append(c.keys, a.pins...)
+	}
+	g.rel, g.taken = ts.takeReleases()
+	la := ts.keys.limitArgs(t)
+	var lr, lt int64 // what the local fallback admitted that Redis has not heard of
+	if g.carried = ts.unshared.Load() && ts.unshared.Swap(false); g.carried {
+		rr, tr := r.local.Resets(t.Name)
+		lr, lt = rr.Microseconds(), tr.Microseconds()
+	}
+	c.args = append(c.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], lr, lt, len(g.rel))
+	for _, id := range g.rel {
+		c.args = append(c.args, id)
+	}
+	c.args = append(c.args, len(g.calls))
+	for _, a := range g.calls {
+		c.args = append(c.args, a.cost, a.usd, a.slot, len(a.pins))
+	}
+}
+
+// errLate is the fallback cause of admissions whose redis.timeout ran out
+// in the queue, before their batch could be sent.
+var errLate = errors.New("edge: redis.timeout ran out before the admission's batch could be sent")
+
+// errShortBegin is the cause when a begin script's answer does not have a
+// result for every admission it carried.
+var errShortBegin = errors.New("edge: begin script returned fewer values than its admissions")
+
+// settleCall hands each admission of c its part of the script's answer
+// (or the error), and puts back the releases of a team whose call failed.
+// It runs before the next batch is built, and before it wakes anyone: the
+// local fallback learns each team's answer (learn), so an admission of a
+// later batch that fails never admits locally what this call admitted in
+// Redis; and the admissions of a failed call are decided locally here, so
+// the next call of their team carries what the fallback admitted and Redis
+// never admits it again (SPEC 9: shared or local, never both).
+func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error) {
+	if err == nil && len(res) != c.results {
+		err = errShortBegin
+	}
+	off := 0
+	for _, g := range c.groups {
+		if err != nil {
+			ts := g.calls[0].ts
+			ts.putBackReleases(g.rel[:g.taken])
+			if g.carried {
+				ts.unshared.Store(true)
+			}
+			for _, a := range g.calls {
+				a.d, a.localErr = r.admitLocal(ts, a.q)
+			}
+		} else {
+			for _, a := range g.calls {
+				end := off + a.results()
+				a.res = res[off:end:end]
+				a.d = decision(a.q.Team, a.res)
+				off = end
+			}
+			r.learn(g)
+		}
+		for _, a := range g.calls {
+			a.err = err
+			if a != leader {
+				a.done <- struct{}{}
+			}
+		}
+	}
+}
+
+// learn teaches the local fallback what Redis answered g's admissions
+// (SPEC 9: a decision is shared or local, never both): the latest RPM and
+// TPM TATs, and a budget refusal's block.
+func (r *Redis) learn(g *teamBatch) {
+	t := g.calls[0].q.Team
+	var rpm, tpm, budget time.Duration
+	for _, a := range g.calls {
+		rpm, tpm = max(rpm, a.d.ResetRequests), max(tpm, a.d.ResetTokens)
+		if a.d.Kind == ratelimit.KindBudget {
+			budget = max(budget, a.d.RetryAfter)
+		}
+	}
+	r.local.Mirror(g.calls[0].ts.local, t, rpm, tpm)
+	if budget > 0 {
+		r.local.BlockBudget(t.Name, r.cfg.Clock().Add(budget).UnixNano())
+	}
+}

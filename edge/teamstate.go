@@ -1,0 +1,394 @@
+package edge
+
+// A team's record in the Redis edge state: the writes its finished
+// requests leave for the writer (charges, bounded refunds, budget spend,
+// slot releases and renewals, usage rows, coalesced pins and cache
+// entries), folded in by Finish and taken out in batches by the writer.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchyard/catalog"
+	"switchyard/ratelimit"
+)
+
+// teamState is one team's pending post-response writes on this node. The
+// request path (Begin, Finish) and the writer take mu only to fold in or
+// swap out a few fields, never while talking to Redis (SPEC 9).
+type teamState struct {
+	keys  *teamKeys         // immutable
+	owner *Redis            // immutable: the edge whose record this is
+	local ratelimit.TeamRef // immutable: the team in the local fallback (learn mirrors into it)
+
+	mu sync.Mutex
+	// Guarded by mu.
+	team      *catalog.Team // latest limits seen (TPM converts tokens to time)
+	charge    int64         // tokens to add to the TPM TAT
+	refunds   []refund      // bounded refunds not yet sent
+	usd       float64       // budget spend not yet sent
+	releases  []string      // slot ids to remove
+	live      map[string]struct{}
+	usage     map[string]*usageRow
+	pins      map[string]pinWrite // coalesced per key: the last write wins
+	flight    *batch              // sent and not acknowledged; resent as is
+	dirty     bool                // queued in writer.dirty
+	usageExp  time.Time           // when the usage hash's TTL is next renewed
+	usageDue  time.Time           // when the usage pending is written (zero: not yet held)
+	usageHeld bool                // on writer.held until usageDue
+
+	// unshared is set when the local fallback admitted a request of this
+	// team that Redis has not heard of: the team's next admission script
+	// carries the local TATs, so Redis never admits on top of it.
+	unshared atomic.Bool
+
+	// comb batches this team's admissions on Redis Cluster (Redis.admit);
+	// on one shard the node's combiner batches every team's.
+	comb combiner
+}
+
+// refund is one reservation's unused tokens and the end of that
+// reservation on the TPM timeline (Redis µs): the script returns at most
+// end - now of it.
+type refund struct {
+	tokens int64
+	end    int64
+}
+
+// usageRow is what one (team, deployment) served and has not yet been
+// written: sums, so it stays exact however long Redis is gone.
+type usageRow struct {
+	req, tok int64
+	usd      float64
+}
+
+// pinWrite is a pending pin: value, TTL and mode (0 set, 1 keep a higher
+// tier, 2 delete).
+type pinWrite struct {
+	value string
+	ttl   time.Duration
+	mode  int
+	cache bool // a response-cache entry: its bytes count in writer.cacheBytes
+}
+
+// maxPendingCacheBytes bounds the response-cache entries the writer holds
+// for Redis (SPEC 9: its memory is bounded); past it an entry is not
+// shared (the node's own store keeps it) and counted as dropped.
+const maxPendingCacheBytes = 32 << 20
+
+func newTeamState(k *teamKeys) *teamState {
+	return &teamState{keys: k} // live is made by the first slot: most teams have no max_parallel
+}
+
+// finishWrite is what one Finish adds to its team's pending writes.
+type finishWrite struct {
+	slot  string  // release
+	delta int64   // actual - reserved tokens
+	end   int64   // the reservation's end (bounds a refund)
+	usd   float64 // the real cost minus the budget reservation (< 0: a refund)
+	dep0  string  // the deployment that served ("" = none)
+	// usage of dep0
+	tokens int64
+	cost   float64
+	// pins ("" key = none)
+	tierKey, tier, depKey, dep string
+	tierTTL, depTTL            time.Duration
+	// a response-cache entry ("" key = none)
+	cacheKey, cacheVal string
+	cacheTTL           time.Duration
+}
+
+// add folds w in. It reports whether the writer has to visit the team
+// (visit: the team has writes to send now, unsent(false)) and whether a
+// slot release was queued (urgent: the writer sends those at once, so
+// other nodes see the slot free soon too). A write that is only a usage
+// row of a team whose rows already wait in the writer's held list
+// (usageHeld) needs no visit: the held list brings the team back when its
+// rows are due. With 10,000 teams nearly every request is the
+// only one of its team in a flush, and the visit (a lock and a batch of a
+// team state no longer in cache) was the writer's largest cost per request.
+func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins int) (visit, urgent bool) {
+	dropped, relDropped := 0, 0
+	ts.mu.Lock()
+	ts.team = t
+	if w.slot != "" {
+		delete(ts.live, w.slot)
+		if len(ts.releases) >= maxReleases {
+			ts.releases = ts.releases[1:] // the oldest: its lease runs out first
+			relDropped++
+		}
+		ts.releases = append(ts.releases, w.slot)
+		urgent = true
+	}
+	if w.delta > 0 {
+		ts.charge += w.delta
+	} else if w.delta < 0 {
+		if len(ts.refunds) >= maxRefunds {
+			// merged into the newest: the sum, bounded by the earlier end, so
+			// the merge never returns capacity that one of its reservations
+			// no longer holds (a tighter bound: it may return less, never more)
+			last := &ts.refunds[len(ts.refunds)-1]
+			last.tokens += -w.delta
+			last.end = min(last.end, w.end)
+		} else {
+			ts.refunds = append(ts.refunds, refund{tokens: -w.delta, end: w.end})
+		}
+	}
+	ts.usd += w.usd
+	if w.dep0 != "" {
+		if ts.usage == nil {
+			ts.usage = map[string]*usageRow{}
+		}
+		u := ts.usage[w.dep0]
+		if u == nil {
+			u = &usageRow{}
+			ts.usage[w.dep0] = u
+		}
+		u.req++
+		u.tok += w.tokens
+		u.usd += w.cost
+	}
+	if w.tierKey != "" {
+		mode := 0
+		if w.tier == "easy" {
+			mode = 1 // escalate-only: an easy pin never overwrites a hard one another replica wrote (SPEC 4)
+		}
+		dropped += ts.pinLocked(w.tierKey, pinWrite{value: w.tier, ttl: w.tierTTL, mode: mode}, wr, maxPins)
+	}
+	if w.depKey != "" {
+		dropped += ts.pinLocked(w.depKey, pinWrite{value: w.dep, ttl: w.depTTL}, wr, maxPins)
+	}
+	if w.cacheKey != "" {
+		dropped += ts.pinLocked(w.cacheKey, pinWrite{value: w.cacheVal, ttl: w.cacheTTL, cache: true}, wr, maxPins)
+	}
+	visit = ts.unsent(false)
+	ts.mu.Unlock()
+	if dropped > 0 {
+		wr.r.obs.OnDropped("pins", dropped)
+	}
+	if relDropped > 0 {
+		wr.r.obs.OnDropped("releases", relDropped)
+	}
+	return visit, urgent
+}
+
+func (ts *teamState) pinLocked(key string, p pinWrite, wr *writer, maxPins int) int {
+	if p.ttl <= 0 {
+		p.mode = 2
+	}
+	if ts.pins == nil {
+		ts.pins = map[string]pinWrite{}
+	}
+	old, ok := ts.pins[key]
+	if !ok {
+		if wr.pinCount.Load() >= int64(maxPins) {
+			return 1 // bounded: the local store still has it
+		}
+		wr.pinCount.Add(1)
+	}
+	if p.cache {
+		if wr.cacheBytes.Load()+int64(len(p.value)) > maxPendingCacheBytes {
+			if !ok {
+				wr.pinCount.Add(-1)
+			}
+			return 1 // bounded: the node's own store keeps the entry
+		}
+		wr.cacheBytes.Add(int64(len(p.value)))
+	}
+	if ok && old.cache {
+		wr.cacheBytes.Add(-int64(len(old.value)))
+	}
+	ts.pins[key] = p
+	return 0
+}
+
+// ownPins fills pins this node wrote and Redis may not have yet (read your
+// own writes) and returns the names still to read, compacted in place.
+func (ts *teamState) ownPins(names *[5]string, slots *[5]int, n int, out *Pins) int {
+	if n == 0 {
+		return 0
+	}
+	ts.mu.Lock()
+	if len(ts.pins) == 0 && ts.flight == nil {
+		ts.mu.Unlock()
+		return n
+	}
+	k := 0
+	for i := range n {
+		p, ok := ts.pins[names[i]]
+		if !ok && ts.flight != nil {
+			p, ok = ts.flight.pins[names[i]]
+		}
+		if ok {
+			if p.mode != 2 {
+				out.set(slots[i], p.value)
+			}
+			continue
+		}
+		names[k], slots[k] = names[i], slots[i]
+		k++
+	}
+	ts.mu.Unlock()
+	return k
+}
+
+// takeReleases hands this node's pending releases of the team to Begin, so
+// they travel inside the next admission script, together with the releases
+// of the writer's batch in flight (it may reach Redis after this admission;
+// ZREM twice is harmless). It returns how many of them were taken from the
+// pending list (the rest stay with the batch).
+func (ts *teamState) takeReleases() (rel []string, taken int) {
+	ts.mu.Lock()
+	rel = ts.releases
+	if len(rel) > maxBatchItems {
+		rel = rel[:maxBatchItems:maxBatchItems]
+		ts.releases = ts.releases[maxBatchItems:]
+	} else {
+		ts.releases = nil
+	}
+	taken = len(rel)
+	if ts.flight != nil && len(ts.flight.releases) > 0 && taken < maxBatchItems {
+		rel = append(rel[:taken:taken], ts.flight.releases[:min(len(ts.flight.releases), maxBatchItems-taken)]...)
+	}
+	ts.mu.Unlock()
+	return rel, taken
+}
+
+// putBackReleases returns releases whose admission script failed.
+func (ts *teamState) putBackReleases(rel []string) {
+	if len(rel) == 0 {
+		return
+	}
+	ts.mu.Lock()
+	ts.releases = append(rel, ts.releases...)
+	ts.mu.Unlock()
+}
+
+// hold registers a slot this node holds in Redis: the writer renews its
+// lease while the request runs.
+func (ts *teamState) hold(t *catalog.Team, slot string) {
+	ts.mu.Lock()
+	ts.team = t
+	if ts.live == nil {
+		ts.live = map[string]struct{}{}
+	}
+	ts.live[slot] = struct{}{}
+	ts.mu.Unlock()
+}
+
+// batch is one script call: an immutable snapshot of a team's writes.
+type batch struct {
+	ts       *teamState
+	team     *catalog.Team
+	seq      int64
+	charge   int64
+	refunds  []refund
+	usd      float64
+	releases []string
+	renew    []string
+	usage    map[string]*usageRow
+	usageTTL int64 // seconds; negative when the renewal is not due
+	pins     map[string]pinWrite
+}
+
+// take snapshots the team's pending writes into a batch (nil when there is
+// nothing to send). A team with a batch in flight resends that batch.
+// renew adds the slots this node holds, to extend their leases.
+func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *batch {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.dirty = false
+	if ts.flight != nil {
+		return ts.flight
+	}
+	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, usage: wr.dueUsage(ts, now)}
+	b.usageTTL = -int64(usageTTL.Seconds())
+	if len(b.usage) > 0 {
+		if !now.Before(ts.usageExp) {
+			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
+		}
+		ts.usage, ts.usageDue = nil, time.Time{}
+	}
+	ts.charge, ts.refunds, ts.usd = 0, nil, 0
+	if n := len(ts.releases); n > maxBatchItems {
+		b.releases = ts.releases[:maxBatchItems:maxBatchItems]
+		ts.releases = ts.releases[maxBatchItems:]
+	} else {
+		b.releases, ts.releases = ts.releases, nil
+	}
+	if len(ts.pins) <= maxBatchItems {
+		b.pins, ts.pins = ts.pins, nil
+	} else {
+		b.pins = make(map[string]pinWrite, maxBatchItems)
+		for k, p := range ts.pins {
+			if len(b.pins) == maxBatchItems {
+				break
+			}
+			b.pins[k] = p
+			delete(ts.pins, k)
+		}
+	}
+	wr.pinCount.Add(-int64(len(b.pins)))
+	for _, p := range b.pins {
+		if p.cache {
+			wr.cacheBytes.Add(-int64(len(p.value)))
+		}
+	}
+	if renew && len(ts.live) > 0 {
+		// every live slot, however many: one left out would lose its lease
+		// while its request runs and let another request take its place
+		// (the script renews them one ZADD at a time, so their number is not
+		// bounded by Lua's stack as the releases' unpack is)
+		b.renew = make([]string, 0, len(ts.live))
+		for id := range ts.live {
+			b.renew = append(b.renew, id)
+		}
+	}
+	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 &&
+		len(b.renew) == 0 && len(b.usage) == 0 && len(b.pins) == 0) {
+		return nil
+	}
+	*seq++
+	b.seq = *seq
+	ts.flight = b
+	return b
+}
+
+// settle records the outcome of a batch: acknowledged, or kept to be resent.
+func (ts *teamState) settle(b *batch, err error) (again bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.flight != b {
+		return false
+	}
+	if err == nil {
+		ts.flight = nil
+		return ts.unsent(false)
+	}
+	return true
+}
+
+// pending reports whether ts has writes for Redis, sent or not.
+func (ts *teamState) pending() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.pendingLocked()
+}
+
+func (ts *teamState) pendingLocked() bool { return ts.flight != nil || ts.unsent(true) }
+
+// idle reports whether ts has nothing for the writer: nothing pending, not
+// queued for a flush nor on the held list, no live slot.
+func (ts *teamState) idle() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && len(ts.live) == 0
+}
+
+// unsent reports whether ts has writes not yet taken into a batch (ts.mu
+// held); usage on w.held counts only with held.
+func (ts *teamState) unsent(held bool) bool {
+	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 ||
+		(len(ts.usage) > 0 && (held || !ts.usageHeld)) || len(ts.pins) > 0
+}
