@@ -45,7 +45,6 @@ type call struct {
 	body    bodyLease  // the body's bytes in the node's body budget, released when serve returns
 	begun   edge.Begun // the edge state's admission and the pins it read (SPEC 9)
 
-	user       string // the end user the request named ("" = none, SPEC 3.1)
 	alias      string // requested name when it was a tier alias
 	model      string // public model after the tier stage
 	verdict    *tier.Verdict
@@ -150,7 +149,6 @@ func (cl *call) endUser() bool {
 		return cl.fail(&apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "user_required", Param: "user",
 			Message: "team " + cl.team.Name + " requires an end user: send the X-Switchyard-User header, or safety_identifier, user or metadata.user_id in the body"})
 	}
-	cl.user = user
 	cl.entry.User = user
 	return true
 }
