@@ -31,17 +31,9 @@ func TestResponseCacheThroughThePipeline(t *testing.T) {
 		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"the answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
 	}))
 	defer up.Close()
-	n := newTestNode(t, strings.ReplaceAll(`
-cache: {enabled: true}
-providers:
-  - {name: up, kind: openai, base_url: "UP/v1", api_key: k}
-deployments:
-  - {id: d, model: m, provider: up, price: {input: 1000, output: 1000}}
-teams:
-  - {name: a, keys: ["sk-a"], models: ["*"], tpm: 100000}
+	n := cacheNode(t, up.URL, ", price: {input: 1000, output: 1000}", `  - {name: a, keys: ["sk-a"], models: ["*"], tpm: 100000}
   - {name: b, keys: ["sk-b"], models: ["*"]}
-  - {name: off, keys: ["sk-off"], models: ["*"], cache: {enabled: false}}
-`, "UP", up.URL))
+  - {name: off, keys: ["sk-off"], models: ["*"], cache: {enabled: false}}`)
 	chat := `{"model":"m","messages":[{"role":"user","content":"what is it?"}]}`
 	post := func(path, key, body string, hdr ...string) *httptest.ResponseRecorder {
 		return do(t, n.Handler(), "POST", path, key, body, hdr...)
@@ -155,15 +147,7 @@ func TestCoalescedFollowersMakeOneUpstreamCall(t *testing.T) {
 		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"once"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 	}))
 	defer up.Close()
-	n := newTestNode(t, strings.ReplaceAll(`
-cache: {enabled: true}
-providers:
-  - {name: up, kind: openai, base_url: "UP/v1", api_key: k}
-deployments:
-  - {id: d, model: m, provider: up}
-teams:
-  - {name: a, keys: ["sk-a"], models: ["*"]}
-`, "UP", up.URL))
+	n := cacheNode(t, up.URL, "", `  - {name: a, keys: ["sk-a"], models: ["*"]}`)
 	for _, failing := range []bool{false, true} {
 		fail.Store(failing)
 		calls.Store(0)
@@ -213,15 +197,7 @@ func TestCoalescedStreamFollowers(t *testing.T) {
 		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	n := newTestNode(t, strings.ReplaceAll(`
-cache: {enabled: true}
-providers:
-  - {name: up, kind: openai, base_url: "UP/v1", api_key: k}
-deployments:
-  - {id: d, model: m, provider: up}
-teams:
-  - {name: a, keys: ["sk-a"], models: ["*"]}
-`, "UP", up.URL))
+	n := cacheNode(t, up.URL, "", `  - {name: a, keys: ["sk-a"], models: ["*"]}`)
 	type answer struct {
 		cache, body string
 	}
@@ -249,4 +225,18 @@ teams:
 	if calls.Load() != 1 || got["miss"] != 1 || got["coalesced"]+got["hit"] != 2 {
 		t.Fatalf("%d upstream calls, cache headers %v", calls.Load(), got)
 	}
+}
+
+// cacheNode is a node with the cache on, one OpenAI-compatible deployment d
+// of model m on upstream (with the price fields in price), and teams.
+func cacheNode(t *testing.T, upstream, price, teams string) *Node {
+	t.Helper()
+	return newTestNode(t, `
+cache: {enabled: true}
+providers:
+  - {name: up, kind: openai, base_url: "`+upstream+`/v1", api_key: k}
+deployments:
+  - {id: d, model: m, provider: up`+price+`}
+teams:
+`+teams+"\n")
 }
