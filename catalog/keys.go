@@ -93,10 +93,14 @@ func configKeys(keys []config.KeySpec, now time.Time) []Key {
 		if name == "" {
 			name = fmt.Sprintf("config key %d", i+1)
 		}
-		out = append(out, Key{
+		k := Key{
 			ID: "cfg_" + h[:16], Name: name, Digest: h, Prefix: "sha256:" + h[:8], CreatedAt: now,
 			ExpiresAt: ks.Expires(), Models: append([]string(nil), ks.Models...), Source: SourceConfig,
-		})
+		}
+		if l := limitsSpec(ks.Level()); l != nil {
+			k.LimitsSpec = *l
+		}
+		out = append(out, k)
 	}
 	return out
 }

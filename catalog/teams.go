@@ -224,8 +224,9 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 			}
 			if w, ok := was[k.ID]; ok {
 				k.CreatedAt = w.CreatedAt
-				if k.Name != w.Name || !slices.Equal(k.Models, w.Models) || !sameTime(k.ExpiresAt, w.ExpiresAt) {
-					changed = true // the file changed the key's name, models or expiry
+				if k.Name != w.Name || !slices.Equal(k.Models, w.Models) || !sameTime(k.ExpiresAt, w.ExpiresAt) ||
+					k.LimitsSpec.Level() != w.LimitsSpec.Level() {
+					changed = true // the file changed the key's name, models, expiry or limits
 				}
 				delete(was, k.ID)
 			} else {
