@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/config"
 	"switchyard/ratelimit"
 	"switchyard/telemetry"
 )
@@ -49,6 +50,8 @@ type State interface {
 	// Usage reads the team's live state against its limits for the admin
 	// API (cluster-wide when Redis answers); never called on the request path.
 	Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error)
+	// LevelUsage is Usage for a key or end-user level of team t.
+	LevelUsage(ctx context.Context, t *catalog.Team, l Level) (TeamUsage, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
 	// SetBudgetAlert names what is called once per team and budget period
@@ -73,8 +76,46 @@ type Request struct {
 	// CostUSD is the request's highest possible cost, reserved against the
 	// budget at admission and replaced by the real cost at Finish (SPEC 3.1).
 	CostUSD float64
-	Pins    PinQuery
+	// Key and User are the request's key and end-user levels (SPEC 3.1):
+	// a level whose Limits are nil is not checked.
+	Key, User Level
+	Pins      PinQuery
 }
+
+// Level names one key or end-user level of a team (SPEC 3.1).
+type Level struct {
+	Kind LevelKind
+	// ID is the key's id, or the end user (already at most 128 bytes).
+	ID string
+	// Name is how a message names it: the key's name, or the end user.
+	Name   string
+	Limits *config.Limits // nil: no limits at this level
+}
+
+// LevelKind tells the levels apart.
+type LevelKind uint8
+
+// The levels of SPEC 3.1, as X-Switchyard-Limit-Level and the
+// budget_alerts_total label name them.
+const (
+	LevelTeam LevelKind = iota
+	LevelKey
+	LevelUser
+)
+
+// String is the level's name: team, key or user.
+func (k LevelKind) String() string {
+	switch k {
+	case LevelKey:
+		return "key"
+	case LevelUser:
+		return "user"
+	}
+	return "team"
+}
+
+// limited reports whether l has limits to check.
+func (l *Level) limited() bool { return l.Limits.Any() }
 
 // PinQuery names the pins a request can use (SPEC 9: only those), and the
 // response-cache entries it may be answered with (SPEC 18: read in the

@@ -79,3 +79,13 @@ func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
 	}
 	return u, nil
 }
+
+// LevelUsage implements State.
+func (l *Local) LevelUsage(_ context.Context, t *catalog.Team, lv Level) (TeamUsage, error) {
+	return TeamUsage{}, nil // TODO(levels): filled in with the level state
+}
+
+// LevelUsage implements State.
+func (r *Redis) LevelUsage(_ context.Context, t *catalog.Team, lv Level) (TeamUsage, error) {
+	return TeamUsage{}, nil // TODO(levels): filled in with the level state
+}
