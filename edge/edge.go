@@ -54,10 +54,10 @@ type State interface {
 	LevelUsage(ctx context.Context, t *catalog.Team, l Level) (TeamUsage, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
-	// SetBudgetAlert names what is called once per team and budget period
-	// when the team's spend crosses budget.alert_at (SPEC 3.1): once for
+	// SetBudgetAlert names what is called once per level and budget period
+	// when the level's spend crosses budget.alert_at (SPEC 3.1): once for
 	// the cluster with Redis, once per node local-only. Set before use.
-	SetBudgetAlert(fn func(team string))
+	SetBudgetAlert(fn BudgetAlert)
 	// TeamNames calls fn with every team this node holds edge state of.
 	TeamNames(fn func(team string))
 	// ForgetTeams drops, in one pass, the state of the teams drop names:
@@ -174,6 +174,7 @@ type Begun struct {
 	team   *catalog.Team
 	ts     *teamState // the Redis state's record of team (looked up once per request)
 	tokens int64      // the estimate at admission
+	lv     [2]Level   // the request's key and user levels
 	t      ticket
 }
 
@@ -188,22 +189,28 @@ func (b *Begun) Deployment(model string) string {
 }
 
 // Limited reports whether Begin decided an admission: the team has limits.
-func (b *Begun) Limited() bool { return b.team != nil && limited(b.team) }
+func (b *Begun) Limited() bool {
+	return b.team != nil && (limited(b.team) || b.lv[0].limited() || b.lv[1].limited())
+}
 
 // ticket is what Finish needs to undo or correct an admission.
 type ticket struct {
 	admitted bool    // a limited team was admitted: Finish reconciles
 	local    bool    // the local limiter decided (Redis unreachable or absent)
-	slot     string  // Redis slot id ("" without max_parallel or when local)
+	slot     string  // Redis slot id ("" without max_parallel at any level, or when local)
+	teamSlot bool    // the team level holds slot
 	reserved int64   // tokens reserved against TPM
 	end      int64   // TPM TAT right after this reservation (Redis µs); bounds refunds
 	usd      float64 // reserved against the budget (its highest possible cost)
 	window   int64   // the budget window of that reservation
 	lt       ratelimit.Ticket
 	released bool // the local slot was released by Release
-	// remote is a slot the admission script may have taken although it
-	// failed in an unknown state (a timeout): Finish removes it in Redis too.
-	remote string
+	// remote is the admission whose script may have taken a slot although
+	// it failed in an unknown state (a timeout): Finish removes the slot in
+	// Redis too, at every level.
+	remote *admitCall
+	subs   [2]subTicket // the key and user levels Redis decided, the first nsub
+	nsub   int
 }
 
 // Outcome is how a request ended (SPEC 3: every exit reconciles).
