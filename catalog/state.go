@@ -1,9 +1,9 @@
 package catalog
 
 import (
-	"maps"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
