@@ -183,12 +183,13 @@ func (a *Admin) getTeam(c *gin.Context) {
 }
 
 // teamBody is PUT /admin/teams/{name}: catalog.TeamInput, plus the fields
-// a client may echo back from a GET (name, keys) so they can be refused
-// with a message instead of "unknown field".
+// a client may echo back from a GET (name, keys, user_overrides) so they
+// can be refused with a message instead of "unknown field".
 type teamBody struct {
 	catalog.TeamInput
-	Name string          `json:"name"`
-	Keys json.RawMessage `json:"keys"`
+	Name          string          `json:"name"`
+	Keys          json.RawMessage `json:"keys"`
+	UserOverrides json.RawMessage `json:"user_overrides"`
 }
 
 func (a *Admin) putTeam(c *gin.Context) {
@@ -203,6 +204,10 @@ func (a *Admin) putTeam(c *gin.Context) {
 	}
 	if len(b.Keys) > 0 {
 		writeError(c, errBadRequest("keys", "keys are not part of a team's settings: issue them with POST /admin/teams/"+name+"/keys and revoke them with DELETE /admin/teams/"+name+"/keys/{id}"))
+		return
+	}
+	if len(b.UserOverrides) > 0 {
+		writeError(c, errBadRequest("user_overrides", "user_overrides is a count, not a setting: give an end user limits of their own with PUT /admin/teams/"+name+"/users/{user}"))
 		return
 	}
 	aliases := a.aliases()

@@ -224,6 +224,7 @@ func TestAdminUsers(t *testing.T) {
 		{"get: unknown team", "GET", "/admin/teams/zz/users/bob", ``, 404, "name"},
 		{"delete: unknown team", "DELETE", "/admin/teams/zz/users/bob", ``, 404, "team"},
 		{"team: negative user_limits", "PUT", "/admin/teams/web", `{"models":["a"],"user_limits":{"tpm":-1}}`, 422, "user_limits.tpm"},
+		{"team: user_overrides echoed", "PUT", "/admin/teams/web", `{"models":["a"],"user_overrides":1}`, 400, "user_overrides"},
 		{"team: unknown user_limits field", "PUT", "/admin/teams/web", `{"models":["a"],"user_limits":{"burst":1}}`, 400, "burst"},
 	}
 	for _, tc := range cases {
