@@ -199,7 +199,7 @@ type Team struct {
 	Budget      Budget    `koanf:"budget"`
 	// RequireUser refuses a request that names no end user (400
 	// user_required, SPEC 3.1).
-	RequireUser bool      `koanf:"require_user"`
+	RequireUser bool `koanf:"require_user"`
 	// UserLimits apply to each end user of the team separately (SPEC 3.1);
 	// zero: no user level.
 	UserLimits Limits    `koanf:"user_limits"`
