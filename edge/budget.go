@@ -33,11 +33,21 @@ func localAlert(fn BudgetAlert) func(string, int, string) {
 // real cost minus what its admission reserved, in the window the
 // reservation was made in. Once that window has ended, the reservation
 // covered the request and the new window owes nothing for it.
+//
+// window is the script's id (a duration's: the µs its window opened), now
+// this node's clock (ns): near a window's end the two clocks may disagree
+// by their skew, as they would on any boundary.
 func budgetDelta(cost, reserved float64, window, now, code int64) float64 {
 	if reserved <= 0 {
 		return cost
 	}
-	if id, _ := ratelimit.PeriodWindow(now, code); id != window {
+	if ratelimit.Rolling(code) {
+		if now/1000 >= window+code*1_000_000 {
+			return 0
+		}
+		return cost - reserved
+	}
+	if id, _ := ratelimit.PeriodWindow(now, code, 0); id != window {
 		return 0
 	}
 	return cost - reserved

@@ -20,7 +20,7 @@ import (
 
 // windowProbe runs periodLua's window alone.
 const windowProbe = tatLua + periodLua + `
-local id, e = window(tonumber(ARGV[1]), tonumber(ARGV[2]))
+local id, e = window(tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
 return {id, e}
 `
 
@@ -49,18 +49,24 @@ func TestWindowParity(t *testing.T) {
 	for range 200 {
 		times = append(times, time.Unix(0, rng.Int64N(int64(100*365*24*time.Hour))).UTC())
 	}
-	codes := []int64{86400, 3600, 2592000, 7, ratelimit.PeriodCode(config.Period{Calendar: config.PeriodWeekly}),
+	codes := []int64{ratelimit.PeriodCode(config.Period{Calendar: config.PeriodDaily}), 3600, 2592000, 7, ratelimit.PeriodCode(config.Period{Calendar: config.PeriodWeekly}),
 		ratelimit.PeriodCode(config.Period{Calendar: config.PeriodMonthly})}
 	check := func(t *testing.T, c redis.Scripter) {
 		s := redis.NewScript(windowProbe)
 		for _, tm := range times {
 			now := tm.UnixMicro()
 			for _, code := range codes {
-				v, err := s.Run(context.Background(), c, nil, now, code).Int64Slice()
+				// a duration's window: none open, one open since an hour ago,
+				// one that has ended (µs in the script, ns in Go)
+				start := []int64{0, now - 3_600_000_000, now - code*1_000_000}[rng.IntN(3)]
+				v, err := s.Run(context.Background(), c, nil, now, code, start).Int64Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
-				id, end := ratelimit.PeriodWindow(now*1000, code)
+				id, end := ratelimit.PeriodWindow(now*1000, code, start*1000)
+				if ratelimit.Rolling(code) {
+					id /= 1000 // a duration's id is its start
+				}
 				if v[0] != id || v[1] != end/1000 {
 					t.Fatalf("%s code %d: script (%d, %s), Go (%d, %s)", tm.Format(time.RFC3339Nano), code,
 						v[0], time.UnixMicro(v[1]).UTC(), id, time.Unix(0, end).UTC())
@@ -83,13 +89,13 @@ func TestWindowParity(t *testing.T) {
 		code     int64
 		at, ends string
 	}{
-		{86400, "2026-12-05T13:00:00Z", "2026-12-06T00:00:00Z"},
+		{codes[0], "2026-12-05T13:00:00Z", "2026-12-06T00:00:00Z"},
 		{codes[4], "2026-12-05T13:00:00Z", "2026-12-07T00:00:00Z"}, // a Saturday: next Monday
 		{codes[4], "2026-12-07T00:00:00Z", "2026-12-14T00:00:00Z"},
 		{codes[5], "2026-12-05T13:00:00Z", "2027-01-01T00:00:00Z"},
 		{codes[5], "2028-02-10T00:00:00Z", "2028-03-01T00:00:00Z"},
 	} {
-		_, end := ratelimit.PeriodWindow(utc(tc.at).UnixNano(), tc.code)
+		_, end := ratelimit.PeriodWindow(utc(tc.at).UnixNano(), tc.code, 0)
 		if got := time.Unix(0, end).UTC(); !got.Equal(utc(tc.ends)) {
 			t.Errorf("code %d at %s ends %s, want %s", tc.code, tc.at, got, tc.ends)
 		}
@@ -168,7 +174,8 @@ func TestBudgetReservesAtAdmission(t *testing.T) {
 }
 
 // Calendar periods reset at their UTC boundary: a week on Monday 00:00, a
-// month on the 1st; an unserved request gives its reservation back.
+// month on the 1st; a duration's window opens with the level's first
+// spend; an unserved request gives its reservation back.
 func TestBudgetCalendarResets(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -178,7 +185,7 @@ func TestBudgetCalendarResets(t *testing.T) {
 	}{
 		{"weekly", config.PeriodWeekly, time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC), time.Hour}, // a Sunday
 		{"monthly", config.PeriodMonthly, time.Date(2027, 2, 28, 22, 0, 0, 0, time.UTC), 2 * time.Hour},
-		{"duration", "", time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC), 24 * time.Hour}, // 72h windows from the epoch: day 20,792 is the third of one
+		{"duration", "", time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC), 72 * time.Hour}, // a 72h window opens with the first spend
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := config.Period{Calendar: tc.period}

@@ -144,13 +144,13 @@ var scenarios = []struct {
 		{op: "reconcile", ticket: 0, actual: 10, cost: 0.6},
 		admits(1, 0, 1),
 		{op: "reconcile", ticket: 1, actual: 10, cost: 0.6},
-		reject(0, ratelimit.KindBudget, 2800*time.Second), // the hour containing the fake clock's start ends in 2800 s
-		{advance: 2800 * time.Second, n: 1, allowed: 1, remReq: -1, remTok: -1},
+		reject(0, ratelimit.KindBudget, time.Hour), // the hour opened with the first spend, now
+		{advance: time.Hour, n: 1, allowed: 1, remReq: -1, remTok: -1},
 	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"the binding dimension is the longest wait", teamtest.Limits{RPM: 1, USD: 1, Period: time.Hour}, []step{
 		admits(1, 0, 1),
 		{op: "reconcile", ticket: 0, cost: 2},
-		reject(0, ratelimit.KindBudget, 2800*time.Second),
+		reject(0, ratelimit.KindBudget, time.Hour),
 	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"a rejection charges nothing", teamtest.Limits{RPM: 2, TPM: 100}, []step{
 		{n: 1, tokens: 100, allowed: 1, remReq: 1, remTok: 0},
@@ -193,7 +193,7 @@ var scenarios = []struct {
 		{op: "reconcile", ticket: 0, actual: 10, cost: 0.6},
 		admits(1, 0, 1).as("ann", ""),
 		{op: "reconcile", ticket: 1, actual: 10, cost: 0.6},
-		reject(0, ratelimit.KindBudget, 2800*time.Second).as("ann", "user"),
+		reject(0, ratelimit.KindBudget, time.Hour).as("ann", "user"),
 		admits(1, 0, 1).as("bob", ""),
 	}, teamtest.Limits{}, teamtest.Limits{USD: 1, Period: time.Hour}},
 }

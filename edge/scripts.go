@@ -61,10 +61,13 @@ end
 `
 
 // periodLua is the budget window of a period code on Redis's clock (µs),
-// ratelimit.PeriodWindow's twin (TestWindowParity): > 0 a window of that
-// many seconds from the Unix epoch (a duration, or daily), -1 weeks from
-// Monday, -2 calendar months, all UTC. Months use the civil-from-days
-// arithmetic of H. Hinnant's date algorithms.
+// ratelimit.PeriodWindow's twin (TestWindowParity): -3 days, -1 weeks from
+// Monday, -2 calendar months, all UTC; > 0 a duration of that many seconds
+// whose window opens with a spend: start is the window the level's last
+// spend opened (nil or 0: none), the window while it lasts, else the one a
+// spend now opens (id now). Months use the civil-from-days arithmetic of
+// H. Hinnant's date algorithms. Ids are written with fmt('%d'): a
+// duration's is a µs timestamp, too long for Lua's 14-digit tostring.
 const periodLua = `
 local DAY = 86400000000
 local function civil(days)
@@ -87,8 +90,11 @@ local function firstday(y, m)
   local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5)
   return era * 146097 + doe - 719468
 end
-local function window(now, code)
-  if code == -1 then
+local function window(now, code, start)
+  if code == -3 then
+    local id = floor(now / DAY)
+    return id, (id + 1) * DAY
+  elseif code == -1 then
     local w = 7 * DAY
     local id = floor((now - 4 * DAY) / w)
     return id, (id + 1) * w + 4 * DAY
@@ -99,8 +105,8 @@ local function window(now, code)
     return y * 12 + m - 1, firstday(ny, nm) * DAY
   end
   local p = code * 1000000
-  local id = floor(now / p)
-  return id, (id + 1) * p
+  if start and start > 0 and now >= start and now < start + p then return start, start + p end
+  return now, now + p
 end
 `
 
@@ -174,9 +180,10 @@ local function open(i, k)
   if L.tpm > 0 and lt > 0 and now + lt > L.traw then L.traw, L.write = now + lt, true end
   if L.par > 0 then L.pcount = call('ZCARD', L.kpar) end
   if L.budget > 0 then
-    L.bid, L.bend = window(now, tonumber(ARGV[i + 4]))
     local h = call('HMGET', L.kbud, 'p', 'usd')
-    if tonumber(h[1]) == L.bid then L.spent = tonumber(h[2]) or 0 end
+    local stored = tonumber(h[1])
+    L.bid, L.bend = window(now, tonumber(ARGV[i + 4]), stored)
+    if stored == L.bid then L.spent = tonumber(h[2]) or 0 end
   end
   return L
 end
@@ -244,7 +251,7 @@ end
 local function close(L)
   if L.write then settat(L.ktat, L.rraw, L.traw, now, L.prev) end
   if L.bwrite then
-    call('HSET', L.kbud, 'p', L.bid, 'usd', fmt('%.17g', L.spent))
+    call('HSET', L.kbud, 'p', fmt('%d', L.bid), 'usd', fmt('%.17g', L.spent))
     call('PEXPIRE', L.kbud, ceil((L.bend - now) / 1000) + 60000)
   end
   -- the set outlives its newest lease (now + lease) while its TTL is at
@@ -405,19 +412,21 @@ local function level(i, k)
     -- the real cost minus the reservations (a refund when negative); a
     -- refund for a window that has ended is dropped with that window
     clock()
-    local p, e = window(now, pcode)
-    local same = tonumber(call('HGET', kbudget, 'p')) == p
+    local stored = tonumber(call('HGET', kbudget, 'p'))
+    local p, e = window(now, pcode, stored)
+    local same = stored == p
     local spent = nil
     if same then
       spent = tonumber(call('HINCRBYFLOAT', kbudget, 'usd', usds))
     elseif usd > 0 then
-      call('HSET', kbudget, 'p', p, 'usd', usds)
+      -- a new window (a duration's opens with this spend)
+      call('HSET', kbudget, 'p', fmt('%d', p), 'usd', usds)
       spent = usd
     end
     if same or usd > 0 then call('PEXPIRE', kbudget, ceil((e - now) / 1000) + 60000) end
     -- the period's one alert: field a holds the period it was raised in
     if spent and thr > 0 and spent >= thr and tonumber(call('HGET', kbudget, 'a')) ~= p then
-      call('HSET', kbudget, 'a', p)
+      call('HSET', kbudget, 'a', fmt('%d', p))
       alerted = true
     end
   end

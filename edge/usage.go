@@ -94,9 +94,12 @@ func (r *Redis) usage(ctx context.Context, keys [3]string, lim *config.Limits, l
 		RPMUsed: ratelimit.UsedFromTAT(rtat, now, max(0, lim.RPM)), TPMUsed: ratelimit.UsedFromTAT(ttat, now, max(0, lim.TPM)), InFlight: inflight,
 	}}
 	if lim.Budget.USD > 0 {
-		idx, resets := ratelimit.BudgetWindow(now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(lim.Budget)))
+		code := ratelimit.PeriodCode(ratelimit.BudgetPeriod(lim.Budget))
+		stored, _ := strconv.ParseInt(str(res[3]), 10, 64)
+		start := stored * 1000 // a duration's window start, µs in the script
+		idx, resets := ratelimit.BudgetWindow(now, code, start)
 		u.ResetsAt = resets
-		if pi, err := strconv.ParseFloat(str(res[3]), 64); err == nil && int64(pi) == idx {
+		if (ratelimit.Rolling(code) && idx == start && start > 0) || (!ratelimit.Rolling(code) && stored == idx) {
 			u.SpentUSD, _ = strconv.ParseFloat(str(res[4]), 64)
 		}
 	}

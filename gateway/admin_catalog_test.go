@@ -386,7 +386,7 @@ type usageAnswer struct {
 
 func TestAdminTeamUsage(t *testing.T) {
 	n, _ := teamsNode(t)
-	if w := adm(t, n, "PUT", "/admin/teams/web", `{"models":["*"],"rpm":100,"tpm":5000,"max_parallel":5,"budget":{"usd":10,"period":"24h"}}`); w.Code != 200 {
+	if w := adm(t, n, "PUT", "/admin/teams/web", `{"models":["*"],"rpm":100,"tpm":5000,"max_parallel":5,"budget":{"usd":10,"period":"daily"}}`); w.Code != 200 {
 		t.Fatal(w.Body)
 	}
 	for i := 0; i < 3; i++ {
@@ -399,7 +399,7 @@ func TestAdminTeamUsage(t *testing.T) {
 	decodeJSON(t, w, &u)
 	if w.Code != 200 || u.Team != "web" || u.Shared || u.RPM.Limit != 100 || u.RPM.Used != 3 || u.TPM.Limit != 5000 || u.TPM.Used <= 0 || // 36 tokens take 430 ms to decay at 5,000 a minute
 
-		u.Parallel.Limit != 5 || u.Parallel.InFlight != 0 || u.Budget.USD != 10 || u.Budget.Period != "24h0m0s" || u.Budget.ResetsAt == nil ||
+		u.Parallel.Limit != 5 || u.Parallel.InFlight != 0 || u.Budget.USD != 10 || u.Budget.Period != "daily" || u.Budget.ResetsAt == nil ||
 		!u.Budget.ResetsAt.After(time.Now()) || u.Budget.ResetsAt.After(time.Now().Add(24*time.Hour)) {
 		t.Fatalf("%s", w.Body)
 	}

@@ -60,7 +60,14 @@ func TestGCRA(t *testing.T) {
 			t.Errorf("state(tat=now%+v): %d %v, want %d %v", time.Duration(tc.tat-now), rem, reset, tc.rem, tc.reset)
 		}
 	}
-	if idx, end := PeriodWindow(now, 3600); idx != 0 || end != int64(time.Hour) {
-		t.Errorf("period: %d %v", idx, end)
+	// a duration's window opens with a spend: none open, one open, one ended
+	if idx, end := PeriodWindow(now, 3600, 0); idx != now || end != now+int64(time.Hour) {
+		t.Errorf("a new window: %d %v", idx, end)
+	}
+	if idx, end := PeriodWindow(now, 3600, now-int64(time.Minute)); idx != now-int64(time.Minute) || end != now+int64(59*time.Minute) {
+		t.Errorf("an open window: %d %v", idx, end)
+	}
+	if idx, _ := PeriodWindow(now, 3600, now-int64(time.Hour)); idx != now {
+		t.Errorf("an ended window: %d", idx)
 	}
 }

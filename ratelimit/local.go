@@ -167,7 +167,7 @@ func (st *localTeam) spentExpired(now int64) bool {
 	if st.code == 0 {
 		return false
 	}
-	idx, _ := PeriodWindow(now, st.code)
+	idx, _ := PeriodWindow(now, st.code, st.period)
 	return st.period != idx
 }
 
@@ -278,14 +278,11 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			}
 		}
 		if lim.budget > 0 {
-			v.idx, v.end = PeriodWindow(now, lim.period)
-			if st.period != v.idx {
-				st.period, st.spent = v.idx, 0
-			}
-			st.code = lim.period
+			v.idx, v.end = PeriodWindow(now, lim.period, st.startFor(lim.period))
+			spent := st.spentIn(lim.period, v.idx)
 			// the request's highest possible cost is reserved: a burst against
 			// a nearly spent budget admits only what the rest covers (SPEC 3.1)
-			if st.spent >= lim.budget || st.spent+a.CostUSD > lim.budget+usdTolerance {
+			if spent >= lim.budget || spent+a.CostUSD > lim.budget+usdTolerance {
 				reject(time.Duration(v.end-now), 4)
 			} else if now < st.blockedUntil {
 				reject(time.Duration(st.blockedUntil-now), 4)
@@ -316,9 +313,13 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			if lim.tpm > 0 {
 				lt.reserved, lt.end = v.cost, v.tNext
 			}
-			if lim.budget > 0 && a.CostUSD > 0 {
-				st.spent += a.CostUSD
-				lt.usd, lt.window = a.CostUSD, st.period
+			if lim.budget > 0 {
+				lt.window = v.idx
+				if a.CostUSD > 0 {
+					st.enter(lim.period, v.idx)
+					st.spent += a.CostUSD
+					lt.usd = a.CostUSD
+				}
 			}
 			if lim.parallel > 0 {
 				if slot == "" {
@@ -453,14 +454,40 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 // by the real cost; once that window has ended, the new one owes nothing
 // for it (st.mu held).
 func (st *localTeam) reconcileSpendLocked(now, code int64, usd float64, window int64, costUSD float64) {
-	idx, _ := PeriodWindow(now, code)
+	idx, _ := PeriodWindow(now, code, st.startFor(code))
 	if usd > 0 && window != idx {
 		return
 	}
-	if st.period != idx {
-		st.period, st.spent = idx, 0
+	if costUSD == usd {
+		return
 	}
+	st.enter(code, idx)
 	st.spent = max(0, st.spent+costUSD-usd)
+}
+
+// startFor is the window st's spend counts in, for a level of period
+// code (0: none).
+func (st *localTeam) startFor(code int64) int64 {
+	if st.code == code {
+		return st.period
+	}
+	return 0
+}
+
+// spentIn is st's spend in window idx of period code.
+func (st *localTeam) spentIn(code, idx int64) float64 {
+	if st.code == code && st.period == idx {
+		return st.spent
+	}
+	return 0
+}
+
+// enter makes window idx of period code the one st's spend counts in,
+// from 0 when it is a new one (a duration's window opens here).
+func (st *localTeam) enter(code, idx int64) {
+	if st.code != code || st.period != idx {
+		st.code, st.period, st.spent = code, idx, 0
+	}
 }
 
 // Spend adds usd to the local spend of the level (team t's own when lv
@@ -477,11 +504,8 @@ func (l *Local) Spend(t *catalog.Team, lv *Level, usd float64) {
 }
 
 func (st *localTeam) spendLocked(now, code int64, usd float64) {
-	idx, _ := PeriodWindow(now, code)
-	st.code = code
-	if st.period != idx {
-		st.period, st.spent = idx, 0
-	}
+	idx, _ := PeriodWindow(now, code, st.startFor(code))
+	st.enter(code, idx)
 	st.spent += usd
 }
 

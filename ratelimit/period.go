@@ -12,6 +12,7 @@ import (
 const (
 	codeWeekly  int64 = -1 // from Monday 00:00 UTC
 	codeMonthly int64 = -2 // from the 1st, 00:00 UTC
+	codeDaily   int64 = -3 // from 00:00 UTC
 )
 
 // day is 24 hours in nanoseconds; mondayOffset is where weeks start: the
@@ -43,13 +44,14 @@ func BudgetAlertUSD(b config.Budget) float64 {
 	return b.USD * a
 }
 
-// PeriodCode is a budget period as the scripts and PeriodWindow take it: a
-// window of that many seconds aligned at the Unix epoch (a duration, or
-// daily), or codeWeekly, or codeMonthly.
+// PeriodCode is a budget period as the scripts and PeriodWindow take it:
+// codeDaily, codeWeekly or codeMonthly for a calendar period, or a
+// duration's seconds (> 0), a window that opens with the level's first
+// spend.
 func PeriodCode(p config.Period) int64 {
 	switch p.Calendar {
 	case config.PeriodDaily:
-		return 86400
+		return codeDaily
 	case config.PeriodWeekly:
 		return codeWeekly
 	case config.PeriodMonthly:
@@ -58,12 +60,22 @@ func PeriodCode(p config.Period) int64 {
 	return max(1, int64(p.Every/time.Second))
 }
 
-// PeriodWindow is the budget window holding now (ns since the epoch, UTC) for the
-// period code: an id that differs between windows, and when the window
-// ends (ns). The admission scripts compute the same on Redis's clock
-// (periodLua in edge); TestWindowParity holds them equal.
-func PeriodWindow(now, code int64) (id, end int64) {
+// Rolling reports whether code is a duration's: its windows open with a
+// spend, not on the calendar.
+func Rolling(code int64) bool { return code > 0 }
+
+// PeriodWindow is the budget window holding now (ns since the epoch, UTC)
+// for the period code: an id that differs between windows, and when the
+// window ends (ns). For a duration, start is the id of the window the
+// level's last spend opened (0: none): while it lasts it is the window;
+// after it, the window is the one a spend now would open, with id now.
+// The admission scripts compute the same on Redis's clock (periodLua in
+// edge); TestWindowParity holds them equal.
+func PeriodWindow(now, code, start int64) (id, end int64) {
 	switch code {
+	case codeDaily:
+		id = floorDiv(now, day)
+		return id, (id + 1) * day
 	case codeWeekly:
 		w := 7 * day
 		id = floorDiv(now-mondayOffset, w)
@@ -74,8 +86,10 @@ func PeriodWindow(now, code int64) (id, end int64) {
 		return int64(y)*12 + int64(m) - 1, time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	}
 	p := code * int64(time.Second)
-	id = floorDiv(now, p)
-	return id, (id + 1) * p
+	if start > 0 && now >= start && now < start+p {
+		return start, start + p
+	}
+	return now, now + p
 }
 
 func floorDiv(a, b int64) int64 {

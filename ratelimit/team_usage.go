@@ -28,9 +28,13 @@ func UsedFromTAT(tat, now, limit int64) int64 {
 }
 
 // BudgetWindow is the id of the budget window of period code containing
-// now (ns; PeriodWindow) and the moment it ends.
-func BudgetWindow(now, code int64) (idx int64, resetsAt time.Time) {
-	idx, end := PeriodWindow(now, code)
+// now (ns; PeriodWindow, start the window a duration's last spend opened)
+// and the moment it ends: zero for a duration with no window open.
+func BudgetWindow(now, code, start int64) (idx int64, resetsAt time.Time) {
+	idx, end := PeriodWindow(now, code, start)
+	if Rolling(code) && idx != start {
+		return idx, time.Time{}
+	}
 	return idx, time.Unix(0, end)
 }
 
@@ -65,9 +69,9 @@ func (l *Local) usage(st *localTeam, c *config.Limits) TeamUsage {
 		InFlight: int64(len(st.slots)),
 	}
 	if lim.budget > 0 {
-		idx, resets := BudgetWindow(now, lim.period)
+		idx, resets := BudgetWindow(now, lim.period, st.startFor(lim.period))
 		u.ResetsAt = resets
-		if st.period == idx {
+		if st.code == lim.period && st.period == idx {
 			u.SpentUSD = st.spent
 		}
 	}
