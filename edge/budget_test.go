@@ -238,12 +238,22 @@ func TestBudgetAlertOncePerPeriod(t *testing.T) {
 			}
 			settle()
 		}
+		marked := func() bool { // what the console shows (SPEC 3.1: it marks the level)
+			u, err := states[0].Usage(context.Background(), team)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return u.Alerted
+		}
 		spend(0.2) // $0.18 spent per node: under $0.50 in all with Redis ($0.36) and on each node
-		if len(alerts) != 0 {
+		if len(alerts) != 0 || marked() {
 			t.Fatalf("alert below alert_at: %v", alerts)
 		}
 		spend(0.4) // crosses: $1.08 in all, $0.54 per node
 		spend(0.01)
+		if !marked() {
+			t.Fatal("usage does not mark the alert")
+		}
 		want := len(states) // local-only: once per node
 		if _, shared := states[0].(*Redis); shared {
 			want = 1
@@ -253,6 +263,9 @@ func TestBudgetAlertOncePerPeriod(t *testing.T) {
 		}
 		clk.Advance(11 * time.Hour) // the next day
 		settle()
+		if marked() {
+			t.Fatal("the alert mark outlived its period")
+		}
 		spend(0.6)
 		if len(alerts) != 2*want {
 			t.Fatalf("the next period's crossing raised %d alerts in all, want %d", len(alerts), 2*want)
@@ -272,5 +285,44 @@ func TestBudgetAlertOncePerPeriod(t *testing.T) {
 			g.step(t)
 			other.w.step(context.Background(), g.clk.Now())
 		})
+	})
+}
+
+// SPEC 3.1: a key's and an end user's budgets raise their own alerts,
+// named by level, once per period, on both implementations.
+func TestBudgetAlertLevels(t *testing.T) {
+	start := time.Date(2026, 12, 5, 13, 0, 0, 0, time.UTC)
+	edgeStates(t, start, func(t *testing.T, st State, clk *fakeclock.Clock, settle func()) {
+		type alert struct {
+			level LevelKind
+			name  string
+		}
+		var got []alert
+		st.SetBudgetAlert(func(team string, lv LevelKind, name string) { got = append(got, alert{lv, name}) })
+		team := budgetTeam("lv", 100, config.Period{Calendar: config.PeriodDaily})
+		daily := config.Budget{USD: 1, Period: config.Period{Calendar: config.PeriodDaily}, AlertAt: 0.5}
+		key := Level{Kind: LevelKey, ID: "key_1", Name: "ci", Limits: &config.Limits{Budget: daily}}
+		user := Level{Kind: LevelUser, ID: "ann", Name: "ann", Limits: &config.Limits{Budget: config.Budget{USD: 2, Period: daily.Period, AlertAt: 0.5}}}
+		for i := range 3 { // $0.30 each: the key crosses $0.50 at the second, ann her $1.00 at the fourth
+			b, _ := st.Begin(context.Background(), &Request{RequestID: fmt.Sprint(i), Team: team, CostUSD: 0.3, Key: key, User: user})
+			if !b.Decision.Allowed {
+				t.Fatalf("refused: %+v", b.Decision)
+			}
+			st.Finish(&b, &Outcome{Served: true, CostUSD: 0.3})
+			settle()
+		}
+		if len(got) != 1 || got[0] != (alert{LevelKey, "ci"}) {
+			t.Fatalf("alerts %v, want the key's once", got)
+		}
+		b, _ := st.Begin(context.Background(), &Request{RequestID: "4", Team: team, CostUSD: 0.09, Key: key, User: user})
+		st.Finish(&b, &Outcome{Served: true, CostUSD: 0.2})
+		settle()
+		if len(got) != 2 || got[1] != (alert{LevelUser, "ann"}) {
+			t.Fatalf("alerts %v, then ann's once", got)
+		}
+		u, _ := st.LevelUsage(context.Background(), team, user)
+		if !u.Alerted || u.SpentUSD < 1.09 || u.SpentUSD > 1.11 {
+			t.Fatalf("ann's usage %+v, want $1.10 spent and the alert marked", u)
+		}
 	})
 }

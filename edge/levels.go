@@ -67,6 +67,7 @@ type subWrite struct {
 	delta int64   // actual - reserved tokens
 	end   int64   // the reservation's end (bounds a refund)
 	usd   float64 // the real cost minus the reservation (< 0: a refund)
+	spent bool    // the request spent at this level's budget: check its alert
 }
 
 // levelState is a key or user level's pending writes on this node, held
@@ -79,6 +80,7 @@ type levelState struct {
 	usd      float64
 	releases []string
 	live     map[string]struct{}
+	alert    bool // a spend to check against the budget alert
 }
 
 // levelBatch is a level's part of a batch.
@@ -90,6 +92,7 @@ type levelBatch struct {
 	usd      float64
 	releases []string
 	renew    []string
+	alert    bool
 }
 
 // maxLevels bounds the key and user levels with writes pending per team
@@ -113,14 +116,14 @@ func addRefund(refunds []refund, tokens, end int64) []refund {
 
 // pending reports whether ls has writes not yet taken into a batch.
 func (ls *levelState) pending() bool {
-	return ls.charge != 0 || len(ls.refunds) > 0 || ls.usd != 0 || len(ls.releases) > 0
+	return ls.charge != 0 || len(ls.refunds) > 0 || ls.usd != 0 || len(ls.releases) > 0 || ls.alert
 }
 
 // take moves ls's pending writes into a batch part; renew adds its live
 // slots.
 func (ls *levelState) take(renew bool) levelBatch {
-	b := levelBatch{lv: ls.lv, keys: ls.keys, charge: ls.charge, refunds: ls.refunds, usd: ls.usd}
-	ls.charge, ls.refunds, ls.usd = 0, nil, 0
+	b := levelBatch{lv: ls.lv, keys: ls.keys, charge: ls.charge, refunds: ls.refunds, usd: ls.usd, alert: ls.alert}
+	ls.charge, ls.refunds, ls.usd, ls.alert = 0, nil, 0, false
 	if n := len(ls.releases); n > maxBatchItems {
 		b.releases = ls.releases[:maxBatchItems:maxBatchItems]
 		ls.releases = ls.releases[maxBatchItems:]
@@ -138,13 +141,17 @@ func (ls *levelState) take(renew bool) levelBatch {
 
 // empty reports whether the part carries nothing.
 func (b *levelBatch) empty() bool {
-	return b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 && len(b.renew) == 0
+	return b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 && len(b.renew) == 0 && !b.alert
 }
 
 // args appends the part's level arguments of finishLua.
 func (b *levelBatch) args(args []any) []any {
 	l := b.lv.Limits
-	args = append(args, max(0, l.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(l.Budget)), ratelimit.BudgetAlertUSD(l.Budget))
+	thr := 0.0
+	if b.alert || b.usd != 0 {
+		thr = ratelimit.BudgetAlertUSD(l.Budget)
+	}
+	args = append(args, max(0, l.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(l.Budget)), thr)
 	args = append(args, len(b.refunds))
 	for _, r := range b.refunds {
 		args = append(args, r.tokens, r.end)

@@ -492,6 +492,7 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	} else if tk.admitted {
 		now := r.cfg.Clock().UnixNano()
 		if t.Budget.USD > 0 {
+			w.spent = cost > 0
 			w.usd = budgetDelta(cost, tk.usd, tk.window, now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget)))
 			if cost > 0 {
 				r.local.Spend(t, nil, cost) // the fallback knows this node's share of the spend
@@ -513,6 +514,7 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 				sw.delta, sw.end = actual-st.reserved, st.end
 			}
 			if st.lv.Limits.Budget.USD > 0 {
+				sw.spent = cost > 0
 				sw.usd = budgetDelta(cost, st.usd, st.window, now, budgetCode(&st.lv))
 				if cost > 0 {
 					r.local.Spend(t, &ratelimit.Level{Key: st.keys.base, Limits: st.lv.Limits}, cost)

@@ -342,7 +342,8 @@ return out
 //	            higher tier, 2 delete), then each key or user level's level
 //	      a level: tpm, tokens to charge (>= 0), usd (the real cost minus
 //	            the budget reservations: < 0 is a refund), budget period
-//	            code, the budget alert's spend (usd x alert_at; 0 = none),
+//	            code, the budget alert's spend (usd x alert_at; 0 = no
+//	            check: the batch carries no spend of the level),
 //	            n refunds and n pairs (tokens, reservation end us),
 //	            n releases and their slot ids,
 //	            n renewals and their slot ids
@@ -408,22 +409,26 @@ local function level(i, k)
   else
     i = i + 2 * nref
   end
-  if usd ~= 0 then
+  if usd ~= 0 or thr > 0 then
     -- the real cost minus the reservations (a refund when negative); a
-    -- refund for a window that has ended is dropped with that window
+    -- refund for a window that has ended is dropped with that window. A
+    -- spend the reservations matched exactly writes nothing but is still
+    -- checked against the alert (thr > 0: the batch carries a spend).
     clock()
     local stored = tonumber(call('HGET', kbudget, 'p'))
     local p, e = window(now, pcode, stored)
     local same = stored == p
     local spent = nil
-    if same then
+    if usd == 0 then
+      if same then spent = tonumber(call('HGET', kbudget, 'usd')) end
+    elseif same then
       spent = tonumber(call('HINCRBYFLOAT', kbudget, 'usd', usds))
     elseif usd > 0 then
       -- a new window (a duration's opens with this spend)
       call('HSET', kbudget, 'p', fmt('%d', p), 'usd', usds)
       spent = usd
     end
-    if same or usd > 0 then call('PEXPIRE', kbudget, ceil((e - now) / 1000) + 60000) end
+    if usd ~= 0 and (same or usd > 0) then call('PEXPIRE', kbudget, ceil((e - now) / 1000) + 60000) end
     -- the period's one alert: field a holds the period it was raised in
     if spent and thr > 0 and spent >= thr and tonumber(call('HGET', kbudget, 'a')) ~= p then
       call('HSET', kbudget, 'a', fmt('%d', p))

@@ -28,6 +28,7 @@ type teamState struct {
 	charge    int64         // tokens to add to the TPM TAT
 	refunds   []refund      // bounded refunds not yet sent
 	usd       float64       // budget spend not yet sent
+	alert     bool          // a spend to check against the budget alert
 	releases  []string      // slot ids to remove
 	live      map[string]struct{}
 	usage     map[string]*usageRow
@@ -93,6 +94,7 @@ type finishWrite struct {
 	delta int64   // actual - reserved tokens
 	end   int64   // the reservation's end (bounds a refund)
 	usd   float64 // the real cost minus the budget reservation (< 0: a refund)
+	spent bool    // the request spent at the team's budget: check its alert
 	dep0  string  // the deployment that served ("" = none)
 	// usage of dep0
 	tokens int64
@@ -136,6 +138,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		ts.refunds = addRefund(ts.refunds, -w.delta, w.end)
 	}
 	ts.usd += w.usd
+	ts.alert = ts.alert || w.spent
 	for j := range w.nsub {
 		sw := &w.subs[j]
 		ls := ts.subs[sw.keys.base]
@@ -169,6 +172,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 			ls.refunds = addRefund(ls.refunds, -sw.delta, sw.end)
 		}
 		ls.usd += sw.usd
+		ls.alert = ls.alert || sw.spent
 		ts.subDirty = ts.subDirty || ls.pending()
 	}
 	if w.dep0 != "" {
@@ -368,6 +372,7 @@ type batch struct {
 	charge   int64
 	refunds  []refund
 	usd      float64
+	alert    bool
 	releases []string
 	renew    []string
 	usage    map[string]*usageRow
@@ -386,7 +391,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	if ts.flight != nil {
 		return ts.flight
 	}
-	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, usage: wr.dueUsage(ts, now)}
+	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, alert: ts.alert, usage: wr.dueUsage(ts, now)}
 	b.usageTTL = -int64(usageTTL.Seconds())
 	if len(b.usage) > 0 {
 		if !now.Before(ts.usageExp) {
@@ -394,7 +399,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		}
 		ts.usage, ts.usageDue = nil, time.Time{}
 	}
-	ts.charge, ts.refunds, ts.usd = 0, nil, 0
+	ts.charge, ts.refunds, ts.usd, ts.alert = 0, nil, 0, false
 	if n := len(ts.releases); n > maxBatchItems {
 		b.releases = ts.releases[:maxBatchItems:maxBatchItems]
 		ts.releases = ts.releases[maxBatchItems:]
@@ -449,7 +454,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 			}
 		}
 	}
-	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 &&
+	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && !b.alert && len(b.releases) == 0 &&
 		len(b.renew) == 0 && len(b.usage) == 0 && len(b.pins) == 0 && len(b.subs) == 0) {
 		return nil
 	}
@@ -493,6 +498,6 @@ func (ts *teamState) idle() bool {
 // unsent reports whether ts has writes not yet taken into a batch (ts.mu
 // held); usage on w.held counts only with held.
 func (ts *teamState) unsent(held bool) bool {
-	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 ||
+	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || ts.alert || len(ts.releases) > 0 ||
 		(len(ts.usage) > 0 && (held || !ts.usageHeld)) || len(ts.pins) > 0 || ts.subDirty
 }

@@ -36,14 +36,15 @@ func (l *Local) Usage(_ context.Context, t *catalog.Team) (TeamUsage, error) {
 // clock, writing nothing.
 //
 //	KEYS: 1 rpm+tpm TATs, 2 parallel slots, 3 budget hash
-//	returns {now us, 'rtat:ttat' or '', live slots, budget period or '', usd or ''}
+//	returns {now us, 'rtat:ttat' or '', live slots, budget period or '', usd
+//	        or '', the period of the last alert or ''}
 var usageScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tat = redis.call('GET', KEYS[1]) or ''
 local n = redis.call('ZCOUNT', KEYS[2], '(' .. string.format('%d', now), '+inf')
-local h = redis.call('HMGET', KEYS[3], 'p', 'usd')
-return {string.format('%d', now), tat, n, h[1] or '', h[2] or ''}
+local h = redis.call('HMGET', KEYS[3], 'p', 'usd', 'a')
+return {string.format('%d', now), tat, n, h[1] or '', h[2] or '', h[3] or ''}
 `)
 
 // Usage implements State: the cluster-wide numbers in one read-only script
@@ -77,7 +78,7 @@ func (r *Redis) usage(ctx context.Context, keys [3]string, lim *config.Limits, l
 	ctx, cancel := context.WithTimeout(ctx, max(r.timeout, usageTimeout))
 	defer cancel()
 	res, err := usageScript.Run(ctx, r.c, keys[:]).Slice()
-	if err != nil || len(res) != 5 {
+	if err != nil || len(res) != 6 {
 		return TeamUsage{TeamUsage: local()}
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
@@ -101,6 +102,8 @@ func (r *Redis) usage(ctx context.Context, keys [3]string, lim *config.Limits, l
 		u.ResetsAt = resets
 		if (ratelimit.Rolling(code) && idx == start && start > 0) || (!ratelimit.Rolling(code) && stored == idx) {
 			u.SpentUSD, _ = strconv.ParseFloat(str(res[4]), 64)
+			a, err := strconv.ParseInt(str(res[5]), 10, 64)
+			u.Alerted = err == nil && a == stored
 		}
 	}
 	return u

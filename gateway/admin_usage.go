@@ -44,7 +44,7 @@ func (s *Server) handleTeamUsage(c *gin.Context) {
 		"tpm":      gin.H{"limit": t.TPM, "used": u.TPMUsed},
 		"parallel": gin.H{"limit": t.MaxParallel, "in_flight": u.InFlight},
 		"budget": gin.H{"usd": t.Budget.USD, "spent": u.SpentUSD, "period": t.Budget.Period.String(),
-			"resets_at": resets},
+			"resets_at": resets, "alerted": u.Alerted},
 	})
 }
 

@@ -15,6 +15,9 @@ type TeamUsage struct {
 	InFlight int64     // max_parallel slots held
 	SpentUSD float64   // budget spent in the current period
 	ResetsAt time.Time // end of the current budget period (zero without a budget)
+	// Alerted is set once the period's spend crossed budget.alert_at (SPEC
+	// 3.1: the console marks the level).
+	Alerted bool
 }
 
 // UsedFromTAT is how much of a GCRA window of limit per Window a TAT at
@@ -73,6 +76,7 @@ func (l *Local) usage(st *localTeam, c *config.Limits) TeamUsage {
 		u.ResetsAt = resets
 		if st.code == lim.period && st.period == idx {
 			u.SpentUSD = st.spent
+			u.Alerted = st.alerted == st.period+1
 		}
 	}
 	return u

@@ -141,7 +141,12 @@ function teamCard(name, n, refresh) {
       const b = usage.budget || {};
       if (b.usd) {
         limits.append(bar(`${hid}-bud`, 'Budget', b.spent, b.usd, fmtUSD));
-        replace(budget, h('span', { class: 'hint' }, `Budget period ${b.period || '–'}; it resets ${fmtDateTime(b.resets_at)} (${fmtAgo(b.resets_at)}).`));
+        const resets = b.resets_at
+          ? `it resets ${fmtDateTime(b.resets_at)} (${fmtAgo(b.resets_at)})`
+          : 'its window opens with the next spend';
+        replace(budget,
+          b.alerted ? h('span', { class: 'warn-text budget-alert', title: 'The spend crossed budget.alert_at this period' }, '⚠ Budget alert') : null,
+          h('span', { class: 'hint' }, ` Budget period ${b.period || '–'}; ${resets}.`));
       } else {
         setText(budget, `Budget: none${b.spent ? ' (spent ' + fmtUSD(b.spent) + ')' : ''}.`);
       }
