@@ -31,6 +31,7 @@ type teamState struct {
 	releases  []string      // slot ids to remove
 	live      map[string]struct{}
 	usage     map[string]*usageRow
+	levels    levelRows           // usage by level not yet sent (SPEC 3.1), bounded: levelLocked
 	pins      map[string]pinWrite // coalesced per key: the last write wins
 	flight    *batch              // sent and not acknowledged; resent as is
 	dirty     bool                // queued in writer.dirty
@@ -91,6 +92,10 @@ type finishWrite struct {
 	// usage of dep0
 	tokens int64
 	cost   float64
+	// usage by level (SPEC 3.1): the row and its sums (levelOK false = none)
+	level     levelKey
+	levelSums UsageSums
+	levelOK   bool
 	// pins ("" key = none)
 	tierKey, tier, depKey, dep string
 	tierTTL, depTTL            time.Duration
@@ -149,6 +154,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		u.tok += w.tokens
 		u.usd += w.cost
 	}
+	folded := w.levelOK && ts.levelLocked(w, wr)
 	if w.tierKey != "" {
 		mode := 0
 		if w.tier == "easy" {
@@ -170,7 +176,46 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	if relDropped > 0 {
 		wr.r.obs.OnDropped("releases", relDropped)
 	}
+	if folded {
+		wr.levelFolded.Add(1)
+		wr.r.obs.OnDropped("usage_folded", 1)
+	}
 	return visit, urgent
+}
+
+// levelLocked folds w's usage row into the team's pending rows, bounded
+// per team (maxTeamRows) and per node (maxNodeRows, wr.levelCount); it
+// reports whether the row's user (or key) was folded into OtherUser.
+func (ts *teamState) levelLocked(w *finishWrite, wr *writer) bool {
+	if ts.levels == nil {
+		ts.levels = levelRows{}
+	}
+	made, folded := ts.levels.add(w.level, &w.levelSums, wr.levelCount.Load() >= maxNodeRows)
+	wr.levelCount.Add(int64(made))
+	return folded
+}
+
+// hasUsage reports whether ts holds usage rows of either kind (ts.mu held).
+func (ts *teamState) hasUsage() bool { return len(ts.usage) > 0 || len(ts.levels) > 0 }
+
+// takeLevelsLocked moves at most maxBatchRows of the pending level rows
+// into a batch's map (ts.mu held).
+func (ts *teamState) takeLevelsLocked(wr *writer) levelRows {
+	l := ts.levels
+	if len(l) > maxBatchRows {
+		l = make(levelRows, maxBatchRows)
+		for k, s := range ts.levels {
+			if len(l) == maxBatchRows {
+				break
+			}
+			l[k] = s
+			delete(ts.levels, k)
+		}
+	} else {
+		ts.levels = nil
+	}
+	wr.levelCount.Add(-int64(len(l)))
+	return l
 }
 
 func (ts *teamState) pinLocked(key string, p pinWrite, wr *writer, maxPins int) int {
@@ -288,6 +333,7 @@ type batch struct {
 	releases []string
 	renew    []string
 	usage    map[string]*usageRow
+	levels   levelRows
 	usageTTL int64 // seconds; negative when the renewal is not due
 	pins     map[string]pinWrite
 }
@@ -302,13 +348,17 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	if ts.flight != nil {
 		return ts.flight
 	}
-	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, usage: wr.dueUsage(ts, now)}
+	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd}
 	b.usageTTL = -int64(usageTTL.Seconds())
-	if len(b.usage) > 0 {
-		if !now.Before(ts.usageExp) {
+	if wr.dueUsage(ts, now) {
+		b.usage, b.levels = ts.usage, ts.takeLevelsLocked(wr)
+		if len(b.usage) > 0 && !now.Before(ts.usageExp) {
 			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
 		}
-		ts.usage, ts.usageDue = nil, time.Time{}
+		ts.usage = nil
+		if len(ts.levels) == 0 { // rows left over go in the next batch, not after another wait
+			ts.usageDue = time.Time{}
+		}
 	}
 	ts.charge, ts.refunds, ts.usd = 0, nil, 0
 	if n := len(ts.releases); n > maxBatchItems {
@@ -346,7 +396,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		}
 	}
 	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 &&
-		len(b.renew) == 0 && len(b.usage) == 0 && len(b.pins) == 0) {
+		len(b.renew) == 0 && len(b.usage) == 0 && len(b.levels) == 0 && len(b.pins) == 0) {
 		return nil
 	}
 	*seq++
@@ -390,5 +440,5 @@ func (ts *teamState) idle() bool {
 // held); usage on w.held counts only with held.
 func (ts *teamState) unsent(held bool) bool {
 	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 ||
-		(len(ts.usage) > 0 && (held || !ts.usageHeld)) || len(ts.pins) > 0
+		(ts.hasUsage() && (held || !ts.usageHeld)) || len(ts.pins) > 0
 }
