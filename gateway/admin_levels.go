@@ -83,7 +83,7 @@ func (s *Server) handleUsage(c *gin.Context) {
 func parseUsageQuery(c *gin.Context, snap *catalog.Snapshot, now time.Time) (*usageQuery, *apiError) {
 	q := &usageQuery{}
 	today := now.Truncate(24 * time.Hour)
-	q.To, q.From = today, today.AddDate(0, 0, -(usageDefaultDays - 1))
+	q.To, q.From = today, today.AddDate(0, 0, -(usageDefaultDays-1))
 	var err *apiError
 	if v := c.Query("to"); v != "" {
 		if q.To, err = usageDate("to", v); err != nil {
