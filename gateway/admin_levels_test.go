@@ -207,7 +207,9 @@ func TestAdminUsageErrors(t *testing.T) {
 	} {
 		t.Run(c.query, func(t *testing.T) {
 			w := do(t, n.Handler(), "GET", "/admin/usage"+c.query, adminKey, "")
-			var e struct{ Error struct{ Param, Message string } }
+			var e struct {
+				Error struct{ Param, Message string }
+			}
 			_ = json.Unmarshal(w.Body.Bytes(), &e)
 			if w.Code != 400 || e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.says) {
 				t.Fatalf("%d %s, want 400 on %s saying %q", w.Code, w.Body, c.param, c.says)
