@@ -82,7 +82,8 @@ type UsageReport struct {
 	Shared bool
 	// Folded is how many of this node's requests since it started had their
 	// user (and, past twice the bound, their key) folded into OtherUser
-	// because a team had too many distinct rows pending (SPEC 9).
+	// because a team had too many distinct rows: in the writer's pending
+	// rows when Shared, in the node's own rows when not (SPEC 9).
 	Folded int64
 }
 

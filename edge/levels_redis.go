@@ -28,7 +28,7 @@ const (
 // not answer (breaker open, an error, the timeout), the answer is this
 // node's own book with Shared false.
 func (r *Redis) LevelUsage(ctx context.Context, q UsageQuery) (UsageReport, error) {
-	own := UsageReport{Rows: r.book.Rows(&q), Folded: r.book.Folded() + r.w.levelFolded.Load()}
+	own := UsageReport{Rows: r.book.Rows(&q), Folded: r.book.Folded()}
 	if !r.Shared() {
 		return own, nil
 	}
@@ -59,7 +59,7 @@ func (r *Redis) LevelUsage(ctx context.Context, q UsageQuery) (UsageReport, erro
 			return own, nil
 		}
 	}
-	rep := UsageReport{Shared: true, Folded: own.Folded}
+	rep := UsageReport{Shared: true, Folded: r.w.levelFolded.Load()}
 	for _, h := range hs {
 		rows := map[levelKey]*UsageSums{}
 		for f, v := range h.cmd.Val() {

@@ -73,7 +73,7 @@ func (s *Server) handleUsage(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, gin.H{
 		"from": q.From.Format(time.DateOnly), "to": q.To.Format(time.DateOnly), "group_by": q.groups,
-		"teams": q.Teams, "shared": rep.Shared, "node": s.Config.Server.NodeID, "folded": rep.Folded,
+		"team": c.Query("team"), "shared": rep.Shared, "node": s.Config.Server.NodeID, "folded": rep.Folded,
 		"rows": out, "totals": total, "truncated": truncated,
 	})
 }

@@ -68,7 +68,7 @@ export default {
       const [byKey, byUser] = await Promise.all([get(q('team,key')), get(q('team,user'))]);
       const d = first.data;
       setText(err, '');
-      setText(note, (d.shared === false ? `Counted by node ${d.node || ''} alone: Redis did not answer, so other nodes’ usage is missing. ` : '') +
+      setText(note, (d.shared === false ? `Counted by node ${d.node || ''} alone (no shared usage in Redis right now). ` : '') +
         `${d.from} to ${d.to} (UTC days). Cached answers (the response cache) are not spend: they show apart with what they saved.` +
         (d.folded ? ` ${fmtInt(d.folded)} requests were counted under the end user “(other)” (too many distinct users at once).` : ''));
       const t = d.totals || {};
@@ -131,7 +131,7 @@ function fillTop(body, rows, key, name) {
 
 function budgetRow(name) {
   const id = 'budget-' + name.replace(/[^A-Za-z0-9_-]/g, '_');
-  const el = h('div', { class: 'bar-row', 'data-team': name });
+  const el = h('div', { class: 'bar-row budget-row', 'data-team': name });
   el._update = ({ team, usage }) => {
     if (usage.error) {
       replace(el, h('span', { class: 'bar-label' }, name), h('span', { class: 'error' }, usage.error.message));
