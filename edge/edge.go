@@ -49,10 +49,10 @@ type State interface {
 	// Usage reads the team's live state against its limits for the admin
 	// API (cluster-wide when Redis answers); never called on the request path.
 	Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error)
-	// LevelUsage reads the usage rows by (team, key, user, model, day) q
+	// UsageRows reads the usage rows by (team, key, user, model, day) q
 	// selects (SPEC 3.1): the cluster's when Redis answers, else this
 	// node's own. Never called on the request path.
-	LevelUsage(ctx context.Context, q UsageQuery) (UsageReport, error)
+	UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
 	// SetBudgetAlert names what is called once per team and budget period

@@ -115,7 +115,7 @@ func (l *Local) Finish(b *Begun, o *Outcome) {
 		}
 	}
 	if b.team != nil {
-		if k, s, ok := levelOf(o, l.clock()); ok {
+		if k, s, ok := rowOf(o, l.clock()); ok {
 			l.book.add(b.team.Name, k, &s)
 		}
 	}

@@ -462,8 +462,8 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	if o.Served && o.Deployment != "" {
 		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
 	}
-	if k, s, ok := levelOf(o, r.cfg.Clock()); ok {
-		w.level, w.levelSums, w.levelOK = k, s, true
+	if k, s, ok := rowOf(o, r.cfg.Clock()); ok {
+		w.lvRow, w.lvSums, w.lvOK = k, s, true
 		r.book.add(t.Name, k, &s)
 	}
 	visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)

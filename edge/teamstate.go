@@ -31,7 +31,7 @@ type teamState struct {
 	releases  []string      // slot ids to remove
 	live      map[string]struct{}
 	usage     map[string]*usageRow
-	levels    levelRows           // usage by level not yet sent (SPEC 3.1), bounded: levelLocked
+	byLevel   rowSet              // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
 	pins      map[string]pinWrite // coalesced per key: the last write wins
 	flight    *batch              // sent and not acknowledged; resent as is
 	dirty     bool                // queued in writer.dirty
@@ -92,10 +92,10 @@ type finishWrite struct {
 	// usage of dep0
 	tokens int64
 	cost   float64
-	// usage by level (SPEC 3.1): the row and its sums (levelOK false = none)
-	level     levelKey
-	levelSums UsageSums
-	levelOK   bool
+	// usage by level (SPEC 3.1): the row and its sums (lvOK false = none)
+	lvRow  rowKey
+	lvSums UsageSums
+	lvOK   bool
 	// pins ("" key = none)
 	tierKey, tier, depKey, dep string
 	tierTTL, depTTL            time.Duration
@@ -154,7 +154,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		u.tok += w.tokens
 		u.usd += w.cost
 	}
-	folded := w.levelOK && ts.levelLocked(w, wr)
+	folded := w.lvOK && ts.rowLocked(w, wr)
 	if w.tierKey != "" {
 		mode := 0
 		if w.tier == "easy" {
@@ -177,44 +177,44 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		wr.r.obs.OnDropped("releases", relDropped)
 	}
 	if folded {
-		wr.levelFolded.Add(1)
+		wr.rowFolded.Add(1)
 		wr.r.obs.OnDropped("usage_folded", 1)
 	}
 	return visit, urgent
 }
 
-// levelLocked folds w's usage row into the team's pending rows, bounded
-// per team (maxTeamRows) and per node (maxNodeRows, wr.levelCount); it
+// rowLocked folds w's usage row into the team's pending rows, bounded
+// per team (maxTeamRows) and per node (maxNodeRows, wr.rowCount); it
 // reports whether the row's user (or key) was folded into OtherUser.
-func (ts *teamState) levelLocked(w *finishWrite, wr *writer) bool {
-	if ts.levels == nil {
-		ts.levels = levelRows{}
+func (ts *teamState) rowLocked(w *finishWrite, wr *writer) bool {
+	if ts.byLevel == nil {
+		ts.byLevel = rowSet{}
 	}
-	made, folded := ts.levels.add(w.level, &w.levelSums, wr.levelCount.Load() >= maxNodeRows)
-	wr.levelCount.Add(int64(made))
+	made, folded := ts.byLevel.add(w.lvRow, &w.lvSums, wr.rowCount.Load() >= maxNodeRows)
+	wr.rowCount.Add(int64(made))
 	return folded
 }
 
 // hasUsage reports whether ts holds usage rows of either kind (ts.mu held).
-func (ts *teamState) hasUsage() bool { return len(ts.usage) > 0 || len(ts.levels) > 0 }
+func (ts *teamState) hasUsage() bool { return len(ts.usage) > 0 || len(ts.byLevel) > 0 }
 
-// takeLevelsLocked moves at most maxBatchRows of the pending level rows
+// takeRowsLocked moves at most maxBatchRows of the pending level rows
 // into a batch's map (ts.mu held).
-func (ts *teamState) takeLevelsLocked(wr *writer) levelRows {
-	l := ts.levels
+func (ts *teamState) takeRowsLocked(wr *writer) rowSet {
+	l := ts.byLevel
 	if len(l) > maxBatchRows {
-		l = make(levelRows, maxBatchRows)
-		for k, s := range ts.levels {
+		l = make(rowSet, maxBatchRows)
+		for k, s := range ts.byLevel {
 			if len(l) == maxBatchRows {
 				break
 			}
 			l[k] = s
-			delete(ts.levels, k)
+			delete(ts.byLevel, k)
 		}
 	} else {
-		ts.levels = nil
+		ts.byLevel = nil
 	}
-	wr.levelCount.Add(-int64(len(l)))
+	wr.rowCount.Add(-int64(len(l)))
 	return l
 }
 
@@ -333,7 +333,7 @@ type batch struct {
 	releases []string
 	renew    []string
 	usage    map[string]*usageRow
-	levels   levelRows
+	byLevel  rowSet
 	usageTTL int64 // seconds; negative when the renewal is not due
 	pins     map[string]pinWrite
 }
@@ -351,12 +351,12 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd}
 	b.usageTTL = -int64(usageTTL.Seconds())
 	if wr.dueUsage(ts, now) {
-		b.usage, b.levels = ts.usage, ts.takeLevelsLocked(wr)
+		b.usage, b.byLevel = ts.usage, ts.takeRowsLocked(wr)
 		if len(b.usage) > 0 && !now.Before(ts.usageExp) {
 			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
 		}
 		ts.usage = nil
-		if len(ts.levels) == 0 { // rows left over go in the next batch, not after another wait
+		if len(ts.byLevel) == 0 { // rows left over go in the next batch, not after another wait
 			ts.usageDue = time.Time{}
 		}
 	}
@@ -396,7 +396,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		}
 	}
 	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 &&
-		len(b.renew) == 0 && len(b.usage) == 0 && len(b.levels) == 0 && len(b.pins) == 0) {
+		len(b.renew) == 0 && len(b.usage) == 0 && len(b.byLevel) == 0 && len(b.pins) == 0) {
 		return nil
 	}
 	*seq++

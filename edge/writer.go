@@ -113,7 +113,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	for dep, u := range b.usage {
 		args = append(args, dep, u.req, u.tok, u.usd)
 	}
-	keys, args = b.appendLevels(keys, args)
+	keys, args = b.appendRows(keys, args)
 	for k, p := range b.pins {
 		keys = append(keys, tk.base+k)
 		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
@@ -122,17 +122,17 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	return keys, args
 }
 
-// appendLevels adds the usage-by-level rows of b (SPEC 3.1): one key per
+// appendRows adds the usage-by-level rows of b (SPEC 3.1): one key per
 // UTC day (the team's hash of that day, before the pin keys) and, in the
 // arguments, the number of days, then per day its expiry (unix s), its
 // number of rows and per row the field prefix and the seven sums in
 // usageMetrics order.
-func (b *batch) appendLevels(keys []string, args []any) ([]string, []any) {
-	if len(b.levels) == 0 {
+func (b *batch) appendRows(keys []string, args []any) ([]string, []any) {
+	if len(b.byLevel) == 0 {
 		return keys, append(args, 0)
 	}
-	days := map[int32][]levelKey{}
-	for k := range b.levels {
+	days := map[int32][]rowKey{}
+	for k := range b.byLevel {
 		days[k.day] = append(days[k.day], k)
 	}
 	args = append(args, len(days))
@@ -140,7 +140,7 @@ func (b *batch) appendLevels(keys []string, args []any) ([]string, []any) {
 		keys = append(keys, b.ts.keys.base+"usage:"+dayString(d))
 		args = append(args, dayExpireAt(d), len(ks))
 		for _, k := range ks {
-			s := b.levels[k]
+			s := b.byLevel[k]
 			args = append(args, rowField(k), s.Requests, s.InputTokens, s.CachedTokens, s.OutputTokens, s.CostUSD, s.CachedRequests, s.SavedUSD)
 		}
 	}
@@ -161,7 +161,7 @@ func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishC
 	nk, na := 1, 4
 	for _, b := range batches {
 		nk += 4 + len(b.pins)
-		na += 13 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins) + 3 + 8*len(b.levels)
+		na += 13 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins) + 3 + 8*len(b.byLevel)
 	}
 	keys := make([]string, 1, nk)
 	keys[0] = mark
@@ -196,8 +196,8 @@ type writer struct {
 	pinCount   atomic.Int64
 	cacheBytes atomic.Int64 // response-cache entries pending (maxPendingCacheBytes)
 
-	levelCount  atomic.Int64 // usage-by-level rows pending, all teams (maxNodeRows)
-	levelFolded atomic.Int64 // rows folded into OtherUser since start
+	rowCount  atomic.Int64 // usage-by-level rows pending, all teams (maxNodeRows)
+	rowFolded atomic.Int64 // rows folded into OtherUser since start
 
 	dmu   sync.Mutex
 	dirty []*teamState // guarded by dmu; teams with pending writes

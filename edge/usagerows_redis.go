@@ -12,22 +12,22 @@ import (
 )
 
 // Reading usage by level (SPEC 3.1) in Redis, for GET /admin/usage: off
-// the request path, pipelined, bounded by levelUsageTimeout.
+// the request path, pipelined, bounded by rowsReadTimeout.
 
 const (
-	// levelUsageTimeout bounds a whole read (every team and day asked for).
-	levelUsageTimeout = 5 * time.Second
-	// levelUsagePipe is how many HGETALLs go in one pipeline.
-	levelUsagePipe = 256
+	// rowsReadTimeout bounds a whole read (every team and day asked for).
+	rowsReadTimeout = 5 * time.Second
+	// rowsPipe is how many HGETALLs go in one pipeline.
+	rowsPipe = 256
 )
 
-// LevelUsage implements State: the days' hashes of q's teams, read in
+// UsageRows implements State: the days' hashes of q's teams, read in
 // pipelines of HGETALL. Rows this node's writer holds and has not sent yet
 // (at most redis usage_every, 10s by default, or an outage's worth) are not
 // counted, as in Usage: every replica then answers the same. When Redis does
 // not answer (breaker open, an error, the timeout), the answer is this
 // node's own book with Shared false.
-func (r *Redis) LevelUsage(ctx context.Context, q UsageQuery) (UsageReport, error) {
+func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error) {
 	own := UsageReport{Rows: r.book.Rows(&q), Folded: r.book.Folded()}
 	if !r.Shared() {
 		return own, nil
@@ -44,10 +44,10 @@ func (r *Redis) LevelUsage(ctx context.Context, q UsageQuery) (UsageReport, erro
 			hs = append(hs, hash{team: team, day: d})
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, levelUsageTimeout)
+	ctx, cancel := context.WithTimeout(ctx, rowsReadTimeout)
 	defer cancel()
-	for i := 0; i < len(hs); i += levelUsagePipe {
-		part := hs[i:min(i+levelUsagePipe, len(hs))]
+	for i := 0; i < len(hs); i += rowsPipe {
+		part := hs[i:min(i+rowsPipe, len(hs))]
 		_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j := range part {
 				part[j].cmd = p.HGetAll(ctx, cluster.TeamKey(r.cfg.Prefix, part[j].team, "usage:"+dayString(part[j].day)))
@@ -59,15 +59,15 @@ func (r *Redis) LevelUsage(ctx context.Context, q UsageQuery) (UsageReport, erro
 			return own, nil
 		}
 	}
-	rep := UsageReport{Shared: true, Folded: r.w.levelFolded.Load()}
+	rep := UsageReport{Shared: true, Folded: r.w.rowFolded.Load()}
 	for _, h := range hs {
-		rows := map[levelKey]*UsageSums{}
+		rows := map[rowKey]*UsageSums{}
 		for f, v := range h.cmd.Val() {
 			model, key, user, m, ok := parseField(f)
 			if !ok {
 				continue
 			}
-			k := levelKey{day: h.day, model: model, key: key, user: user}
+			k := rowKey{day: h.day, model: model, key: key, user: user}
 			if !q.match(k, from, to) {
 				continue
 			}

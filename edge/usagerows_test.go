@@ -64,10 +64,10 @@ func finishAll(t *testing.T, st State, team *catalog.Team, os []Outcome) {
 	}
 }
 
-// TestLevelUsage: the local state and the Redis state (after the writer
+// TestUsageRows: the local state and the Redis state (after the writer
 // sent the rows) answer the same rows, names holding '|' and '%7C' intact,
 // cached answers counted apart; filters select rows.
-func TestLevelUsage(t *testing.T) {
+func TestUsageRows(t *testing.T) {
 	for _, impl := range []struct {
 		name   string
 		env    func(*testing.T) env
@@ -83,16 +83,16 @@ func TestLevelUsage(t *testing.T) {
 			now := newFakeClock().Now().Add(defaultUsageEvery)
 			day := now.UTC().Format(time.DateOnly)
 			q := UsageQuery{Teams: []string{"lv", "nobody"}, From: now, To: now}
-			rep, err := e.st.LevelUsage(context.Background(), q)
+			rep, err := e.st.UsageRows(context.Background(), q)
 			if err != nil || rep.Shared != impl.shared {
 				t.Fatalf("report %+v, %v", rep, err)
 			}
 			sameRows(t, "all", rep.Rows, wantLevelRows("lv", day))
 			q.Key, q.User = "key|b", "%7C"
-			rep, _ = e.st.LevelUsage(context.Background(), q)
+			rep, _ = e.st.UsageRows(context.Background(), q)
 			sameRows(t, "key and user", rep.Rows, wantLevelRows("lv", day)[3:])
 			q = UsageQuery{Teams: []string{"lv"}, From: now.AddDate(0, 0, -3), To: now.AddDate(0, 0, -1)}
-			if rep, _ = e.st.LevelUsage(context.Background(), q); len(rep.Rows) != 0 {
+			if rep, _ = e.st.UsageRows(context.Background(), q); len(rep.Rows) != 0 {
 				t.Fatalf("days before: %+v", rep.Rows)
 			}
 			e.check(t)
@@ -100,10 +100,10 @@ func TestLevelUsage(t *testing.T) {
 	}
 }
 
-// TestLevelUsageThroughOutage: rows served while Redis is gone stay in the
+// TestUsageRowsThroughOutage: rows served while Redis is gone stay in the
 // writer (and the node's book answers, unshared), and reach Redis exactly
 // once when it is back.
-func TestLevelUsageThroughOutage(t *testing.T) {
+func TestUsageRowsThroughOutage(t *testing.T) {
 	g := newMiniRig(t, Config{}, false)
 	team := teamtest.Team("out", teamtest.Limits{})
 	os := levelOutcomes()
@@ -122,7 +122,7 @@ func TestLevelUsageThroughOutage(t *testing.T) {
 	now := g.clk.Now()
 	day := now.UTC().Format(time.DateOnly)
 	q := UsageQuery{Teams: []string{"out"}, From: now, To: now}
-	rep, _ := g.r.LevelUsage(context.Background(), q)
+	rep, _ := g.r.UsageRows(context.Background(), q)
 	if rep.Shared {
 		t.Fatal("shared while Redis is down")
 	}
@@ -135,7 +135,7 @@ func TestLevelUsageThroughOutage(t *testing.T) {
 		g.advance(defaultUsageEvery)
 		g.step(t)
 	}
-	rep, _ = g.r.LevelUsage(context.Background(), q)
+	rep, _ = g.r.UsageRows(context.Background(), q)
 	if !rep.Shared {
 		t.Fatal("not shared once Redis is back")
 	}
@@ -145,10 +145,10 @@ func TestLevelUsageThroughOutage(t *testing.T) {
 	}
 }
 
-// TestLevelRowsBounded: 20,000 distinct end users cost a node a bounded
+// TestUsageRowsBounded: 20,000 distinct end users cost a node a bounded
 // number of rows, pending and in its book; the rows past the bound are
 // folded into OtherUser and counted, and the totals stay exact.
-func TestLevelRowsBounded(t *testing.T) {
+func TestUsageRowsBounded(t *testing.T) {
 	const users = 20000
 	check := func(t *testing.T, rows []UsageRow, folded int64) {
 		t.Helper()
@@ -178,7 +178,7 @@ func TestLevelRowsBounded(t *testing.T) {
 		l := NewLocal(clk.Now, nil)
 		team := teamtest.Team("many", teamtest.Limits{})
 		serve(l, team)
-		rep, _ := l.LevelUsage(context.Background(), UsageQuery{Teams: []string{"many"}, From: clk.Now(), To: clk.Now()})
+		rep, _ := l.UsageRows(context.Background(), UsageQuery{Teams: []string{"many"}, From: clk.Now(), To: clk.Now()})
 		check(t, rep.Rows, rep.Folded)
 	})
 	t.Run("redis", func(t *testing.T) {
@@ -187,10 +187,10 @@ func TestLevelRowsBounded(t *testing.T) {
 		serve(g.r, team)
 		ts := g.r.team(team)
 		ts.mu.Lock()
-		pending := len(ts.levels)
+		pending := len(ts.byLevel)
 		ts.mu.Unlock()
-		if pending > maxTeamRows+1 || g.r.w.levelCount.Load() != int64(pending) {
-			t.Fatalf("%d rows pending (counted %d), bound %d", pending, g.r.w.levelCount.Load(), maxTeamRows)
+		if pending > maxTeamRows+1 || g.r.w.rowCount.Load() != int64(pending) {
+			t.Fatalf("%d rows pending (counted %d), bound %d", pending, g.r.w.rowCount.Load(), maxTeamRows)
 		}
 		if g.obs.dropped.Load() < users-maxTeamRows {
 			t.Fatalf("folds counted %d", g.obs.dropped.Load())
@@ -201,11 +201,11 @@ func TestLevelRowsBounded(t *testing.T) {
 			g.step(t)
 			g.advance(time.Millisecond) // the rows left over go in the next batch, not after another wait
 		}
-		if ts.pending() || g.r.w.levelCount.Load() != 0 {
-			t.Fatalf("rows still pending: %d", g.r.w.levelCount.Load())
+		if ts.pending() || g.r.w.rowCount.Load() != 0 {
+			t.Fatalf("rows still pending: %d", g.r.w.rowCount.Load())
 		}
 		now := g.clk.Now()
-		rep, _ := g.r.LevelUsage(context.Background(), UsageQuery{Teams: []string{"many"}, From: now, To: now})
+		rep, _ := g.r.UsageRows(context.Background(), UsageQuery{Teams: []string{"many"}, From: now, To: now})
 		if !rep.Shared {
 			t.Fatal("not read from Redis")
 		}
@@ -216,7 +216,7 @@ func TestLevelRowsBounded(t *testing.T) {
 // TestRowFieldEscaping: a row's hash field reads back as the names it was
 // made of, whatever '|' and '%' they hold.
 func TestRowFieldEscaping(t *testing.T) {
-	for _, k := range []levelKey{
+	for _, k := range []rowKey{
 		{model: "m", key: "k", user: "u"},
 		{model: "m", key: "", user: ""},
 		{model: "a|b", key: "|", user: "||req"},

@@ -46,7 +46,7 @@ func (s *Server) handleUsage(c *gin.Context) {
 		writeError(c, e)
 		return
 	}
-	rep, err := s.Edge.LevelUsage(c.Request.Context(), q.UsageQuery)
+	rep, err := s.Edge.UsageRows(c.Request.Context(), q.UsageQuery)
 	if err != nil {
 		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "usage unavailable: " + err.Error()})
 		return

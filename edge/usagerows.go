@@ -74,7 +74,7 @@ type UsageQuery struct {
 	User     string
 }
 
-// UsageReport is what LevelUsage read.
+// UsageReport is what UsageRows read.
 type UsageReport struct {
 	Rows []UsageRow
 	// Shared is true when the rows are the cluster's (read in Redis), false
@@ -108,8 +108,8 @@ const (
 
 const usageDays = int32(UsageRetention / (24 * time.Hour))
 
-// levelKey names a row within its team.
-type levelKey struct {
+// rowKey names a row within its team.
+type rowKey struct {
 	day              int32 // days since 1970-01-01 UTC
 	model, key, user string
 }
@@ -121,9 +121,9 @@ func dayString(d int32) string { return time.Unix(int64(d)*86400, 0).UTC().Forma
 // dayExpireAt is when day d's hash expires (unix s): 91 days after it began.
 func dayExpireAt(d int32) int64 { return int64(d+usageDays+1) * 86400 }
 
-// levelOf is o's row and sums, at now; ok is false for a request that was
+// rowOf is o's row and sums, at now; ok is false for a request that was
 // neither served nor answered from the cache (it used nothing).
-func levelOf(o *Outcome, now time.Time) (k levelKey, s UsageSums, ok bool) {
+func rowOf(o *Outcome, now time.Time) (k rowKey, s UsageSums, ok bool) {
 	switch {
 	case o.Cached:
 		s = UsageSums{CachedRequests: 1, SavedUSD: o.SavedUSD}
@@ -133,17 +133,17 @@ func levelOf(o *Outcome, now time.Time) (k levelKey, s UsageSums, ok bool) {
 	default:
 		return k, s, false
 	}
-	return levelKey{day: dayOf(now), model: o.Model, key: o.KeyID, user: o.User}, s, true
+	return rowKey{day: dayOf(now), model: o.Model, key: o.KeyID, user: o.User}, s, true
 }
 
-// levelRows are one team's rows.
-type levelRows map[levelKey]*UsageSums
+// rowSet are one team's rows.
+type rowSet map[rowKey]*UsageSums
 
 // add folds s into row k. A new row is made while the map holds fewer than
 // maxTeamRows rows and full is false; past that its user becomes
 // OtherUser, and past twice that (or when full) its key too. It returns
 // how many rows it made (0 or 1) and whether it folded.
-func (m levelRows) add(k levelKey, s *UsageSums, full bool) (made int, folded bool) {
+func (m rowSet) add(k rowKey, s *UsageSums, full bool) (made int, folded bool) {
 	if r := m[k]; r != nil {
 		r.Add(s)
 		return 0, false
@@ -170,7 +170,7 @@ func (m levelRows) add(k levelKey, s *UsageSums, full bool) (made int, folded bo
 
 // match reports whether row k is selected by q's day range [from, to] and
 // filters.
-func (q *UsageQuery) match(k levelKey, from, to int32) bool {
+func (q *UsageQuery) match(k rowKey, from, to int32) bool {
 	return k.day >= from && k.day <= to && (q.Model == "" || q.Model == k.model) &&
 		(q.Key == "" || q.Key == k.key) && (q.User == "" || q.User == k.user)
 }
@@ -187,18 +187,18 @@ type Book struct {
 
 type bookTeam struct {
 	mu     sync.Mutex
-	rows   levelRows // guarded by mu
-	pruned int32     // guarded by mu: the last day rows were pruned on
+	rows   rowSet // guarded by mu
+	pruned int32  // guarded by mu: the last day rows were pruned on
 }
 
 // NewBook returns an empty book.
 func NewBook() *Book { return &Book{} }
 
 // add records one row of team; it returns whether the row was folded.
-func (b *Book) add(team string, k levelKey, s *UsageSums) bool {
+func (b *Book) add(team string, k rowKey, s *UsageSums) bool {
 	v, ok := b.teams.Load(team)
 	if !ok {
-		v, _ = b.teams.LoadOrStore(team, &bookTeam{rows: levelRows{}})
+		v, _ = b.teams.LoadOrStore(team, &bookTeam{rows: rowSet{}})
 	}
 	bt := v.(*bookTeam)
 	bt.mu.Lock()
@@ -234,7 +234,7 @@ func (b *Book) forget(team string) {
 		bt := v.(*bookTeam)
 		bt.mu.Lock()
 		b.rows.Add(-int64(len(bt.rows)))
-		bt.rows = levelRows{}
+		bt.rows = rowSet{}
 		bt.mu.Unlock()
 	}
 }
@@ -263,8 +263,8 @@ func (b *Book) Rows(q *UsageQuery) []UsageRow {
 // Folded is how many rows the book folded since it was made.
 func (b *Book) Folded() int64 { return b.folded.Load() }
 
-// LevelUsage implements State: the node's own book (it has no other).
-func (l *Local) LevelUsage(_ context.Context, q UsageQuery) (UsageReport, error) {
+// UsageRows implements State: the node's own book (it has no other).
+func (l *Local) UsageRows(_ context.Context, q UsageQuery) (UsageReport, error) {
 	return UsageReport{Rows: l.book.Rows(&q), Folded: l.book.Folded()}, nil
 }
 
@@ -282,7 +282,7 @@ func escapeField(s string) string { return fieldEscaper.Replace(s) }
 
 // rowField is the part of a row's hash fields before the metric:
 // "<model>|<key>|<user>|", each name escaped.
-func rowField(k levelKey) string {
+func rowField(k rowKey) string {
 	return escapeField(k.model) + "|" + escapeField(k.key) + "|" + escapeField(k.user) + "|"
 }
 
