@@ -121,7 +121,28 @@ type Team struct {
 	// authenticated as: with 10,000 teams a lookup in a table of all teams
 	// is a cache miss on every request. Empty in a new snapshot.
 	Caches TeamCaches
+
+	// users are end users with limits of their own, over UserLimits.
+	users map[string]*config.Limits
 }
+
+// UserLevel is the limits of the team's end user user (SPEC 3.1): their
+// own, else the team's user_limits; nil when neither sets a limit.
+func (t *Team) UserLevel(user string) *config.Limits {
+	if l, ok := t.users[user]; ok {
+		if l.Any() {
+			return l
+		}
+		return nil
+	}
+	if t.Team.UserLimits.Any() {
+		return &t.Team.UserLimits
+	}
+	return nil
+}
+
+// UserOverride reports whether user has limits of their own.
+func (t *Team) UserOverride(user string) bool { _, ok := t.users[user]; return ok }
 
 // TeamCaches are other packages' per-team values, each field one
 // package's to store and load.
@@ -212,6 +233,16 @@ type KeyInfo struct {
 	// Models narrows the team's allowlist (SPEC 3.1); nil allows what the
 	// team allows.
 	Models map[string]bool
+	// Limits are the key level's (SPEC 3.1); none set: no key level.
+	Limits config.Limits
+}
+
+// Level is the key's limits, nil when it sets none.
+func (k *KeyInfo) Level() *config.Limits {
+	if k == nil || !k.Limits.Any() {
+		return nil
+	}
+	return &k.Limits
 }
 
 // Allows reports whether the key may call the public model or alias (its
@@ -305,7 +336,15 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	}
 	for _, ts := range st.Teams {
 		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
-			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period, AlertAt: ts.Budget.AlertAt}, RequireUser: ts.RequireUser}, Allowed: map[string]bool{}}
+			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period, AlertAt: ts.Budget.AlertAt}, RequireUser: ts.RequireUser,
+			UserLimits: ts.UserLimits.Level()}, Allowed: map[string]bool{}}
+		if len(ts.Users) > 0 {
+			t.users = make(map[string]*config.Limits, len(ts.Users))
+			for u, us := range ts.Users {
+				l := us.Over(t.Team.UserLimits)
+				t.users[u] = &l
+			}
+		}
 		for _, m := range t.Models {
 			if m == "*" {
 				t.AllowAll = true
@@ -317,7 +356,7 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 			if !ok {
 				continue
 			}
-			ref := keyRef{digest: d, team: t, key: &KeyInfo{ID: k.ID, Name: k.Name}}
+			ref := keyRef{digest: d, team: t, key: &KeyInfo{ID: k.ID, Name: k.Name, Limits: k.LimitsSpec.Level()}}
 			if len(k.Models) > 0 {
 				ref.key.Models = map[string]bool{}
 				for _, m := range k.Models {

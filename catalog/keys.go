@@ -93,26 +93,42 @@ func configKeys(keys []config.KeySpec, now time.Time) []Key {
 		if name == "" {
 			name = fmt.Sprintf("config key %d", i+1)
 		}
-		out = append(out, Key{
+		k := Key{
 			ID: "cfg_" + h[:16], Name: name, Digest: h, Prefix: "sha256:" + h[:8], CreatedAt: now,
 			ExpiresAt: ks.Expires(), Models: append([]string(nil), ks.Models...), Source: SourceConfig,
-		})
+		}
+		if l := limitsSpec(ks.Level()); l != nil {
+			k.LimitsSpec = *l
+		}
+		out = append(out, k)
 	}
 	return out
 }
 
 // KeyView is a key as the admin API lists it: never a secret, not even the
-// digest (SPEC 11).
+// digest (SPEC 11), with its level of SPEC 3.1: the models it narrows its
+// team's allowlist to (null: the team's) and its own limits (0 and null:
+// none at the key level).
 type KeyView struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Prefix    string     `json:"prefix"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	Source    string     `json:"source"`
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	Prefix      string     `json:"prefix"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	Source      string     `json:"source"`
+	Models      []string   `json:"models"`
+	RPM         int64      `json:"rpm"`
+	TPM         int64      `json:"tpm"`
+	MaxParallel int64      `json:"max_parallel"`
+	Budget      *Budget    `json:"budget"`
 }
 
 // View returns the key's public fields.
 func (k Key) View() KeyView {
-	return KeyView{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Source: k.Source}
+	v := KeyView{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Source: k.Source,
+		RPM: k.RPM, TPM: k.TPM, MaxParallel: k.MaxParallel, Budget: k.Budget}
+	if len(k.Models) > 0 {
+		v.Models = k.Models
+	}
+	return v
 }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -35,6 +36,72 @@ type TeamSpec struct {
 	Budget      Budget   `json:"budget"`
 	RequireUser bool     `json:"require_user,omitempty"` // a request must name its end user (SPEC 3.1)
 	Keys        []Key    `json:"keys"`
+	// UserLimits apply to each end user separately (SPEC 3.1); nil: none.
+	UserLimits *LimitsSpec `json:"user_limits,omitempty"`
+	// Users are end users with limits of their own: a field an override
+	// omits keeps UserLimits' value (PUT /admin/teams/{team}/users/{user}).
+	Users map[string]UserSpec `json:"users,omitempty"`
+}
+
+// LimitsSpec is one level's limits as the state and the admin API hold
+// them (SPEC 3.1); a zero field sets no limit.
+type LimitsSpec struct {
+	RPM         int64   `json:"rpm,omitempty"`
+	TPM         int64   `json:"tpm,omitempty"`
+	MaxParallel int64   `json:"max_parallel,omitempty"`
+	Budget      *Budget `json:"budget,omitempty"`
+}
+
+// Level is l as config.Limits, budget defaults applied.
+func (l *LimitsSpec) Level() config.Limits {
+	if l == nil {
+		return config.Limits{}
+	}
+	out := config.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}
+	if l.Budget != nil {
+		out.Budget = config.Budget{USD: l.Budget.USD, Period: l.Budget.Period, AlertAt: l.Budget.AlertAt}
+	}
+	out.Budget.ApplyDefaults()
+	return out
+}
+
+// limitsSpec is the stored form of a config level (nil when it sets nothing).
+func limitsSpec(l config.Limits) *LimitsSpec {
+	if !l.Any() {
+		return nil
+	}
+	s := &LimitsSpec{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}
+	if l.Budget.USD > 0 {
+		s.Budget = &Budget{USD: l.Budget.USD, Period: l.Budget.Period, AlertAt: l.Budget.AlertAt}
+	}
+	return s
+}
+
+// UserSpec is one end user's own limits: a nil field keeps the team's
+// user_limits value (SPEC 3.1).
+type UserSpec struct {
+	RPM         *int64  `json:"rpm,omitempty"`
+	TPM         *int64  `json:"tpm,omitempty"`
+	MaxParallel *int64  `json:"max_parallel,omitempty"`
+	Budget      *Budget `json:"budget,omitempty"`
+}
+
+// Over is the user's limits over the team default def.
+func (u UserSpec) Over(def config.Limits) config.Limits {
+	if u.RPM != nil {
+		def.RPM = *u.RPM
+	}
+	if u.TPM != nil {
+		def.TPM = *u.TPM
+	}
+	if u.MaxParallel != nil {
+		def.MaxParallel = *u.MaxParallel
+	}
+	if u.Budget != nil {
+		def.Budget = config.Budget{USD: u.Budget.USD, Period: u.Budget.Period, AlertAt: u.Budget.AlertAt}
+		def.Budget.ApplyDefaults()
+	}
+	return def
 }
 
 // Budget is a spend limit per period; its period is, as in the YAML, a
@@ -77,6 +144,8 @@ type Key struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 	Models    []string   `json:"models,omitempty"` // narrows the team's allowlist (SPEC 3.1); empty = the team's
 	Source    string     `json:"source"`           // SourceAPI or SourceConfig
+	// The key level's limits (SPEC 3.1), flat in the key object.
+	LimitsSpec
 }
 
 // Where a key came from: issued through the admin API, or the config file
@@ -125,6 +194,7 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 		st.Teams = append(st.Teams, TeamSpec{
 			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
 			Budget: Budget{USD: t.Budget.USD, Period: t.Budget.Period, AlertAt: t.Budget.AlertAt}, RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
+			UserLimits: limitsSpec(t.UserLimits),
 		})
 	}
 }
@@ -154,6 +224,9 @@ func (s *State) Clone() *State {
 	for i, t := range s.Teams {
 		t.Models = append([]string(nil), t.Models...)
 		t.Keys = append([]Key(nil), t.Keys...)
+		if t.Users != nil {
+			t.Users = maps.Clone(t.Users)
+		}
 		c.Teams[i] = t
 	}
 	return c

@@ -44,9 +44,13 @@ type TeamInput struct {
 	MaxParallel int64    `json:"max_parallel"`
 	Budget      *Budget  `json:"budget"`
 	RequireUser bool     `json:"require_user"`
+	// UserLimits apply to each end user separately (SPEC 3.1); nil or all
+	// zero: no user level beyond the users' own limits.
+	UserLimits *LimitsSpec `json:"user_limits"`
 }
 
-// PutTeam creates or replaces the team's settings; its keys stay. aliases
+// PutTeam creates or replaces the team's settings; its keys and its end
+// users' own limits (PutUser) stay. aliases
 // are the tier aliases an allowlist may name besides public models.
 // created reports whether the team is new.
 func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (next *State, created bool, err error) {
@@ -71,30 +75,31 @@ func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (ne
 		name string
 		v    int64
 	}{{"rpm", in.RPM}, {"tpm", in.TPM}, {"max_parallel", in.MaxParallel}} {
-		if f.v < 0 {
-			return nil, false, errf(http.StatusUnprocessableEntity, f.name, "%s: must not be negative (0 = unlimited), got %d", f.name, f.v)
+		if err := checkCount(f.name, f.v); err != nil {
+			return nil, false, err
 		}
 	}
 	b := Budget{Period: config.Period{Every: 720 * time.Hour}}
 	if in.Budget != nil {
-		b = *in.Budget
-		if b.USD < 0 {
-			return nil, false, errf(http.StatusUnprocessableEntity, "budget.usd", "budget.usd: must not be negative (0 = no budget), got %g", b.USD)
+		if b, err = checkBudget("budget.", *in.Budget); err != nil {
+			return nil, false, err
 		}
-		if b.Period.Calendar == "" && b.Period.Every < 0 {
-			return nil, false, errf(http.StatusUnprocessableEntity, "budget.period", "budget.period: must be daily, weekly, monthly or a positive duration such as \"720h\"")
+	}
+	var userLimits *LimitsSpec
+	if in.UserLimits != nil {
+		l, err := checkLevel("user_limits.", *in.UserLimits)
+		if err != nil {
+			return nil, false, err
 		}
-		if b.Period.IsZero() {
-			b.Period = config.Period{Every: 720 * time.Hour}
-		}
-		if b.AlertAt < 0 || b.AlertAt > 1 {
-			return nil, false, errf(http.StatusUnprocessableEntity, "budget.alert_at", "budget.alert_at: must be within (0, 1] (a share of budget.usd), got %g", b.AlertAt)
+		if l != (LimitsSpec{}) {
+			userLimits = &l
 		}
 	}
 	next = cur.Clone()
-	t := TeamSpec{Name: name, Models: dedup(in.Models), RPM: in.RPM, TPM: in.TPM, MaxParallel: in.MaxParallel, Budget: b, RequireUser: in.RequireUser}
+	t := TeamSpec{Name: name, Models: dedup(in.Models), RPM: in.RPM, TPM: in.TPM, MaxParallel: in.MaxParallel, Budget: b, RequireUser: in.RequireUser,
+		UserLimits: userLimits}
 	if i := next.team(name); i >= 0 {
-		t.Keys = next.Teams[i].Keys
+		t.Keys, t.Users = next.Teams[i].Keys, next.Teams[i].Users
 		next.Teams[i] = t
 	} else {
 		t.Keys = []Key{}
@@ -132,29 +137,37 @@ type Issued struct {
 	Entry Key
 }
 
-// IssueKey adds a fresh key to the team (SPEC 11). name is required;
-// expires, when set, must lie after now. rnd is the randomness source
-// (crypto/rand.Reader in production).
-func IssueKey(cur *State, team, name string, expires *time.Time, now time.Time, rnd io.Reader) (*State, Issued, error) {
+// IssueKey adds a fresh key to the team (SPEC 11) with the name, expiry,
+// models and limits of in (SPEC 3.1). The name is required; the expiry,
+// when set, must lie after now; the models must narrow the team's
+// allowlist (aliases are the tier aliases it may name). rnd is the
+// randomness source (crypto/rand.Reader in production).
+func IssueKey(cur *State, team string, in KeyInput, aliases map[string]bool, now time.Time, rnd io.Reader) (*State, Issued, error) {
 	i := cur.team(team)
 	if i < 0 {
 		return nil, Issued{}, errf(http.StatusNotFound, "team", "no team named %q", team)
 	}
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > maxNameLen {
-		return nil, Issued{}, errf(http.StatusUnprocessableEntity, "name", "name: required, 1 to %d characters (what the key is for, e.g. \"ci\")", maxNameLen)
+	name, err := checkKeyName(in.Name)
+	if err != nil {
+		return nil, Issued{}, err
 	}
-	if expires != nil && !expires.After(now) {
-		return nil, Issued{}, errf(http.StatusUnprocessableEntity, "expires_at", "expires_at: %s is not in the future", expires.UTC().Format(time.RFC3339))
+	expires, err := checkExpiry(in.ExpiresAt, now)
+	if err != nil {
+		return nil, Issued{}, err
 	}
-	if expires != nil {
-		e := expires.UTC()
-		expires = &e
+	models, err := checkKeyModels(cur, &cur.Teams[i], in.Models, aliases)
+	if err != nil {
+		return nil, Issued{}, err
+	}
+	limits, err := checkLevel("", in.LimitsSpec)
+	if err != nil {
+		return nil, Issued{}, err
 	}
 	clear, k, err := NewKey(rnd, name, now, expires)
 	if err != nil {
 		return nil, Issued{}, err
 	}
+	k.Models, k.LimitsSpec = models, limits
 	next := cur.Clone()
 	next.Teams[i].Keys = append(next.Teams[i].Keys, k)
 	if p := next.KeyProblems(); len(p) > 0 {
@@ -224,8 +237,9 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 			}
 			if w, ok := was[k.ID]; ok {
 				k.CreatedAt = w.CreatedAt
-				if k.Name != w.Name || !slices.Equal(k.Models, w.Models) || !sameTime(k.ExpiresAt, w.ExpiresAt) {
-					changed = true // the file changed the key's name, models or expiry
+				if k.Name != w.Name || !slices.Equal(k.Models, w.Models) || !sameTime(k.ExpiresAt, w.ExpiresAt) ||
+					k.LimitsSpec.Level() != w.LimitsSpec.Level() {
+					changed = true // the file changed the key's name, models, expiry or limits
 				}
 				delete(was, k.ID)
 			} else {

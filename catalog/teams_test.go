@@ -105,7 +105,7 @@ func TestDeleteTeamRemovesItsKeys(t *testing.T) {
 
 func TestIssueKey(t *testing.T) {
 	cur := teamState(t)
-	next, iss, err := IssueKey(cur, "ops", "ci", nil, t0, rand.Reader)
+	next, iss, err := IssueKey(cur, "ops", KeyInput{Name: "ci"}, aliases, t0, rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestIssueKey(t *testing.T) {
 	if Build(&config.Config{}, next).Authenticate(iss.Key).Name != "ops" {
 		t.Fatal("issued key does not authenticate")
 	}
-	_, again, _ := IssueKey(cur, "ops", "ci", nil, t0, rand.Reader)
+	_, again, _ := IssueKey(cur, "ops", KeyInput{Name: "ci"}, aliases, t0, rand.Reader)
 	if again.Key == iss.Key || again.Entry.ID == iss.Entry.ID {
 		t.Fatal("two issues drew the same key")
 	}
@@ -150,20 +150,20 @@ func TestIssueKey(t *testing.T) {
 		{"expires now", "ops", "ci", &t0, 422, "expires_at"},
 	}
 	for _, tc := range bad {
-		_, _, err := IssueKey(cur, tc.team, tc.key, tc.exp, t0, rand.Reader)
+		_, _, err := IssueKey(cur, tc.team, KeyInput{Name: tc.key, ExpiresAt: tc.exp}, aliases, t0, rand.Reader)
 		wantStatus(t, err, tc.status)
 		if err.(*Error).Field != tc.field {
 			t.Fatalf("%s: field %q", tc.name, err.(*Error).Field)
 		}
 	}
-	if _, _, err := IssueKey(cur, "ops", "ci", nil, t0, bytes.NewReader(nil)); err == nil {
+	if _, _, err := IssueKey(cur, "ops", KeyInput{Name: "ci"}, aliases, t0, bytes.NewReader(nil)); err == nil {
 		t.Fatal("a failing random source must fail the issue")
 	}
 }
 
 func TestKeyExpiry(t *testing.T) {
 	exp := t0.Add(time.Hour)
-	next, iss, err := IssueKey(teamState(t), "ops", "temp", &exp, t0, rand.Reader)
+	next, iss, err := IssueKey(teamState(t), "ops", KeyInput{Name: "temp", ExpiresAt: &exp}, aliases, t0, rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestKeyExpiry(t *testing.T) {
 
 func TestRevokeKey(t *testing.T) {
 	cur := teamState(t)
-	next, iss, _ := IssueKey(cur, "ops", "ci", nil, t0, rand.Reader)
+	next, iss, _ := IssueKey(cur, "ops", KeyInput{Name: "ci"}, aliases, t0, rand.Reader)
 	cfgID := cur.Teams[cur.team("web")].Keys[0].ID
 	cases := []struct {
 		name, team, id string
@@ -243,7 +243,7 @@ func TestSameKeyClearOrHashed(t *testing.T) {
 
 func TestSyncConfigKeys(t *testing.T) {
 	cur := teamState(t)
-	cur, iss, _ := IssueKey(cur, "web", "ci", nil, t0, rand.Reader)
+	cur, iss, _ := IssueKey(cur, "web", KeyInput{Name: "ci"}, aliases, t0, rand.Reader)
 	cfg := &config.Config{Teams: []config.Team{
 		{Name: "web", Keys: config.PlainKeys("sk-web2")},    // sk-web removed, sk-web2 added
 		{Name: "ghost", Keys: config.PlainKeys("sk-ghost")}, // not in the catalog: not recreated
@@ -370,7 +370,7 @@ func TestMigrateState(t *testing.T) {
 func TestStateJSONRoundTrip(t *testing.T) {
 	cur := teamState(t)
 	exp := t0.Add(time.Hour)
-	cur, _, _ = IssueKey(cur, "ops", "ci", &exp, t0, rand.Reader)
+	cur, _, _ = IssueKey(cur, "ops", KeyInput{Name: "ci", ExpiresAt: &exp}, aliases, t0, rand.Reader)
 	cur.Teams[cur.team("ops")].Budget = Budget{USD: 5, Period: config.Period{Calendar: config.PeriodWeekly}}
 	b, err := json.Marshal(cur)
 	if err != nil {

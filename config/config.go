@@ -199,8 +199,30 @@ type Team struct {
 	Budget      Budget    `koanf:"budget"`
 	// RequireUser refuses a request that names no end user (400
 	// user_required, SPEC 3.1).
-	RequireUser bool      `koanf:"require_user"`
-	Cache       TeamCache `koanf:"cache"` // SPEC 18; default: the global cache switch
+	RequireUser bool `koanf:"require_user"`
+	// UserLimits apply to each end user of the team separately (SPEC 3.1);
+	// zero: no user level.
+	UserLimits Limits    `koanf:"user_limits"`
+	Cache      TeamCache `koanf:"cache"` // SPEC 18; default: the global cache switch
+}
+
+// Level is the team's own limits as a Limits value.
+func (t *Team) Level() Limits {
+	return Limits{RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel, Budget: t.Budget}
+}
+
+// Limits are one level's limits (SPEC 3.1: team, key or end user), with
+// the semantics of SPEC 3; a zero field sets no limit.
+type Limits struct {
+	RPM         int64  `koanf:"rpm"`
+	TPM         int64  `koanf:"tpm"`
+	MaxParallel int64  `koanf:"max_parallel"`
+	Budget      Budget `koanf:"budget"`
+}
+
+// Any reports whether l sets any limit.
+func (l *Limits) Any() bool {
+	return l != nil && (l.RPM > 0 || l.TPM > 0 || l.MaxParallel > 0 || l.Budget.USD > 0)
 }
 
 // KeySpec is one key of a team in the file (SPEC 3.1): a plain string (the
@@ -211,6 +233,16 @@ type KeySpec struct {
 	Name      string   `koanf:"name"`       // what the key is for (default "config key N")
 	Models    []string `koanf:"models"`     // narrows the team's allowlist; empty = the team's
 	ExpiresAt string   `koanf:"expires_at"` // RFC 3339; empty = never
+	// The key level's own limits (SPEC 3.1); omitted: none at this level.
+	RPM         int64  `koanf:"rpm"`
+	TPM         int64  `koanf:"tpm"`
+	MaxParallel int64  `koanf:"max_parallel"`
+	Budget      Budget `koanf:"budget"`
+}
+
+// Level is the key's own limits.
+func (k KeySpec) Level() Limits {
+	return Limits{RPM: k.RPM, TPM: k.TPM, MaxParallel: k.MaxParallel, Budget: k.Budget}
 }
 
 // PlainKeys is keys as plain-string KeySpecs (no name, models or expiry).
@@ -243,6 +275,16 @@ type Budget struct {
 	// AlertAt is the share of USD whose crossing in a period is logged and
 	// counted once (SPEC 3.1); default 0.8.
 	AlertAt float64 `koanf:"alert_at"`
+}
+
+// ApplyDefaults sets alert_at 0.8 and period 720h where they are unset.
+func (b *Budget) ApplyDefaults() {
+	if b.AlertAt == 0 {
+		b.AlertAt = DefaultAlertAt
+	}
+	if b.Period.IsZero() {
+		b.Period = Period{Every: 720 * time.Hour}
+	}
 }
 
 // Routing configures selection, health, failover and fallbacks (SPEC 5-7).

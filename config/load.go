@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
@@ -263,11 +262,11 @@ func applyItemDefaults(c *Config) {
 		ApplyDeploymentDefaults(&c.Deployments[i])
 	}
 	for i := range c.Teams {
-		if c.Teams[i].Budget.AlertAt == 0 {
-			c.Teams[i].Budget.AlertAt = DefaultAlertAt
-		}
-		if c.Teams[i].Budget.Period.IsZero() {
-			c.Teams[i].Budget.Period = Period{Every: 720 * time.Hour}
+		t := &c.Teams[i]
+		t.Budget.ApplyDefaults()
+		t.UserLimits.Budget.ApplyDefaults()
+		for j := range t.Keys {
+			t.Keys[j].Budget.ApplyDefaults()
 		}
 	}
 	for i := range c.Models {

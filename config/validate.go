@@ -228,6 +228,7 @@ func Validate(c *Config) Problems {
 			if ks.ExpiresAt != "" && ks.Expires() == nil {
 				add("%s.expires_at: %q is not an RFC 3339 time such as 2027-06-30T00:00:00Z", kf, ks.ExpiresAt)
 			}
+			checkLimits(add, kf, ks.Level())
 			for mi, m := range ks.Models {
 				if !teamModels["*"] && !teamModels[m] {
 					add("%s.models[%d]: %q is not in the team's models: a key can only narrow its team's allowlist", kf, mi, m)
@@ -256,15 +257,8 @@ func Validate(c *Config) Problems {
 				add("%s.models[%d]: %q is neither a deployment's public model nor a tier alias", f, j, m)
 			}
 		}
-		if t.RPM < 0 || t.TPM < 0 || t.MaxParallel < 0 || t.Budget.USD < 0 {
-			add("%s: rpm, tpm, max_parallel and budget.usd must not be negative", f)
-		}
-		if a := t.Budget.AlertAt; !(a > 0 && a <= 1) {
-			add("%s.budget.alert_at: must be within (0, 1] (a share of budget.usd), got %g", f, a)
-		}
-		if t.Budget.Period.Calendar == "" && t.Budget.Period.Every <= 0 {
-			add("%s.budget.period: must be daily, weekly, monthly or a positive duration", f)
-		}
+		checkLimits(add, f, t.Level())
+		checkLimits(add, f+".user_limits", t.UserLimits)
 	}
 
 	r := c.Routing
@@ -457,3 +451,17 @@ func sharesOperation(a, b []string) bool {
 
 // IsReason reports whether r is a fallback reason of SPEC 7.3.
 func IsReason(r string) bool { return oneOf(r, Reasons) }
+
+// checkLimits reports the problems of one level's limits (SPEC 3.1), f
+// naming where they are.
+func checkLimits(add func(string, ...any), f string, l Limits) {
+	if l.RPM < 0 || l.TPM < 0 || l.MaxParallel < 0 || l.Budget.USD < 0 {
+		add("%s: rpm, tpm, max_parallel and budget.usd must not be negative (0 = no limit)", f)
+	}
+	if a := l.Budget.AlertAt; !(a > 0 && a <= 1) {
+		add("%s.budget.alert_at: must be within (0, 1] (a share of budget.usd), got %g", f, a)
+	}
+	if l.Budget.Period.Calendar == "" && l.Budget.Period.Every <= 0 {
+		add("%s.budget.period: must be daily, weekly, monthly or a positive duration", f)
+	}
+}

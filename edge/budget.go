@@ -7,16 +7,26 @@ import "switchyard/ratelimit"
 
 // SetBudgetAlert implements State: the writer reports the crossings the
 // finish script found (once for the cluster), the local fallback its own.
-func (r *Redis) SetBudgetAlert(fn func(team string)) {
+func (r *Redis) SetBudgetAlert(fn BudgetAlert) {
 	r.alert.Store(&fn)
-	r.local.SetBudgetAlert(fn)
+	r.local.SetBudgetAlert(localAlert(fn))
 }
 
 // budgetAlert calls the alert hook, if any.
-func (r *Redis) budgetAlert(team string) {
+func (r *Redis) budgetAlert(team string, level LevelKind, name string) {
 	if fn := r.alert.Load(); fn != nil {
-		(*fn)(team)
+		(*fn)(team, level, name)
 	}
+}
+
+// BudgetAlert is called once per level and budget period when the level's
+// spend crosses its budget.alert_at (SPEC 3.1): team names the team, name
+// the key or end user of a key or user level.
+type BudgetAlert func(team string, level LevelKind, name string)
+
+// localAlert adapts fn to the local limiter's hook.
+func localAlert(fn BudgetAlert) func(string, int, string) {
+	return func(team string, level int, name string) { fn(team, LevelKind(level), name) }
 }
 
 // budgetDelta is what a finished request still owes its shared budget: its

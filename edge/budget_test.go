@@ -219,7 +219,7 @@ func TestBudgetAlertOncePerPeriod(t *testing.T) {
 	run := func(t *testing.T, states []State, clk *fakeclock.Clock, settle func()) {
 		var alerts []string
 		for _, st := range states {
-			st.SetBudgetAlert(func(team string) { alerts = append(alerts, team) })
+			st.SetBudgetAlert(func(team string, _ LevelKind, _ string) { alerts = append(alerts, team) })
 		}
 		spend := func(usd float64) {
 			for i, st := range states {

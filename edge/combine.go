@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"switchyard/catalog"
 	"switchyard/ratelimit"
 )
 
@@ -27,6 +26,8 @@ type admitCall struct {
 	cost  int64
 	usd   float64 // reserved against the budget (0 without one)
 	slot  string
+	subs  [2]subCall // its key and user levels with limits, the first nsub
+	nsub  int
 	pins  []string      // full pin keys to read
 	until time.Time     // arrival + redis.timeout: the latest its answer may come
 	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
@@ -41,29 +42,63 @@ type admitCall struct {
 	localErr error
 }
 
-// beginResults is how many values beginLua returns per admission before
-// the pins it read.
-const beginResults = 9
+// beginLua returns per admission beginHead values, then levelResults per
+// level (the team first), then the pins it read.
+const (
+	beginHead    = 4
+	levelResults = 6
+)
+
+// pinsAt is the index of c's first pin value in its results.
+func (c *admitCall) pinsAt() int { return beginHead + levelResults*(1+c.nsub) }
 
 // results is how many values beginLua returns for c.
-func (c *admitCall) results() int { return beginResults + len(c.pins) }
+func (c *admitCall) results() int { return c.pinsAt() + len(c.pins) }
 
-// decision decodes one admission's values of beginLua for team t.
-func decision(t *catalog.Team, res []any) ratelimit.Decision {
-	num := func(i int) int64 { v, _ := res[i].(int64); return v }
-	d := ratelimit.Decision{
-		Allowed:       num(0) == 1,
-		LimitRequests: max(0, t.RPM), RemainingRequests: num(3), ResetRequests: micros(num(4)),
-		LimitTokens: max(0, t.TPM), RemainingTokens: num(5), ResetTokens: micros(num(6)),
+// levelAt is the index of level j's values (0 the team) in c's results.
+func levelAt(j int) int { return beginHead + levelResults*j }
+
+// decision decodes one admission's values of beginLua: the verdict, the
+// level that binds, and for the headers, per dimension, the level with
+// the least remaining (SPEC 3.1).
+func decision(c *admitCall) ratelimit.Decision {
+	res := c.res
+	num := func(i int) int64 {
+		if i >= len(res) {
+			return 0
+		}
+		v, _ := res[i].(int64)
+		return v
 	}
+	d := ratelimit.Decision{Allowed: num(0) == 1}
 	if !d.Allowed {
 		k := num(1)
 		if k <= 0 || k >= int64(len(ratelimit.Kinds)) {
 			k = 1
 		}
 		d.Kind, d.RetryAfter = ratelimit.Kinds[k], micros(num(2))
+		if j := int(num(3)); j >= 1 && j <= c.nsub {
+			d.Level = int(c.subs[j-1].lv.Kind)
+		}
+	}
+	t := c.q.Team
+	header(&d, t.RPM, t.TPM, res, levelAt(0), num)
+	for j := range c.nsub {
+		l := c.subs[j].lv.Limits
+		header(&d, l.RPM, l.TPM, res, levelAt(1+j), num)
 	}
 	return d
+}
+
+// header puts a level's values into d's headers where it has less
+// remaining than the levels before it.
+func header(d *ratelimit.Decision, rpm, tpm int64, _ []any, at int, num func(int) int64) {
+	if rpm > 0 && (d.LimitRequests == 0 || num(at) < d.RemainingRequests) {
+		d.LimitRequests, d.RemainingRequests, d.ResetRequests = rpm, num(at), micros(num(at+1))
+	}
+	if tpm > 0 && (d.LimitTokens == 0 || num(at+2) < d.RemainingTokens) {
+		d.LimitTokens, d.RemainingTokens, d.ResetTokens = tpm, num(at+2), micros(num(at+3))
+	}
 }
 
 // combiner batches admissions (group commit): mu guards busy (a call is in
@@ -229,9 +264,10 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 		nk, na := 0, 2
 		for _, g := range c.groups {
 			nk += 3
-			na += 10 + 4*len(g.calls)
+			na += 10 + 5*len(g.calls)
 			for _, a := range g.calls {
-				nk += len(a.pins)
+				nk += len(a.pins) + 3*a.nsub
+				na += 9 * a.nsub
 				c.results += a.results()
 			}
 		}
@@ -251,6 +287,10 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	ts, t := g.calls[0].ts, g.calls[0].q.Team
 	c.keys = append(c.keys, ts.keys.begin[:]...)
 	for _, a := range g.calls {
+		for j := range a.nsub {
+			k := &a.subs[j].keys
+			c.keys = append(c.keys, k.tat, k.par, k.bud)
+		}
 		c.keys = append(c.keys, a.pins...)
 	}
 	g.rel, g.taken = ts.takeReleases()
@@ -266,7 +306,17 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	}
 	c.args = append(c.args, len(g.calls))
 	for _, a := range g.calls {
-		c.args = append(c.args, a.cost, a.usd, a.slot, len(a.pins))
+		c.args = append(c.args, a.cost, a.usd, a.slot, len(a.pins), a.nsub)
+		for j := range a.nsub {
+			sc := &a.subs[j]
+			l := sc.lv.Limits
+			var lr, lt int64
+			if g.carried {
+				rr, tr := r.local.SubResets(sc.keys.base)
+				lr, lt = rr.Microseconds(), tr.Microseconds()
+			}
+			c.args = append(c.args, max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(sc.lv), lr, lt, sc.cost, sc.usd)
+		}
 	}
 }
 
@@ -305,7 +355,7 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 			for _, a := range g.calls {
 				end := off + a.results()
 				a.res = res[off:end:end]
-				a.d = decision(a.q.Team, a.res)
+				a.d = decision(a)
 				off = end
 			}
 			r.learn(g)
@@ -326,13 +376,31 @@ func (r *Redis) learn(g *teamBatch) {
 	t := g.calls[0].q.Team
 	var rpm, tpm, budget time.Duration
 	for _, a := range g.calls {
-		rpm, tpm = max(rpm, a.d.ResetRequests), max(tpm, a.d.ResetTokens)
+		at := levelAt(0)
+		rpm, tpm = max(rpm, micros(resInt(a.res, at+1))), max(tpm, micros(resInt(a.res, at+3)))
+		for j := range a.nsub {
+			at := levelAt(1 + j)
+			r.local.MirrorSub(a.subs[j].local(), micros(resInt(a.res, at+1)), micros(resInt(a.res, at+3)))
+		}
 		if a.d.Kind == ratelimit.KindBudget {
-			budget = max(budget, a.d.RetryAfter)
+			if a.d.Level == 0 {
+				budget = max(budget, a.d.RetryAfter)
+			} else if j := int(resInt(a.res, 3)); j >= 1 && j <= a.nsub {
+				r.local.BlockBudget(a.subs[j-1].keys.base, true, r.cfg.Clock().Add(a.d.RetryAfter).UnixNano())
+			}
 		}
 	}
 	r.local.Mirror(g.calls[0].ts.local, t, rpm, tpm)
 	if budget > 0 {
-		r.local.BlockBudget(t.Name, r.cfg.Clock().Add(budget).UnixNano())
+		r.local.BlockBudget(t.Name, false, r.cfg.Clock().Add(budget).UnixNano())
 	}
+}
+
+// resInt is res[i] as an integer (0 when absent).
+func resInt(res []any, i int) int64 {
+	if i >= len(res) {
+		return 0
+	}
+	v, _ := res[i].(int64)
+	return v
 }

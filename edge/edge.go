@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/config"
 	"switchyard/ratelimit"
 	"switchyard/telemetry"
 )
@@ -49,16 +50,18 @@ type State interface {
 	// Usage reads the team's live state against its limits for the admin
 	// API (cluster-wide when Redis answers); never called on the request path.
 	Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error)
+	// LevelUsage is Usage for a key or end-user level of team t.
+	LevelUsage(ctx context.Context, t *catalog.Team, l Level) (TeamUsage, error)
 	// UsageRows reads the usage rows by (team, key, user, model, day) q
 	// selects (SPEC 3.1): the cluster's when Redis answers, else this
 	// node's own. Never called on the request path.
 	UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
-	// SetBudgetAlert names what is called once per team and budget period
-	// when the team's spend crosses budget.alert_at (SPEC 3.1): once for
+	// SetBudgetAlert names what is called once per level and budget period
+	// when the level's spend crosses budget.alert_at (SPEC 3.1): once for
 	// the cluster with Redis, once per node local-only. Set before use.
-	SetBudgetAlert(fn func(team string))
+	SetBudgetAlert(fn BudgetAlert)
 	// TeamNames calls fn with every team this node holds edge state of.
 	TeamNames(fn func(team string))
 	// ForgetTeams drops, in one pass, the state of the teams drop names:
@@ -77,8 +80,46 @@ type Request struct {
 	// CostUSD is the request's highest possible cost, reserved against the
 	// budget at admission and replaced by the real cost at Finish (SPEC 3.1).
 	CostUSD float64
-	Pins    PinQuery
+	// Key and User are the request's key and end-user levels (SPEC 3.1):
+	// a level whose Limits are nil is not checked.
+	Key, User Level
+	Pins      PinQuery
 }
+
+// Level names one key or end-user level of a team (SPEC 3.1).
+type Level struct {
+	Kind LevelKind
+	// ID is the key's id, or the end user (already at most 128 bytes).
+	ID string
+	// Name is how a message names it: the key's name, or the end user.
+	Name   string
+	Limits *config.Limits // nil: no limits at this level
+}
+
+// LevelKind tells the levels apart.
+type LevelKind uint8
+
+// The levels of SPEC 3.1, as X-Switchyard-Limit-Level and the
+// budget_alerts_total label name them.
+const (
+	LevelTeam LevelKind = iota
+	LevelKey
+	LevelUser
+)
+
+// String is the level's name: team, key or user.
+func (k LevelKind) String() string {
+	switch k {
+	case LevelKey:
+		return "key"
+	case LevelUser:
+		return "user"
+	}
+	return "team"
+}
+
+// limited reports whether l has limits to check.
+func (l *Level) limited() bool { return l.Limits.Any() }
 
 // PinQuery names the pins a request can use (SPEC 9: only those), and the
 // response-cache entries it may be answered with (SPEC 18: read in the
@@ -137,6 +178,7 @@ type Begun struct {
 	team   *catalog.Team
 	ts     *teamState // the Redis state's record of team (looked up once per request)
 	tokens int64      // the estimate at admission
+	lv     [2]Level   // the request's key and user levels
 	t      ticket
 }
 
@@ -151,22 +193,28 @@ func (b *Begun) Deployment(model string) string {
 }
 
 // Limited reports whether Begin decided an admission: the team has limits.
-func (b *Begun) Limited() bool { return b.team != nil && limited(b.team) }
+func (b *Begun) Limited() bool {
+	return b.team != nil && (limited(b.team) || b.lv[0].limited() || b.lv[1].limited())
+}
 
 // ticket is what Finish needs to undo or correct an admission.
 type ticket struct {
 	admitted bool    // a limited team was admitted: Finish reconciles
 	local    bool    // the local limiter decided (Redis unreachable or absent)
-	slot     string  // Redis slot id ("" without max_parallel or when local)
+	slot     string  // Redis slot id ("" without max_parallel at any level, or when local)
+	teamSlot bool    // the team level holds slot
 	reserved int64   // tokens reserved against TPM
 	end      int64   // TPM TAT right after this reservation (Redis µs); bounds refunds
 	usd      float64 // reserved against the budget (its highest possible cost)
 	window   int64   // the budget window of that reservation
 	lt       ratelimit.Ticket
 	released bool // the local slot was released by Release
-	// remote is a slot the admission script may have taken although it
-	// failed in an unknown state (a timeout): Finish removes it in Redis too.
-	remote string
+	// remote is the admission whose script may have taken a slot although
+	// it failed in an unknown state (a timeout): Finish removes the slot in
+	// Redis too, at every level.
+	remote *admitCall
+	subs   [2]subTicket // the key and user levels Redis decided, the first nsub
+	nsub   int
 }
 
 // Outcome is how a request ended (SPEC 3: every exit reconciles).

@@ -78,7 +78,7 @@ func (k *teamKeys) limitArgs(t *catalog.Team) *boxedLimits {
 	if b := k.limits.Load(); b != nil && b.team == t {
 		return b
 	}
-	period := ratelimit.PeriodCode(ratelimit.BudgetPeriod(t))
+	period := ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget))
 	b := &boxedLimits{team: t, args: [5]any{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), period}}
 	k.limits.Store(b)
 	return b

@@ -70,6 +70,9 @@ type step struct {
 	remReq     int64         // RemainingRequests of the last decision (-1: don't check)
 	remTok     int64
 	limitCheck bool // the last decision must report no limits (unlimited team)
+
+	user  string // the end user of the admits ("" = none)
+	level string // the level of the last rejection (SPEC 3.1; "" = not checked)
 }
 
 func admits(n int, tokens int64, allowed int) step {
@@ -80,10 +83,14 @@ func reject(tokens int64, kind string, retry time.Duration) step {
 	return step{n: 1, tokens: tokens, allowed: 0, kind: kind, retry: retry, remReq: -1, remTok: -1}
 }
 
+// as sets a step's end user and the level its last rejection must name.
+func (s step) as(user, level string) step { s.user, s.level = user, level; return s }
+
 var scenarios = []struct {
-	name  string
-	team  teamtest.Limits
-	steps []step
+	name      string
+	team      teamtest.Limits
+	steps     []step
+	key, user teamtest.Limits // the key's limits and the team's user_limits (SPEC 3.1)
 }{
 	{"rpm: a full minute at once, then limit/60 per second", teamtest.Limits{RPM: 60}, []step{
 		admits(60, 0, 60),
@@ -91,39 +98,39 @@ var scenarios = []struct {
 		{advance: time.Second, n: 1, allowed: 1, remReq: 0, remTok: -1},
 		reject(0, ratelimit.KindRPM, time.Second),
 		{advance: 30 * time.Second, n: 31, allowed: 30, kind: ratelimit.KindRPM, retry: time.Second, remReq: -1, remTok: -1},
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"rpm 7: exactly 7 in a burst although 60/7 s does not divide", teamtest.Limits{RPM: 7}, []step{
 		admits(7, 0, 7),
 		reject(0, ratelimit.KindRPM, 60*time.Second/7),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"tpm: estimates are reserved", teamtest.Limits{TPM: 1000}, []step{
 		{n: 1, tokens: 400, allowed: 1, remReq: -1, remTok: 600},
 		{n: 1, tokens: 400, allowed: 1, remReq: -1, remTok: 200},
 		reject(400, ratelimit.KindTPM, 12*time.Second),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"tpm: an estimate above the limit fits a full bucket", teamtest.Limits{TPM: 1000}, []step{
 		{n: 1, tokens: 5000, allowed: 1, remReq: -1, remTok: 0},
 		reject(1, ratelimit.KindTPM, 60*time.Millisecond),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"tpm: a refund restores capacity", teamtest.Limits{TPM: 1000}, []step{
 		admits(1, 1000, 1),
 		reject(100, ratelimit.KindTPM, 6*time.Second),
 		{op: "reconcile", ticket: 0, actual: 100},
 		{n: 1, tokens: 900, allowed: 1, remReq: -1, remTok: 0},
 		reject(1, ratelimit.KindTPM, 60*time.Millisecond),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"tpm: a refund larger than the debt fills the bucket, no more", teamtest.Limits{TPM: 1000}, []step{
 		admits(1, 1000, 1),
 		{advance: 45 * time.Second, n: 0, allowed: -1}, // 750 back, 250 still owed
 		{op: "reconcile", ticket: 0, actual: 0},        // refund 1000 > 250 owed
 		{n: 1, tokens: 1000, allowed: 1, remReq: -1, remTok: 0},
 		reject(1, ratelimit.KindTPM, 60*time.Millisecond),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"tpm: usage above the estimate is charged", teamtest.Limits{TPM: 1000}, []step{
 		admits(1, 100, 1),
 		{op: "reconcile", ticket: 0, actual: 1100},
 		reject(1, ratelimit.KindTPM, 6*time.Second+60*time.Millisecond),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"parallel: release frees the slot, twice is harmless", teamtest.Limits{Par: 2}, []step{
 		admits(3, 0, 2),
 		reject(0, ratelimit.KindParallel, time.Second),
@@ -131,7 +138,7 @@ var scenarios = []struct {
 		admits(1, 0, 1),
 		{op: "release", ticket: 0},
 		reject(0, ratelimit.KindParallel, time.Second),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"budget: spent until the period ends", teamtest.Limits{USD: 1, Period: time.Hour}, []step{
 		admits(1, 0, 1),
 		{op: "reconcile", ticket: 0, actual: 10, cost: 0.6},
@@ -139,20 +146,56 @@ var scenarios = []struct {
 		{op: "reconcile", ticket: 1, actual: 10, cost: 0.6},
 		reject(0, ratelimit.KindBudget, 2800*time.Second), // the hour containing the fake clock's start ends in 2800 s
 		{advance: 2800 * time.Second, n: 1, allowed: 1, remReq: -1, remTok: -1},
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"the binding dimension is the longest wait", teamtest.Limits{RPM: 1, USD: 1, Period: time.Hour}, []step{
 		admits(1, 0, 1),
 		{op: "reconcile", ticket: 0, cost: 2},
 		reject(0, ratelimit.KindBudget, 2800*time.Second),
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"a rejection charges nothing", teamtest.Limits{RPM: 2, TPM: 100}, []step{
 		{n: 1, tokens: 100, allowed: 1, remReq: 1, remTok: 0},
 		reject(100, ratelimit.KindTPM, time.Minute),
 		{n: 1, tokens: 0, allowed: 1, remReq: 0, remTok: -1},
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
 	{"a team without limits", teamtest.Limits{}, []step{
 		{n: 100, tokens: 1 << 40, allowed: 100, remReq: -1, remTok: -1, limitCheck: true},
-	}},
+	}, teamtest.Limits{}, teamtest.Limits{}},
+
+	// SPEC 3.1: every level at once, all or nothing
+	{"levels: a key's rpm binds under a looser team", teamtest.Limits{RPM: 100}, []step{
+		{n: 5, allowed: 3, kind: ratelimit.KindRPM, retry: 20 * time.Second, remReq: 0, remTok: -1, level: "key"},
+		{advance: 20 * time.Second, n: 1, allowed: 1, remReq: 0, remTok: -1},
+	}, teamtest.Limits{RPM: 3}, teamtest.Limits{}},
+	{"levels: a key without a team limit", teamtest.Limits{}, []step{
+		admits(2, 0, 2),
+		reject(0, ratelimit.KindRPM, 30*time.Second).as("", "key"),
+	}, teamtest.Limits{RPM: 2}, teamtest.Limits{}},
+	{"levels: each end user has the user limits", teamtest.Limits{RPM: 10}, []step{
+		{n: 3, allowed: 2, kind: ratelimit.KindRPM, retry: 30 * time.Second, remReq: 0, remTok: -1, user: "ann", level: "user"},
+		{n: 3, allowed: 2, kind: ratelimit.KindRPM, retry: 30 * time.Second, remReq: 0, remTok: -1, user: "bob", level: "user"},
+		{n: 1, allowed: 1, remReq: 5, remTok: -1}, // no user: the team's 10, 4 spent + this one
+	}, teamtest.Limits{}, teamtest.Limits{RPM: 2}},
+	{"levels: a level that refuses charges no other", teamtest.Limits{TPM: 1000}, []step{
+		{n: 1, tokens: 400, allowed: 1, remReq: -1, remTok: 0, user: "ann"},                            // team 600, key 200, ann 0
+		reject(100, ratelimit.KindTPM, 15*time.Second).as("ann", "user"),                               // ann is full: nothing charged
+		{n: 1, tokens: 200, allowed: 1, remReq: -1, remTok: 0, user: "bob"},                            // key's last 200: it was not charged for ann
+		reject(1, ratelimit.KindTPM, 100*time.Millisecond).as("cid", "key"),                            // cid is fresh, the key is full (600/min: 100 ms a token)
+		{advance: 10 * time.Second, n: 1, tokens: 100, allowed: 1, remReq: -1, remTok: 0, user: "cid"}, // 100 back at the key
+	}, teamtest.Limits{TPM: 600}, teamtest.Limits{TPM: 400}},
+	{"levels: a key's slot is released at every level", teamtest.Limits{Par: 5}, []step{
+		admits(2, 0, 1),
+		reject(0, ratelimit.KindParallel, time.Second).as("", "key"),
+		{op: "release", ticket: 0},
+		admits(1, 0, 1),
+	}, teamtest.Limits{Par: 1}, teamtest.Limits{}},
+	{"levels: a user's budget", teamtest.Limits{USD: 100, Period: time.Hour}, []step{
+		admits(1, 0, 1).as("ann", ""),
+		{op: "reconcile", ticket: 0, actual: 10, cost: 0.6},
+		admits(1, 0, 1).as("ann", ""),
+		{op: "reconcile", ticket: 1, actual: 10, cost: 0.6},
+		reject(0, ratelimit.KindBudget, 2800*time.Second).as("ann", "user"),
+		admits(1, 0, 1).as("bob", ""),
+	}, teamtest.Limits{}, teamtest.Limits{USD: 1, Period: time.Hour}},
 }
 
 // TestScenarios runs every scenario on the local state and on the Redis
@@ -166,6 +209,8 @@ func TestScenarios(t *testing.T) {
 			t.Run(impl.name+"/"+sc.name, func(t *testing.T) {
 				e := impl.env(t)
 				team := teamtest.Team("t", sc.team)
+				key := Level{Kind: LevelKey, ID: "key_1", Name: "ci", Limits: teamtest.Level(sc.key)}
+				userLimits := teamtest.Level(sc.user)
 				var begun []*Begun
 				for i, st := range sc.steps {
 					e.advance(st.advance)
@@ -183,7 +228,11 @@ func TestScenarios(t *testing.T) {
 					allowed := 0
 					var last ratelimit.Decision
 					for j := range st.n {
-						b, err := e.st.Begin(context.Background(), &Request{RequestID: reqID(j), Team: team, Tokens: st.tokens})
+						q := &Request{RequestID: reqID(j), Team: team, Tokens: st.tokens, Key: key}
+						if st.user != "" {
+							q.User = Level{Kind: LevelUser, ID: st.user, Name: st.user, Limits: userLimits}
+						}
+						b, err := e.st.Begin(context.Background(), q)
 						if err != nil {
 							t.Fatalf("step %d: %v", i, err)
 						}
@@ -202,6 +251,9 @@ func TestScenarios(t *testing.T) {
 						}
 						if diff := last.RetryAfter - st.retry; diff < -time.Millisecond || diff > time.Millisecond {
 							t.Fatalf("step %d: RetryAfter %v, want %v", i, last.RetryAfter, st.retry)
+						}
+						if st.level != "" && LevelKind(last.Level).String() != st.level {
+							t.Fatalf("step %d: rejected at level %s, want %s", i, LevelKind(last.Level), st.level)
 						}
 					}
 					if st.remReq >= 0 && last.RemainingRequests != st.remReq {

@@ -35,7 +35,7 @@ func NewLocal(clock func() time.Time, ring *telemetry.Ring) *Local {
 }
 
 // SetBudgetAlert implements State.
-func (l *Local) SetBudgetAlert(fn func(team string)) { l.lim.SetBudgetAlert(fn) }
+func (l *Local) SetBudgetAlert(fn BudgetAlert) { l.lim.SetBudgetAlert(localAlert(fn)) }
 
 // TeamNames implements State: every team the local limiter or the usage
 // book holds state of.
@@ -75,10 +75,17 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 			}
 		}
 	}
-	if !limited(q.Team) {
+	if !limited(q.Team) && !q.Key.limited() && !q.User.limited() {
 		return b, nil
 	}
-	d, err := l.lim.Admit(ctx, ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD})
+	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}
+	for j, lv := range [2]*Level{&q.Key, &q.User} {
+		if lv.limited() {
+			a.Levels[j] = ratelimit.Level{Key: localLevelKey(q.Team.Name, lv), Name: lv.Name, Limits: lv.Limits}
+		}
+	}
+	b.lv = [2]Level{q.Key, q.User}
+	d, err := l.lim.Admit(ctx, a)
 	if err != nil {
 		return b, err
 	}
@@ -139,3 +146,8 @@ func (l *Local) Shared() bool { return false }
 func (l *Local) Close(context.Context) error { return nil }
 
 var _ State = (*Local)(nil)
+
+// localLevelKey names a key or user level in the local limiter.
+func localLevelKey(team string, lv *Level) string {
+	return team + "\x00" + lv.Kind.String() + "\x00" + lv.ID
+}

@@ -126,7 +126,7 @@ type Redis struct {
 	seq   atomic.Uint64
 	teams sync.Map // team name -> *teamState
 	comb  combiner // the node's admission combiner when cfg.OneShard
-	alert atomic.Pointer[func(team string)]
+	alert atomic.Pointer[BudgetAlert]
 }
 
 // TeamNames implements State: every team the edge keeps a record of.
@@ -253,7 +253,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	}
 	t := q.Team
 	ts := r.team(t)
-	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}}
+	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, lv: [2]Level{q.Key, q.User}}
 	// pins to read: names, and this node's own writes not yet in Redis
 	var names [5]string
 	var slots [5]int // index into Pins: 0 tier, 1+i dep i, 3+i cache entry i
@@ -277,7 +277,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		}
 	}
 	n = ts.ownPins(&names, &slots, n, &b.Pins)
-	lim := limited(t)
+	lim := limited(t) || q.Key.limited() || q.User.limited()
 	if !lim && n == 0 {
 		return b, nil
 	}
@@ -309,30 +309,50 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if t.Budget.USD > 0 {
 		ac.usd = max(0, q.CostUSD)
 	}
-	if t.MaxParallel > 0 {
+	par := t.MaxParallel > 0
+	for _, lv := range [2]*Level{&q.Key, &q.User} {
+		if !lv.limited() {
+			continue
+		}
+		sc := &ac.subs[ac.nsub]
+		ac.nsub++
+		sc.lv, sc.keys, sc.cost = lv, newLevelKeys(ts.keys.base, lv), ratelimit.Reservation(q.Tokens, lv.Limits.TPM)
+		if lv.Limits.Budget.USD > 0 {
+			sc.usd = max(0, q.CostUSD)
+		}
+		par = par || lv.Limits.MaxParallel > 0
+	}
+	if par {
 		ac.slot = r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)
 	}
-	cost, slot := ac.cost, ac.slot
 	res, err := r.admit(ctx, ac) // settleCall checked its length and decoded ac.d
 	if err != nil {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, ac)
 	}
+	at := ac.pinsAt()
 	for i := range n {
-		s, _ := res[beginResults+i].(string)
+		s, _ := res[at+i].(string)
 		b.Pins.set(slots[i], s)
 	}
 	b.Decision = ac.d
 	if !ac.d.Allowed {
 		return b, nil
 	}
-	end, _ := res[7].(int64)
-	win, _ := res[8].(int64)
-	b.t = ticket{admitted: true, slot: slot, end: end, usd: ac.usd, window: win}
+	b.t = ticket{admitted: true, slot: ac.slot, teamSlot: t.MaxParallel > 0, end: resInt(res, levelAt(0)+4), usd: ac.usd, window: resInt(res, levelAt(0)+5)}
 	if t.TPM > 0 {
-		b.t.reserved = cost
+		b.t.reserved = ac.cost
 	}
-	if slot != "" {
-		ts.hold(t, slot)
+	for j := range ac.nsub {
+		sc := &ac.subs[j]
+		st := subTicket{lv: *sc.lv, keys: sc.keys, end: resInt(res, levelAt(1+j)+4), usd: sc.usd, window: resInt(res, levelAt(1+j)+5), slot: sc.lv.Limits.MaxParallel > 0}
+		if sc.lv.Limits.TPM > 0 {
+			st.reserved = sc.cost
+		}
+		b.t.subs[j] = st
+	}
+	b.t.nsub = ac.nsub
+	if ac.slot != "" {
+		ts.hold(t, &b.t)
 	}
 	return b, nil
 }
@@ -351,7 +371,7 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 			b.Pins.set(slots[i], v)
 		}
 	}
-	if !limited(q.Team) {
+	if !limited(q.Team) && !q.Key.limited() && !q.User.limited() {
 		return b, nil
 	}
 	var d ratelimit.Decision
@@ -368,7 +388,7 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 	maybeTaken := ac != nil && ac.slot != "" && !errors.Is(err, errLate) && !errors.Is(err, cluster.ErrBreakerOpen)
 	if lerr != nil || !d.Allowed {
 		if maybeTaken {
-			r.releaseLost(b.stateOf(r), q.Team, ac.slot)
+			r.releaseLost(b.stateOf(r), q.Team, ac)
 		}
 		if lerr != nil {
 			return b, lerr
@@ -378,17 +398,28 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 	if d.Allowed {
 		b.t = ticket{admitted: true, local: true, lt: d.Ticket}
 		if maybeTaken {
-			b.t.remote = ac.slot
+			b.t.remote = ac
 		}
 	}
 	b.Decision.Ticket = ratelimit.Ticket{}
 	return b, nil
 }
 
-// releaseLost queues the release of a slot an admission script may have
-// taken in Redis although its answer never arrived.
-func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, slot string) {
-	if visit, urgent := ts.add(t, &finishWrite{slot: slot}, r.w, r.cfg.MaxPins); visit {
+// releaseLost queues the release, at every level, of a slot an admission
+// script may have taken in Redis although its answer never arrived.
+func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, ac *admitCall) {
+	w := finishWrite{}
+	if t.MaxParallel > 0 {
+		w.slot = ac.slot
+	}
+	for j := range ac.nsub {
+		sc := &ac.subs[j]
+		if sc.lv.Limits.MaxParallel > 0 {
+			w.subs[w.nsub] = subWrite{lv: *sc.lv, keys: sc.keys, slot: ac.slot}
+			w.nsub++
+		}
+	}
+	if visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins); visit {
 		r.w.markDirty(ts, urgent)
 	}
 }
@@ -396,8 +427,16 @@ func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, slot string) {
 // admitLocal decides q in the local fallback; an admission marks its team
 // unshared, so the team's next admission script tells Redis.
 func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error) {
-	d, err := r.local.Admit(context.Background(), ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD})
-	if err == nil && d.Allowed && (q.Team.RPM > 0 || q.Team.TPM > 0) {
+	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}
+	gcra := q.Team.RPM > 0 || q.Team.TPM > 0
+	for j, lv := range [2]*Level{&q.Key, &q.User} {
+		if lv.limited() {
+			a.Levels[j] = ratelimit.Level{Key: newLevelKeys(ts.keys.base, lv).base, Name: lv.Name, Limits: lv.Limits}
+			gcra = gcra || lv.Limits.RPM > 0 || lv.Limits.TPM > 0
+		}
+	}
+	d, err := r.local.Admit(context.Background(), a)
+	if err == nil && d.Allowed && gcra {
 		ts.unshared.Store(true)
 	}
 	return d, err
@@ -414,26 +453,76 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		return
 	}
 	ts := b.stateOf(r)
-	tk := b.t
+	tk := &b.t
 	actual := int64(0)
+	cost := 0.0 // the real cost a budget is charged
 	if o.Served {
 		actual = int64(o.PromptTokens + o.CompletionTokens)
+		cost = max(0, o.CostUSD)
 	}
-	cost := 0.0
-	if o.Served && t.Budget.USD > 0 && o.CostUSD > 0 {
-		cost = o.CostUSD
-	}
-	usd := 0.0 // what the shared budget is still owed: the real cost minus the reservation
+	w := finishWrite{}
 	if tk.admitted && tk.local {
 		if !tk.released {
 			r.local.Release(tk.lt)
 		}
 		r.local.Reconcile(tk.lt, actual, cost)
-		usd = cost // Redis reserved nothing: it is owed the whole cost (SPEC 9: replayed)
-	} else if tk.admitted && t.Budget.USD > 0 {
-		usd = budgetDelta(cost, tk.usd, tk.window, r.cfg.Clock().UnixNano(), ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)))
-		if cost > 0 {
-			r.local.Spend(t, cost) // the fallback knows this node's share of the spend
+		// Redis reserved nothing: it is owed the whole cost at every level
+		// with a budget (SPEC 9: replayed)
+		if t.Budget.USD > 0 {
+			w.usd = cost
+		}
+		if ac := tk.remote; ac != nil {
+			if t.MaxParallel > 0 {
+				w.slot = ac.slot
+			}
+		}
+		for _, lv := range [2]*Level{&b.lv[0], &b.lv[1]} {
+			if !lv.limited() {
+				continue
+			}
+			sw := subWrite{lv: *lv, keys: newLevelKeys(ts.keys.base, lv)}
+			if lv.Limits.Budget.USD > 0 {
+				sw.usd = cost
+			}
+			if ac := tk.remote; ac != nil && lv.Limits.MaxParallel > 0 {
+				sw.slot = ac.slot
+			}
+			if sw.usd != 0 || sw.slot != "" {
+				w.subs[w.nsub] = sw
+				w.nsub++
+			}
+		}
+	} else if tk.admitted {
+		now := r.cfg.Clock().UnixNano()
+		if t.Budget.USD > 0 {
+			w.usd = budgetDelta(cost, tk.usd, tk.window, now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget)))
+			if cost > 0 {
+				r.local.Spend(t, nil, cost) // the fallback knows this node's share of the spend
+			}
+		}
+		if tk.teamSlot {
+			w.slot = tk.slot
+		}
+		if t.TPM > 0 {
+			w.delta, w.end = actual-tk.reserved, tk.end
+		}
+		for j := range tk.nsub {
+			st := &tk.subs[j]
+			sw := subWrite{lv: st.lv, keys: st.keys}
+			if st.slot {
+				sw.slot = tk.slot
+			}
+			if st.lv.Limits.TPM > 0 {
+				sw.delta, sw.end = actual-st.reserved, st.end
+			}
+			if st.lv.Limits.Budget.USD > 0 {
+				sw.usd = budgetDelta(cost, st.usd, st.window, now, budgetCode(&st.lv))
+				if cost > 0 {
+					r.local.Spend(t, &ratelimit.Level{Key: st.keys.base, Limits: st.lv.Limits}, cost)
+				}
+			}
+			w.subs[w.nsub] = sw
+			w.nsub++
 		}
 	}
 	var tierKey, depKey string
@@ -445,19 +534,10 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 			depKey = r.keepPin(b, depPinKey(s, o.DepModel), o.DepPin, b.Deployment(o.DepModel), o.DepTTL)
 		}
 	}
-	w := finishWrite{
-		slot: tk.slot, usd: usd,
-		tierKey: tierKey, tier: o.TierPin, tierTTL: o.TierTTL,
-		depKey: depKey, dep: o.DepPin, depTTL: o.DepTTL,
-	}
+	w.tierKey, w.tier, w.tierTTL = tierKey, o.TierPin, o.TierTTL
+	w.depKey, w.dep, w.depTTL = depKey, o.DepPin, o.DepTTL
 	if o.CacheKey != "" && o.CacheTTL > 0 {
 		w.cacheKey, w.cacheVal, w.cacheTTL = o.CacheKey, string(o.CacheValue), o.CacheTTL
-	}
-	if tk.local {
-		w.slot = tk.remote
-	} else if tk.admitted && t.TPM > 0 {
-		w.delta = actual - tk.reserved
-		w.end = tk.end
 	}
 	if o.Served && o.Deployment != "" {
 		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
@@ -494,9 +574,10 @@ func (r *Redis) keepPin(b *Begun, key, value, read string, ttl time.Duration) st
 	return key
 }
 
-// Release implements State: one ZREM of the request's shared slot,
-// bounded by redis.timeout; on success Finish has no release left to queue
-// and the writer stops renewing the lease.
+// Release implements State: one ZREM of the request's shared slot at
+// each level holding it (one pipeline), bounded by redis.timeout; on
+// success Finish has no release left to queue and the writer stops
+// renewing the lease.
 func (r *Redis) Release(ctx context.Context, b *Begun) {
 	tk := &b.t
 	if !tk.admitted || b.team == nil {
@@ -516,15 +597,35 @@ func (r *Redis) Release(ctx context.Context, b *Begun) {
 	if !r.sharedFor(ts.keys.base) {
 		return
 	}
+	var sets [3]string
+	n := 0
+	if tk.teamSlot {
+		sets[n] = ts.keys.begin[1]
+		n++
+	}
+	for j := range tk.nsub {
+		if tk.subs[j].slot {
+			sets[n] = tk.subs[j].keys.par
+			n++
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
-	err := r.c.ZRem(cctx, ts.keys.begin[1], tk.slot).Err()
+	var err error
+	if n == 1 {
+		err = r.c.ZRem(cctx, sets[0], tk.slot).Err()
+	} else {
+		_, err = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for _, k := range sets[:n] {
+				p.ZRem(cctx, k, tk.slot)
+			}
+			return nil
+		})
+	}
 	cancel()
 	if err != nil {
 		return // Finish queues it for the writer
 	}
-	ts.mu.Lock()
-	delete(ts.live, tk.slot)
-	ts.mu.Unlock()
+	ts.unhold(tk)
 	tk.slot = ""
 }
 

@@ -108,39 +108,47 @@ end
 // teams (concurrent Begins share one call: see combiner; on one shard a
 // call carries every team of a batch, on Cluster one team): per team, this
 // node's pending slot releases of it, then each admission in turn, every
-// dimension at once, with the pins it reads.
+// dimension of every level at once (SPEC 3.1: team, key, end user; all or
+// nothing), with the pins it reads.
 //
 //	KEYS: per team: 1 rpm+tpm TATs, 2 parallel slots (zset id -> lease
-//	      expiry), 3 budget (hash p, usd), then the pins to read, in
-//	      admission order
-//	ARGV: 1 slot lease (ms), 2 number of teams, then per team: rpm, tpm,
-//	      max_parallel, budget usd, budget period code (periodLua), the
-//	      local fallback's rpm and tpm resets (us; 0 = nothing to learn),
-//	      number of releases and the slot ids to release, number of
-//	      admissions and for each: tokens to reserve (already capped at
-//	      tpm), usd to reserve against the budget, slot id, number of pins
-//	returns for each admission, teams in order {allowed, kind, wait us, rpm
-//	         remaining, rpm reset us, tpm remaining, tpm reset us, tpm TAT
-//	         after the charge us, budget window id, pin values ('' when
-//	         absent)...}
+//	      expiry), 3 budget (hash p, usd), then per admission in order: the
+//	      same three keys of each of its key and user levels, then the pins
+//	      it reads
+//	ARGV: 1 slot lease (ms), 2 number of teams, then per team: its level
+//	      (below) without the last two, number of releases and the slot ids
+//	      to release, number of admissions and for each: tokens to reserve
+//	      at the team level (capped at its tpm), usd to reserve against its
+//	      budget, slot id, number of pins, number of other levels and each
+//	      one's level
+//	      a level: rpm, tpm, max_parallel, budget usd, budget period code
+//	      (periodLua), the local fallback's rpm and tpm resets (us; 0 =
+//	      nothing to learn), then for a key or user level: tokens and usd
+//	      to reserve at that level
+//	returns for each admission, teams in order {allowed, kind, wait us,
+//	         level (0 team, j the j-th other level), then per level, team
+//	         first: rpm remaining, rpm reset us, tpm remaining, tpm reset us,
+//	         tpm TAT after the charge us, budget window id; then the pin
+//	         values ('' when absent)...}
 //
 // A budget admits a request only when its spend in the window plus the
 // request's reservation (its highest possible cost) stays within the
 // budget, and charges the reservation at once, so concurrent requests
 // cannot overspend (SPEC 3.1); Finish replaces it by the real cost.
 //
-// Redis's clock is read once per call. A team's TATs first learn the local
+// Redis's clock is read once per call. A level's TATs first learn the local
 // fallback's (each at least now + its reset): what this node admitted
 // locally while a call of this team failed, so Redis does not admit it a
-// second time. Releases run next, so a release of
-// this node is visible to the very next admission (SPEC 3: a sequential
-// client at max_parallel 1 is never refused). A dimension whose limit is 0
-// is skipped and its key never touched. When several dimensions reject,
-// kind is the one with the longest wait (the one that binds) and nothing is
-// charged. A slot's score is its lease expiry: a slot whose node stopped
-// renewing it is past its score within one lease and is dropped when the
-// set is full. The set's TTL is set to two leases when less than one
-// is left, so it always outlives the slots in it.
+// second time. Releases run next, so a release of this node is visible to
+// the very next admission (SPEC 3: a sequential client at max_parallel 1 is
+// never refused). A dimension whose limit is 0 is skipped and its key never
+// touched. When several dimensions or levels reject, kind and level are the
+// ones with the longest wait (the one that binds) and nothing is charged at
+// any level. A level that several admissions of a call share (a key) is
+// read once and written once. A slot's score is its lease expiry: a slot
+// whose node stopped renewing it is past its score within one lease and is
+// dropped when the set is full. The set's TTL is set to two leases when
+// less than one is left, so it always outlives the slots in it.
 const beginLua = tatLua + periodLua + `
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -149,103 +157,161 @@ local TOL = 1
 local USDTOL = 1e-9 -- sums of decimal prices are not exact in binary
 local lease = tonumber(ARGV[1])
 local out = {}
-local i, k = 3, 1
-for team = 1, tonumber(ARGV[2]) do
-  local rpm, tpm, par = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  local budget, pcode = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local lr, lt, nrel = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
-  local ktat, kpar, kbud = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  i, k = i + 8, k + 3
-  if nrel > 0 then call('ZREM', kpar, unpack(ARGV, i, i + nrel - 1)) end
-  i = i + nrel
 
-  local write = false
-  local rraw, traw = 0, 0
-  if rpm > 0 or tpm > 0 then rraw, traw = gettat(ktat) end
-  local prev = max(rraw, traw)
-  if rpm > 0 and lr > 0 and now + lr > rraw then rraw, write = now + lr, true end
-  if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
-  local pcount, purged, added = 0, false, false
-  if par > 0 then pcount = call('ZCARD', kpar) end
-  local spent, bid, bend, bwrite = 0, 0, 0, false
-  if budget > 0 then
-    bid, bend = window(now, pcode)
-    local h = call('HMGET', kbud, 'p', 'usd')
-    if tonumber(h[1]) == bid then spent = tonumber(h[2]) or 0 end
+-- open reads a level's state: the arguments from ARGV[i], the keys from
+-- KEYS[k]
+local function open(i, k)
+  local L = {
+    rpm = tonumber(ARGV[i]), tpm = tonumber(ARGV[i + 1]), par = tonumber(ARGV[i + 2]),
+    budget = tonumber(ARGV[i + 3]), ktat = KEYS[k], kpar = KEYS[k + 1], kbud = KEYS[k + 2],
+    rraw = 0, traw = 0, write = false, pcount = 0, purged = false, added = false,
+    spent = 0, bid = 0, bend = 0, bwrite = false,
+  }
+  local lr, lt = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+  if L.rpm > 0 or L.tpm > 0 then L.rraw, L.traw = gettat(L.ktat) end
+  L.prev = max(L.rraw, L.traw)
+  if L.rpm > 0 and lr > 0 and now + lr > L.rraw then L.rraw, L.write = now + lr, true end
+  if L.tpm > 0 and lt > 0 and now + lt > L.traw then L.traw, L.write = now + lt, true end
+  if L.par > 0 then L.pcount = call('ZCARD', L.kpar) end
+  if L.budget > 0 then
+    L.bid, L.bend = window(now, tonumber(ARGV[i + 4]))
+    local h = call('HMGET', L.kbud, 'p', 'usd')
+    if tonumber(h[1]) == L.bid then L.spent = tonumber(h[2]) or 0 end
   end
+  return L
+end
 
-  local n = tonumber(ARGV[i]); i = i + 1
-  for a = 1, n do
-    local cost, usd, slot, np = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3])
-    i = i + 4
-    local wait, kind = 0, 0
-    local rtat, rnext, ttat, tnext = now, now, now, now
-    if rpm > 0 then
-      rtat = rraw
-      if rtat < now then rtat = now end
-      rnext = rtat + W / rpm
-      local w = rnext - W - now
-      if w > TOL and w > wait then wait, kind = w, 1 end
-    end
-    if tpm > 0 then
-      ttat = traw
-      if ttat < now then ttat = now end
-      tnext = ttat + cost * W / tpm
-      local w = tnext - W - now
-      if w > TOL and w > wait then wait, kind = w, 2 end
-    end
-    if par > 0 and pcount >= par then
-      if not purged then
-        -- full: drop slots whose lease ran out (their node died), count again
-        call('ZREMRANGEBYSCORE', kpar, '-inf', now)
-        pcount, purged = call('ZCARD', kpar), true
-      end
-      if pcount >= par and 1000000 > wait then wait, kind = 1000000, 3 end
-    end
-    if budget > 0 and (spent >= budget or spent + usd > budget + USDTOL) and bend - now > wait then wait, kind = bend - now, 4 end
-    local allowed = 0
-    if kind == 0 then
-      allowed = 1
-      if rpm > 0 then
-        rtat, rraw, write = rnext, rnext, true
-      end
-      if tpm > 0 and cost > 0 then
-        ttat, traw, write = tnext, tnext, true
-      end
-      if par > 0 then
-        call('ZADD', kpar, now + lease * 1000, slot)
-        pcount, added = pcount + 1, true
-      end
-      if budget > 0 and usd > 0 then spent, bwrite = spent + usd, true end
-    end
-    -- header values: units left at now, and microseconds until the bucket is full
-    local rrem, rres, trem, tres = rpm, 0, tpm, 0
-    if rtat > now then
-      rres = ceil(rtat - now)
-      rrem = max(0, min(rpm, floor((W - (rtat - now) + TOL) * rpm / W)))
-    end
-    if ttat > now then
-      tres = ceil(ttat - now)
-      trem = max(0, min(tpm, floor((W - (ttat - now) + TOL) * tpm / W)))
-    end
-    local o = #out
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, kind, ceil(wait), rrem
-    out[o + 5], out[o + 6], out[o + 7], out[o + 8] = rres, trem, tres, ceil(ttat)
-    out[o + 9] = bid
-    for j = 1, np do
-      out[o + 9 + j] = call('GET', KEYS[k]) or ''
-      k = k + 1
-    end
+-- check is the wait (us) and kind level L puts on an admission of cost
+-- tokens and usd, and the TATs charging it would leave
+local function check(L, cost, usd)
+  local wait, kind, rnext, tnext = 0, 0, 0, 0
+  if L.rpm > 0 then
+    local rtat = L.rraw
+    if rtat < now then rtat = now end
+    rnext = rtat + W / L.rpm
+    local w = rnext - W - now
+    if w > TOL and w > wait then wait, kind = w, 1 end
   end
-  if write then settat(ktat, rraw, traw, now, prev) end
-  if bwrite then
-    call('HSET', kbud, 'p', bid, 'usd', fmt('%.17g', spent))
-    call('PEXPIRE', kbud, ceil((bend - now) / 1000) + 60000)
+  if L.tpm > 0 then
+    local ttat = L.traw
+    if ttat < now then ttat = now end
+    tnext = ttat + cost * W / L.tpm
+    local w = tnext - W - now
+    if w > TOL and w > wait then wait, kind = w, 2 end
+  end
+  if L.par > 0 and L.pcount >= L.par then
+    if not L.purged then
+      -- full: drop slots whose lease ran out (their node died), count again
+      call('ZREMRANGEBYSCORE', L.kpar, '-inf', now)
+      L.pcount, L.purged = call('ZCARD', L.kpar), true
+    end
+    if L.pcount >= L.par and 1000000 > wait then wait, kind = 1000000, 3 end
+  end
+  if L.budget > 0 and (L.spent >= L.budget or L.spent + usd > L.budget + USDTOL) and L.bend - now > wait then
+    wait, kind = L.bend - now, 4
+  end
+  return wait, kind, rnext, tnext
+end
+
+local function charge(L, cost, usd, slot, rnext, tnext)
+  if L.rpm > 0 then L.rraw, L.write = rnext, true end
+  if L.tpm > 0 and cost > 0 then L.traw, L.write = tnext, true end
+  if L.par > 0 then
+    call('ZADD', L.kpar, now + lease * 1000, slot)
+    L.pcount, L.added = L.pcount + 1, true
+  end
+  if L.budget > 0 and usd > 0 then L.spent, L.bwrite = L.spent + usd, true end
+end
+
+-- report appends L's header values: units left at now, microseconds until
+-- the bucket is full, the TPM TAT and the budget window
+local function report(L)
+  local rtat, ttat = max(L.rraw, now), max(L.traw, now)
+  local rpm, tpm = L.rpm, L.tpm
+  local rrem, rres, trem, tres = rpm, 0, tpm, 0
+  if rpm > 0 and rtat > now then
+    rres = ceil(rtat - now)
+    rrem = max(0, min(rpm, floor((W - (rtat - now) + TOL) * rpm / W)))
+  end
+  if tpm > 0 and ttat > now then
+    tres = ceil(ttat - now)
+    trem = max(0, min(tpm, floor((W - (ttat - now) + TOL) * tpm / W)))
+  end
+  local o = #out
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = rrem, rres, trem, tres, ceil(ttat), L.bid
+end
+
+local function close(L)
+  if L.write then settat(L.ktat, L.rraw, L.traw, now, L.prev) end
+  if L.bwrite then
+    call('HSET', L.kbud, 'p', L.bid, 'usd', fmt('%.17g', L.spent))
+    call('PEXPIRE', L.kbud, ceil((L.bend - now) / 1000) + 60000)
   end
   -- the set outlives its newest lease (now + lease) while its TTL is at
   -- least one lease: set to two only then, not on every admission (a
   -- PEXPIRE in a script costs Redis a PEXPIREAT rewrite for replicas)
-  if added and call('PTTL', kpar) < lease then call('PEXPIRE', kpar, 2 * lease) end
+  if L.added and call('PTTL', L.kpar) < lease then call('PEXPIRE', L.kpar, 2 * lease) end
+end
+
+local i, k = 3, 1
+for team = 1, tonumber(ARGV[2]) do
+  local nrel = tonumber(ARGV[i + 7])
+  if nrel > 0 then call('ZREM', KEYS[k + 1], unpack(ARGV, i + 8, i + 8 + nrel - 1)) end
+  local T = open(i, k)
+  i, k = i + 8 + nrel, k + 3
+  local others = nil -- key and user levels opened in this call, by TAT key
+
+  local n = tonumber(ARGV[i]); i = i + 1
+  for a = 1, n do
+    local cost, usd, slot = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
+    local np, nsub = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+    i = i + 5
+    local wait, kind, rnext, tnext = check(T, cost, usd)
+    local level = 0
+    local subs = nil
+    if nsub > 0 then
+      subs = {}
+      others = others or {}
+      for s = 1, nsub do
+        local L = others[KEYS[k]]
+        if not L then
+          L = open(i, k)
+          others[KEYS[k]] = L
+          others[#others + 1] = L
+        end
+        local c, u = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
+        local w, kd, rn, tn = check(L, c, u)
+        if kd > 0 and w > wait then wait, kind, level = w, kd, s end
+        subs[s] = {L, c, u, rn, tn}
+        i, k = i + 9, k + 3
+      end
+    end
+    local allowed = 0
+    if kind == 0 then
+      allowed = 1
+      charge(T, cost, usd, slot, rnext, tnext)
+      if subs then
+        for s = 1, nsub do
+          local e = subs[s]
+          charge(e[1], e[2], e[3], slot, e[4], e[5])
+        end
+      end
+    end
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, kind, ceil(wait), level
+    report(T)
+    if subs then
+      for s = 1, nsub do report(subs[s][1]) end
+    end
+    for j = 1, np do
+      out[#out + 1] = call('GET', KEYS[k]) or ''
+      k = k + 1
+    end
+  end
+  close(T)
+  if others then
+    for _, L in ipairs(others) do close(L) end
+  end
 end
 return out
 `
@@ -257,29 +323,32 @@ return out
 //
 //	KEYS: 1 the applied-batch mark (the team's on Cluster, the node's on one
 //	      shard), then per team: rpm+tpm TATs, budget hash, parallel slots,
-//	      usage hash, the usage-by-level hash of each day it writes, and
-//	      the pins to write
+//	      usage hash, the usage-by-level hash of each day it writes, the
+//	      pins to write, then the TATs, budget hash and parallel slots of
+//	      each key or user level it writes
 //	ARGV: 1 call seq, 2 mark ttl (ms), 3 slot lease (ms), 4 number of teams,
 //	      then per team: the number of its arguments after these two and
-//	            of its keys, number of pins, tpm, tokens to charge (>= 0),
-//	            usd (the real cost minus the budget reservations: < 0 is a
-//	            refund), budget period code, usage ttl (s; negative when its
-//	            renewal is not due: only a new field sets it), the budget
-//	            alert's spend (usd x alert_at; 0 = none), then
-//	            n refunds and n pairs (tokens, reservation end us),
-//	            n releases and their slot ids,
-//	            n renewals and their slot ids,
+//	            of its keys, number of pins, usage ttl (s; negative when its
+//	            renewal is not due: only a new field sets it), number of
+//	            key and user levels, the team's level (below),
 //	            n usage rows and (deployment, requests, tokens, usd) each,
 //	            n usage-by-level days (SPEC 3.1), each with its hash's
 //	            expiry (unix s), n rows and per row the field prefix
 //	            ('<model>|<key>|<user>|', escaped) and its sums (req, in,
 //	            cin, out, usd, creq, saved; 0 is skipped),
 //	            for each pin key: (value, ttl ms, mode: 0 set, 1 keep a
-//	            higher tier, 2 delete)
+//	            higher tier, 2 delete), then each key or user level's level
+//	      a level: tpm, tokens to charge (>= 0), usd (the real cost minus
+//	            the budget reservations: < 0 is a refund), budget period
+//	            code, the budget alert's spend (usd x alert_at; 0 = none),
+//	            n refunds and n pairs (tokens, reservation end us),
+//	            n releases and their slot ids,
+//	            n renewals and their slot ids
 //	returns 0 when this call was already applied, else {1, then for each
 //	        team whose part Redis rejected: its number (from 1), the error,
-//	        then, when a team's spend crossed its alert spend for the first
-//	        time in the period, 'alerts' and those teams' numbers}
+//	        then, when a level's spend crossed its alert spend for the first
+//	        time in the period, 'alerts' and for each such level its team's
+//	        number and the level (0 the team, j its j-th other level)}
 //
 // The mark makes a call idempotent: the writer resends a call whose first
 // send failed in an unknown state (a timeout) as it was, with the same seq,
@@ -308,16 +377,15 @@ local function clock()
   return now
 end
 
--- apply writes one team's part, its arguments from ARGV[i] and its keys
--- from KEYS[k]
-local function apply(i, k)
-  local np, tpm, charge = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  local usds, pcode, uttl = ARGV[i + 3], tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  local thr = tonumber(ARGV[i + 6])
+-- level writes one level's part, its arguments from ARGV[i] and its keys
+-- (tat, budget, parallel) from KEYS[k]; it returns the next argument's
+-- index and whether the level's alert was raised
+local function level(i, k)
+  local tpm, charge = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local usds, pcode, thr = ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
   local usd = tonumber(usds)
-  local ktat, kbudget, kpar, kusage = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  k = k + 4
-  i = i + 7
+  local ktat, kbudget, kpar = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  i = i + 5
   local alerted = false
 
   local nref = tonumber(ARGV[i]); i = i + 1
@@ -372,6 +440,20 @@ local function apply(i, k)
     call('PEXPIRE', kpar, 2 * lease)
     i = i + nren
   end
+  return i, alerted
+end
+
+-- apply writes one team's part, its arguments from ARGV[i] and its keys
+-- from KEYS[k]; it returns the levels whose alert was raised (0 the team)
+local function apply(i, k)
+  local np, uttl, nsub = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local kusage = KEYS[k + 3]
+  local alerts = {}
+  local a
+  i, a = level(i + 3, k)
+  if a then alerts[#alerts + 1] = 0 end
+  k = k + 4
+
   local nuse = tonumber(ARGV[i]); i = i + 1
   if nuse > 0 then
     local fresh = false
@@ -428,7 +510,12 @@ local function apply(i, k)
     end
     k = k + 1
   end
-  return alerted
+  for s = 1, nsub do
+    i, a = level(i, k)
+    if a then alerts[#alerts + 1] = s end
+    k = k + 3
+  end
+  return alerts
 end
 
 -- each team's part runs under pcall: a part Redis rejects (a bad value, a
@@ -442,8 +529,11 @@ for team = 1, tonumber(ARGV[4]) do
   if not ok then
     out[#out + 1] = team
     out[#out + 1] = type(res) == 'table' and tostring(res.err) or tostring(res)
-  elseif res then
-    alerts[#alerts + 1] = team
+  else
+    for _, lv in ipairs(res) do
+      alerts[#alerts + 1] = team
+      alerts[#alerts + 1] = lv
+    end
   end
   i, k = i + 2 + na, k + nk
 end

@@ -38,6 +38,12 @@ type teamState struct {
 	usageExp  time.Time           // when the usage hash's TTL is next renewed
 	usageDue  time.Time           // when the usage pending is written (zero: not yet held)
 	usageHeld bool                // on writer.held until usageDue
+	// subs are the team's key and user levels with writes pending or
+	// slots live (levels.go), by their keys' base; subLive counts their
+	// live slots and subDirty says one has writes not yet taken.
+	subs     map[string]*levelState
+	subLive  int
+	subDirty bool
 
 	// unshared is set when the local fallback admitted a request of this
 	// team that Redis has not heard of: the team's next admission script
@@ -102,6 +108,9 @@ type finishWrite struct {
 	// a response-cache entry ("" key = none)
 	cacheKey, cacheVal string
 	cacheTTL           time.Duration
+	// the key and user levels' writes, the first nsub
+	subs [2]subWrite
+	nsub int
 }
 
 // add folds w in. It reports whether the writer has to visit the team
@@ -114,7 +123,7 @@ type finishWrite struct {
 // only one of its team in a flush, and the visit (a lock and a batch of a
 // team state no longer in cache) was the writer's largest cost per request.
 func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins int) (visit, urgent bool) {
-	dropped, relDropped := 0, 0
+	dropped, relDropped, levelsDropped := 0, 0, 0
 	ts.mu.Lock()
 	ts.team = t
 	if w.slot != "" {
@@ -129,18 +138,44 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	if w.delta > 0 {
 		ts.charge += w.delta
 	} else if w.delta < 0 {
-		if len(ts.refunds) >= maxRefunds {
-			// merged into the newest: the sum, bounded by the earlier end, so
-			// the merge never returns capacity that one of its reservations
-			// no longer holds (a tighter bound: it may return less, never more)
-			last := &ts.refunds[len(ts.refunds)-1]
-			last.tokens += -w.delta
-			last.end = min(last.end, w.end)
-		} else {
-			ts.refunds = append(ts.refunds, refund{tokens: -w.delta, end: w.end})
-		}
+		ts.refunds = addRefund(ts.refunds, -w.delta, w.end)
 	}
 	ts.usd += w.usd
+	for j := range w.nsub {
+		sw := &w.subs[j]
+		ls := ts.subs[sw.keys.base]
+		if ls == nil {
+			if len(ts.subs) >= maxLevels {
+				levelsDropped++
+				continue
+			}
+			if ts.subs == nil {
+				ts.subs = map[string]*levelState{}
+			}
+			ls = &levelState{keys: sw.keys}
+			ts.subs[sw.keys.base] = ls
+		}
+		ls.lv = sw.lv
+		if sw.slot != "" {
+			if _, ok := ls.live[sw.slot]; ok {
+				delete(ls.live, sw.slot)
+				ts.subLive--
+			}
+			if len(ls.releases) >= maxReleases {
+				ls.releases = ls.releases[1:]
+				relDropped++
+			}
+			ls.releases = append(ls.releases, sw.slot)
+			urgent = true
+		}
+		if sw.delta > 0 {
+			ls.charge += sw.delta
+		} else if sw.delta < 0 {
+			ls.refunds = addRefund(ls.refunds, -sw.delta, sw.end)
+		}
+		ls.usd += sw.usd
+		ts.subDirty = ts.subDirty || ls.pending()
+	}
 	if w.dep0 != "" {
 		if ts.usage == nil {
 			ts.usage = map[string]*usageRow{}
@@ -175,6 +210,9 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	}
 	if relDropped > 0 {
 		wr.r.obs.OnDropped("releases", relDropped)
+	}
+	if levelsDropped > 0 {
+		wr.r.obs.OnDropped("levels", levelsDropped)
 	}
 	if folded {
 		wr.rowFolded.Add(1)
@@ -310,17 +348,62 @@ func (ts *teamState) putBackReleases(rel []string) {
 	ts.mu.Unlock()
 }
 
-// hold registers a slot this node holds in Redis: the writer renews its
-// lease while the request runs.
-func (ts *teamState) hold(t *catalog.Team, slot string) {
+// hold registers the slot of tk this node holds in Redis, at each level
+// holding it: the writer renews its lease while the request runs.
+func (ts *teamState) hold(t *catalog.Team, tk *ticket) {
 	ts.mu.Lock()
 	ts.team = t
-	if ts.live == nil {
-		ts.live = map[string]struct{}{}
+	if tk.teamSlot {
+		if ts.live == nil {
+			ts.live = map[string]struct{}{}
+		}
+		ts.live[tk.slot] = struct{}{}
 	}
-	ts.live[slot] = struct{}{}
+	for j := range tk.nsub {
+		st := &tk.subs[j]
+		if !st.slot {
+			continue
+		}
+		ls := ts.subs[st.keys.base]
+		if ls == nil {
+			if ts.subs == nil {
+				ts.subs = map[string]*levelState{}
+			}
+			ls = &levelState{keys: st.keys}
+			ts.subs[st.keys.base] = ls
+		}
+		ls.lv = st.lv
+		if ls.live == nil {
+			ls.live = map[string]struct{}{}
+		}
+		if _, ok := ls.live[tk.slot]; !ok {
+			ls.live[tk.slot] = struct{}{}
+			ts.subLive++
+		}
+	}
 	ts.mu.Unlock()
 }
+
+// unhold forgets tk's slot at every level: Release freed it in Redis.
+func (ts *teamState) unhold(tk *ticket) {
+	ts.mu.Lock()
+	delete(ts.live, tk.slot)
+	for j := range tk.nsub {
+		if ls := ts.subs[tk.subs[j].keys.base]; ls != nil {
+			if _, ok := ls.live[tk.slot]; ok {
+				delete(ls.live, tk.slot)
+				ts.subLive--
+			}
+			if len(ls.live) == 0 && !ls.pending() {
+				delete(ts.subs, tk.subs[j].keys.base)
+			}
+		}
+	}
+	ts.mu.Unlock()
+}
+
+// hasLive reports whether ts holds live slots at any level (ts.mu held).
+func (ts *teamState) hasLive() bool { return len(ts.live) > 0 || ts.subLive > 0 }
 
 // batch is one script call: an immutable snapshot of a team's writes.
 type batch struct {
@@ -336,6 +419,7 @@ type batch struct {
 	byLevel  rowSet
 	usageTTL int64 // seconds; negative when the renewal is not due
 	pins     map[string]pinWrite
+	subs     []levelBatch // the key and user levels' parts
 }
 
 // take snapshots the team's pending writes into a batch (nil when there is
@@ -395,8 +479,28 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 			b.renew = append(b.renew, id)
 		}
 	}
+	if ts.subDirty || (renew && ts.subLive > 0) {
+		for k, ls := range ts.subs {
+			if lb := ls.take(renew); !lb.empty() {
+				b.subs = append(b.subs, lb)
+			}
+			if len(ls.live) == 0 && !ls.pending() {
+				delete(ts.subs, k) // at rest: nothing of it stays on the node
+			}
+			if len(b.subs) == maxBatchItems {
+				break // the rest goes in the next batch
+			}
+		}
+		ts.subDirty = false
+		for _, ls := range ts.subs {
+			if ls.pending() {
+				ts.subDirty = true
+				break
+			}
+		}
+	}
 	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 &&
-		len(b.renew) == 0 && len(b.usage) == 0 && len(b.byLevel) == 0 && len(b.pins) == 0) {
+		len(b.renew) == 0 && len(b.usage) == 0 && len(b.byLevel) == 0 && len(b.pins) == 0 && len(b.subs) == 0) {
 		return nil
 	}
 	*seq++
@@ -433,12 +537,12 @@ func (ts *teamState) pendingLocked() bool { return ts.flight != nil || ts.unsent
 func (ts *teamState) idle() bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && len(ts.live) == 0
+	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && !ts.hasLive()
 }
 
 // unsent reports whether ts has writes not yet taken into a batch (ts.mu
 // held); usage on w.held counts only with held.
 func (ts *teamState) unsent(held bool) bool {
 	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || len(ts.releases) > 0 ||
-		(ts.hasUsage() && (held || !ts.usageHeld)) || len(ts.pins) > 0
+		(ts.hasUsage() && (held || !ts.usageHeld)) || len(ts.pins) > 0 || ts.subDirty
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
+	"switchyard/config"
 	"switchyard/ratelimit"
 )
 
@@ -51,11 +52,33 @@ return {string.format('%d', now), tat, n, h[1] or '', h[2] or ''}
 // interval, 10ms by default) are not counted.
 func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
 	k := r.team(t).keys
+	tl := t.Team.Level()
+	return r.usage(ctx, k.begin, &tl, func() ratelimit.TeamUsage { return r.local.Usage(t) }), nil
+}
+
+// LevelUsage implements State.
+func (l *Local) LevelUsage(_ context.Context, t *catalog.Team, lv Level) (TeamUsage, error) {
+	return TeamUsage{TeamUsage: l.lim.LevelUsage(ratelimit.Level{Key: localLevelKey(t.Name, &lv), Limits: lv.Limits})}, nil
+}
+
+// LevelUsage implements State.
+func (r *Redis) LevelUsage(ctx context.Context, t *catalog.Team, lv Level) (TeamUsage, error) {
+	if !lv.limited() {
+		return TeamUsage{Shared: r.Shared()}, nil
+	}
+	k := newLevelKeys(r.team(t).keys.base, &lv)
+	return r.usage(ctx, [3]string{k.tat, k.par, k.bud}, lv.Limits, func() ratelimit.TeamUsage {
+		return r.local.LevelUsage(ratelimit.Level{Key: k.base, Limits: lv.Limits})
+	}), nil
+}
+
+// usage reads a level's state (keys tat, par, budget) against its limits.
+func (r *Redis) usage(ctx context.Context, keys [3]string, lim *config.Limits, local func() ratelimit.TeamUsage) TeamUsage {
 	ctx, cancel := context.WithTimeout(ctx, max(r.timeout, usageTimeout))
 	defer cancel()
-	res, err := usageScript.Run(ctx, r.c, k.begin[:]).Slice()
+	res, err := usageScript.Run(ctx, r.c, keys[:]).Slice()
 	if err != nil || len(res) != 5 {
-		return TeamUsage{TeamUsage: r.local.Usage(t)}, nil
+		return TeamUsage{TeamUsage: local()}
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
 	nowUS, _ := strconv.ParseInt(str(res[0]), 10, 64)
@@ -68,14 +91,14 @@ func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
 	}
 	inflight, _ := res[2].(int64)
 	u := TeamUsage{Shared: true, TeamUsage: ratelimit.TeamUsage{
-		RPMUsed: ratelimit.UsedFromTAT(rtat, now, max(0, t.RPM)), TPMUsed: ratelimit.UsedFromTAT(ttat, now, max(0, t.TPM)), InFlight: inflight,
+		RPMUsed: ratelimit.UsedFromTAT(rtat, now, max(0, lim.RPM)), TPMUsed: ratelimit.UsedFromTAT(ttat, now, max(0, lim.TPM)), InFlight: inflight,
 	}}
-	if t.Budget.USD > 0 {
-		idx, resets := ratelimit.BudgetWindow(now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)))
+	if lim.Budget.USD > 0 {
+		idx, resets := ratelimit.BudgetWindow(now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(lim.Budget)))
 		u.ResetsAt = resets
 		if pi, err := strconv.ParseFloat(str(res[3]), 64); err == nil && int64(pi) == idx {
 			u.SpentUSD, _ = strconv.ParseFloat(str(res[4]), 64)
 		}
 	}
-	return u, nil
+	return u
 }

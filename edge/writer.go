@@ -96,19 +96,11 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	t := b.team
 	args = append(args, 0, 0) // this part's argument and key counts, filled in below
 	a0 := len(args)
-	args = append(args, len(b.pins), max(0, t.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t)), b.usageTTL, ratelimit.BudgetAlertUSD(t))
-	args = append(args, len(b.refunds))
-	for _, r := range b.refunds {
-		args = append(args, r.tokens, r.end)
-	}
-	args = append(args, len(b.releases))
-	for _, id := range b.releases {
-		args = append(args, id)
-	}
-	args = append(args, len(b.renew))
-	for _, id := range b.renew {
-		args = append(args, id)
-	}
+	args = append(args, len(b.pins), b.usageTTL, len(b.subs))
+	team := levelBatch{charge: b.charge, refunds: b.refunds, usd: b.usd, releases: b.releases, renew: b.renew}
+	tl := t.Team.Level()
+	team.lv.Limits = &tl
+	args = team.args(args)
 	args = append(args, len(b.usage))
 	for dep, u := range b.usage {
 		args = append(args, dep, u.req, u.tok, u.usd)
@@ -117,6 +109,11 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	for k, p := range b.pins {
 		keys = append(keys, tk.base+k)
 		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
+	}
+	for i := range b.subs {
+		lb := &b.subs[i]
+		keys = append(keys, lb.keys.tat, lb.keys.bud, lb.keys.par)
+		args = lb.args(args)
 	}
 	args[a0-2], args[a0-1] = len(args)-a0, len(keys)-k0
 	return keys, args
@@ -160,8 +157,12 @@ type finishCall struct {
 func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishCall {
 	nk, na := 1, 4
 	for _, b := range batches {
-		nk += 4 + len(b.pins)
-		na += 13 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins) + 3 + 8*len(b.byLevel)
+		nk += 4 + len(b.pins) + 3*len(b.subs)
+		na += 14 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins) + 1 + 10*len(b.byLevel)
+		for i := range b.subs {
+			lb := &b.subs[i]
+			na += 8 + 2*len(lb.refunds) + len(lb.releases) + len(lb.renew)
+		}
 	}
 	keys := make([]string, 1, nk)
 	keys[0] = mark
@@ -324,7 +325,7 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 		w.r.teams.Range(func(_, v any) bool {
 			ts := v.(*teamState)
 			ts.mu.Lock()
-			add := len(ts.live) > 0 && !ts.dirty
+			add := ts.hasLive() && !ts.dirty
 			ts.dirty = ts.dirty || add
 			ts.mu.Unlock()
 			if add {
@@ -460,9 +461,19 @@ func (w *writer) rejected(c *finishCall, reply any) {
 	}
 	for j, x := range v {
 		if s, _ := x.(string); s == "alerts" {
-			for _, a := range v[j+1:] {
-				if n, _ := a.(int64); n >= 1 && int(n) <= len(c.batches) {
-					w.r.budgetAlert(c.batches[n-1].team.Name)
+			rest := v[j+1:]
+			for a := 0; a+1 < len(rest); a += 2 {
+				n, _ := rest[a].(int64)
+				lv, _ := rest[a+1].(int64)
+				if n < 1 || int(n) > len(c.batches) {
+					continue
+				}
+				b := c.batches[n-1]
+				if lv == 0 {
+					w.r.budgetAlert(b.team.Name, LevelTeam, "")
+				} else if int(lv) <= len(b.subs) {
+					l := &b.subs[lv-1].lv
+					w.r.budgetAlert(b.team.Name, l.Kind, l.Name)
 				}
 			}
 			v = v[:j]

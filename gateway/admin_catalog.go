@@ -27,7 +27,21 @@ func (a *Admin) registerCatalog(g *gin.RouterGroup) {
 	g.DELETE("/teams/:name", a.deleteTeam)
 	g.GET("/teams/:name/keys", a.listKeys)
 	g.POST("/teams/:name/keys", a.issueKey)
+	g.PATCH("/teams/:name/keys/:id", a.patchKey)
 	g.DELETE("/teams/:name/keys/:id", a.revokeKey)
+	// *user, not :user: an end-user id may hold a path-escaped '/'
+	// (GET is the Server's: it reads the edge's live usage)
+	g.PUT("/teams/:name/users/*user", a.putUser)
+	g.DELETE("/teams/:name/users/*user", a.deleteUser)
+}
+
+// aliases are the tier aliases an allowlist may name besides public models.
+func (a *Admin) aliases() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range a.cfg().SmartRouting.Routes {
+		out[r.Alias] = true
+	}
+	return out
 }
 
 // modelView is a public model as GET /admin/models lists it.
@@ -109,20 +123,24 @@ func (a *Admin) answerModel(c *gin.Context, st *catalog.State, name string, err 
 }
 
 // teamView is a team as the admin API shows it: its settings and its keys
-// without any secret.
+// without any secret. The end users with limits of their own are counted,
+// not listed (there may be thousands); GET .../users/{user} reads one.
 type teamView struct {
-	Name        string            `json:"name"`
-	Models      []string          `json:"models"`
-	RPM         int64             `json:"rpm"`
-	TPM         int64             `json:"tpm"`
-	MaxParallel int64             `json:"max_parallel"`
-	Budget      catalog.Budget    `json:"budget"`
-	RequireUser bool              `json:"require_user"`
-	Keys        []catalog.KeyView `json:"keys"`
+	Name          string              `json:"name"`
+	Models        []string            `json:"models"`
+	RPM           int64               `json:"rpm"`
+	TPM           int64               `json:"tpm"`
+	MaxParallel   int64               `json:"max_parallel"`
+	Budget        catalog.Budget      `json:"budget"`
+	RequireUser   bool                `json:"require_user"`
+	UserLimits    *catalog.LimitsSpec `json:"user_limits"`
+	UserOverrides int                 `json:"user_overrides"`
+	Keys          []catalog.KeyView   `json:"keys"`
 }
 
 func viewTeam(t catalog.TeamSpec) teamView {
-	v := teamView{Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel, Budget: t.Budget, RequireUser: t.RequireUser, Keys: []catalog.KeyView{}}
+	v := teamView{Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel, Budget: t.Budget, RequireUser: t.RequireUser,
+		UserLimits: t.UserLimits, UserOverrides: len(t.Users), Keys: []catalog.KeyView{}}
 	for _, k := range t.Keys {
 		v.Keys = append(v.Keys, k.View())
 	}
@@ -165,12 +183,13 @@ func (a *Admin) getTeam(c *gin.Context) {
 }
 
 // teamBody is PUT /admin/teams/{name}: catalog.TeamInput, plus the fields
-// a client may echo back from a GET (name, keys) so they can be refused
-// with a message instead of "unknown field".
+// a client may echo back from a GET (name, keys, user_overrides) so they
+// can be refused with a message instead of "unknown field".
 type teamBody struct {
 	catalog.TeamInput
-	Name string          `json:"name"`
-	Keys json.RawMessage `json:"keys"`
+	Name          string          `json:"name"`
+	Keys          json.RawMessage `json:"keys"`
+	UserOverrides json.RawMessage `json:"user_overrides"`
 }
 
 func (a *Admin) putTeam(c *gin.Context) {
@@ -187,10 +206,11 @@ func (a *Admin) putTeam(c *gin.Context) {
 		writeError(c, errBadRequest("keys", "keys are not part of a team's settings: issue them with POST /admin/teams/"+name+"/keys and revoke them with DELETE /admin/teams/"+name+"/keys/{id}"))
 		return
 	}
-	aliases := map[string]bool{}
-	for _, r := range a.cfg().SmartRouting.Routes {
-		aliases[r.Alias] = true
+	if len(b.UserOverrides) > 0 {
+		writeError(c, errBadRequest("user_overrides", "user_overrides is a count, not a setting: give an end user limits of their own with PUT /admin/teams/"+name+"/users/{user}"))
+		return
 	}
+	aliases := a.aliases()
 	var created bool
 	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
 		next, isNew, err := catalog.PutTeam(cur, name, b.TeamInput, aliases)
@@ -230,22 +250,20 @@ func (a *Admin) listKeys(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"version": st.Version, "team": t.Name, "keys": viewTeam(t).Keys})
 }
 
-// keyBody is POST /admin/teams/{name}/keys; expires_at is RFC 3339.
+// keyBody is POST /admin/teams/{name}/keys; expires_at is RFC 3339. The
+// key level of SPEC 3.1 (rpm, tpm, max_parallel, budget) is flat in it.
 type keyBody struct {
-	Name      string  `json:"name"`
-	ExpiresAt *string `json:"expires_at"`
+	Name      string   `json:"name"`
+	ExpiresAt *string  `json:"expires_at"`
+	Models    []string `json:"models"`
+	catalog.LimitsSpec
 }
 
 // issuedKey is the 201 answer: the only time the clear key is shown.
 type issuedKey struct {
-	ID        string     `json:"id"`
-	Team      string     `json:"team"`
-	Name      string     `json:"name"`
-	Key       string     `json:"key"`
-	Prefix    string     `json:"prefix"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	Source    string     `json:"source"`
+	Team string `json:"team"`
+	Key  string `json:"key"`
+	catalog.KeyView
 }
 
 func (a *Admin) issueKey(c *gin.Context) {
@@ -253,29 +271,52 @@ func (a *Admin) issueKey(c *gin.Context) {
 	if !a.decode(c, &b) {
 		return
 	}
-	var exp *time.Time
+	in := catalog.KeyInput{Name: b.Name, Models: b.Models, LimitsSpec: b.LimitsSpec}
 	if b.ExpiresAt != nil && *b.ExpiresAt != "" {
 		t, err := time.Parse(time.RFC3339, strings.TrimSpace(*b.ExpiresAt))
 		if err != nil {
 			writeError(c, errBadRequest("expires_at", "expires_at: \""+*b.ExpiresAt+"\" is not an RFC 3339 time such as 2027-01-31T00:00:00Z"))
 			return
 		}
-		exp = &t
+		in.ExpiresAt = &t
 	}
-	team := c.Param("name")
+	team, aliases := c.Param("name"), a.aliases()
 	var iss catalog.Issued
 	_, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
-		next, is, err := catalog.IssueKey(cur, team, b.Name, exp, a.now(), a.rnd)
+		next, is, err := catalog.IssueKey(cur, team, in, aliases, a.now(), a.rnd)
 		iss = is
 		return next, err
 	})
 	var v any
 	if err == nil {
-		k := iss.Entry
-		v = issuedKey{ID: k.ID, Team: team, Name: k.Name, Key: iss.Key, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Source: k.Source}
+		v = issuedKey{Team: team, Key: iss.Key, KeyView: iss.Entry.View()}
 		c.Header("Cache-Control", "no-store")
 	}
 	a.answer(c, http.StatusCreated, v, err)
+}
+
+// patchKey is PATCH /admin/teams/{name}/keys/{id} (SPEC 3.1): a JSON merge
+// patch of the key's name, expiry, models and limits, saved like any
+// catalog change and so live on every replica within a second.
+func (a *Admin) patchKey(c *gin.Context) {
+	var p catalog.KeyPatch
+	if !a.decode(c, &p) {
+		return
+	}
+	team, id, aliases := c.Param("name"), c.Param("id"), a.aliases()
+	st, err := a.apply(c.Request.Context(), func(cur *catalog.State) (*catalog.State, error) {
+		return catalog.PatchKey(cur, team, id, p, aliases, a.now())
+	})
+	var v any
+	if err == nil {
+		t, _ := findTeam(st, team)
+		for _, k := range t.Keys {
+			if k.ID == id {
+				v = gin.H{"version": st.Version, "team": team, "key": k.View()}
+			}
+		}
+	}
+	a.answer(c, http.StatusOK, v, err)
 }
 
 func (a *Admin) revokeKey(c *gin.Context) {

@@ -93,7 +93,8 @@ func TestAdminCatalogNeedsAdminKey(t *testing.T) {
 	eps := [][2]string{
 		{"GET", "/admin/models"}, {"PUT", "/admin/models/a"}, {"DELETE", "/admin/models/a"},
 		{"GET", "/admin/teams"}, {"GET", "/admin/teams/web"}, {"PUT", "/admin/teams/web"}, {"DELETE", "/admin/teams/web"},
-		{"GET", "/admin/teams/web/keys"}, {"POST", "/admin/teams/web/keys"}, {"DELETE", "/admin/teams/web/keys/x"},
+		{"GET", "/admin/teams/web/keys"}, {"POST", "/admin/teams/web/keys"}, {"DELETE", "/admin/teams/web/keys/x"}, {"PATCH", "/admin/teams/web/keys/x"},
+		{"GET", "/admin/teams/web/users/u"}, {"PUT", "/admin/teams/web/users/u"}, {"DELETE", "/admin/teams/web/users/u"},
 		{"GET", "/admin/health"}, {"GET", "/admin/health?node=all"}, {"POST", "/admin/reload"}, {"GET", "/admin/teams/web/usage"}, {"GET", "/admin/requests"}, {"GET", "/admin/requests?team=web"},
 	}
 	for _, ep := range eps {
@@ -385,7 +386,7 @@ type usageAnswer struct {
 
 func TestAdminTeamUsage(t *testing.T) {
 	n, _ := teamsNode(t)
-	if w := adm(t, n, "PUT", "/admin/teams/web", `{"models":["*"],"rpm":100,"tpm":100000,"max_parallel":5,"budget":{"usd":10,"period":"24h"}}`); w.Code != 200 {
+	if w := adm(t, n, "PUT", "/admin/teams/web", `{"models":["*"],"rpm":100,"tpm":5000,"max_parallel":5,"budget":{"usd":10,"period":"24h"}}`); w.Code != 200 {
 		t.Fatal(w.Body)
 	}
 	for i := 0; i < 3; i++ {
@@ -396,7 +397,8 @@ func TestAdminTeamUsage(t *testing.T) {
 	var u usageAnswer
 	w := adm(t, n, "GET", "/admin/teams/web/usage", "")
 	decodeJSON(t, w, &u)
-	if w.Code != 200 || u.Team != "web" || u.Shared || u.RPM.Limit != 100 || u.RPM.Used != 3 || u.TPM.Limit != 100000 || u.TPM.Used <= 0 ||
+	if w.Code != 200 || u.Team != "web" || u.Shared || u.RPM.Limit != 100 || u.RPM.Used != 3 || u.TPM.Limit != 5000 || u.TPM.Used <= 0 || // 36 tokens take 430 ms to decay at 5,000 a minute
+
 		u.Parallel.Limit != 5 || u.Parallel.InFlight != 0 || u.Budget.USD != 10 || u.Budget.Period != "24h0m0s" || u.Budget.ResetsAt == nil ||
 		!u.Budget.ResetsAt.After(time.Now()) || u.Budget.ResetsAt.After(time.Now().Add(24*time.Hour)) {
 		t.Fatalf("%s", w.Body)

@@ -137,9 +137,13 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	if audit == nil {
 		audit = telemetry.NewRing(1)
 	}
-	es.SetBudgetAlert(func(team string) { // SPEC 3.1: once per team and period
-		metrics.BudgetAlerts.WithLabelValues("team").Inc()
-		log.Warn("budget alert: the team's spend crossed budget.alert_at of its budget this period", "team", team, "level", "team")
+	es.SetBudgetAlert(func(team string, level edge.LevelKind, name string) { // SPEC 3.1: once per level and period
+		metrics.BudgetAlerts.WithLabelValues(level.String()).Inc()
+		attrs := []any{"team", team, "level", level.String()}
+		if level != edge.LevelTeam {
+			attrs = append(attrs, level.String(), name)
+		}
+		log.Warn("budget alert: the "+level.String()+"'s spend crossed budget.alert_at of its budget this period", attrs...)
 	})
 	if usage == nil {
 		usage = ratelimit.NewLocalUsage(clock.Now)

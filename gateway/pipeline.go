@@ -145,6 +145,13 @@ func (cl *call) endUser() bool {
 		return cl.fail(&apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "user_too_long", Param: field,
 			Message: field + ": an end-user id is at most 128 bytes, got " + strconv.Itoa(len(user)) + "; send a shorter id (a hash of a long one)"})
 	}
+	if user != "" && (user == apiKey(cl.c.Request) || redact.Credentials(user) != user) {
+		// a credential would be stored in audit entries and usage rows and
+		// shown in the console: refused, not masked, so two keys never
+		// become one masked user
+		return cl.fail(&apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_user", Param: field,
+			Message: field + ": an end-user id must not be a credential (an API key or token); send your own id for the user, or a hash of it"})
+	}
 	if user == "" && cl.team.RequireUser {
 		return cl.fail(&apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "user_required", Param: "user",
 			Message: "team " + cl.team.Name + " requires an end user: send the X-Switchyard-User header, or safety_identifier, user or metadata.user_id in the body"})
@@ -175,7 +182,18 @@ func (cl *call) authenticate() bool {
 func (cl *call) begin() bool {
 	q := &cl.edgeReq // in the call, which is on the heap already: no allocation of its own
 	*q = edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
-	if cl.team.Budget.USD > 0 { // the budget reserves the highest cost this request can reach
+	budget := cl.team.Budget.USD > 0
+	if l := cl.key.Level(); l != nil {
+		q.Key = edge.Level{Kind: edge.LevelKey, ID: cl.key.ID, Name: cl.key.Name, Limits: l}
+		budget = budget || l.Budget.USD > 0
+	}
+	if u := cl.entry.User; u != "" {
+		if l := cl.team.UserLevel(u); l != nil {
+			q.User = edge.Level{Kind: edge.LevelUser, ID: u, Name: u, Limits: l}
+			budget = budget || l.Budget.USD > 0
+		}
+	}
+	if budget { // a budget reserves the highest cost this request can reach
 		q.CostUSD = cl.snap.CostBound(cl.req.Model, cl.promptTokens, cl.outputTokens)
 	}
 	route := cl.snap.Routes[cl.req.Model]
@@ -221,12 +239,20 @@ func (cl *call) edgeLimit() bool {
 	if !d.Allowed {
 		cl.s.Metrics.EdgeRejections.WithLabelValues(t.Name, d.Kind).Inc()
 		typ, code := "rate_limit_exceeded", "rate_limit_exceeded"
-		msg := "team " + t.Name + " is over its " + d.Kind + " limit; retry after " + d.RetryAfter.Round(time.Millisecond).String()
+		level := edge.LevelKind(d.Level)
+		who := "team " + t.Name
+		switch level {
+		case edge.LevelKey:
+			who = "key " + cl.edgeReq.Key.Name + " of team " + t.Name
+		case edge.LevelUser:
+			who = "user " + strconv.Quote(cl.edgeReq.User.Name) + " of team " + t.Name
+		}
+		msg := who + " is over its " + d.Kind + " limit; retry after " + d.RetryAfter.Round(time.Millisecond).String()
 		if d.Kind == "budget" {
 			typ, code = "budget_exceeded", "budget_exceeded"
-			msg = "team " + t.Name + " has spent its budget for this period; it resets in " + d.RetryAfter.Round(time.Second).String()
+			msg = who + " has spent its budget for this period; it resets in " + d.RetryAfter.Round(time.Second).String()
 		}
-		cl.hdr.str("X-Switchyard-Limit-Level", "team") // the only level with limits so far (SPEC 3.1)
+		cl.hdr.str("X-Switchyard-Limit-Level", level.String()) // SPEC 3.1: the level that refused
 		return cl.fail(&apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, Message: msg, RetryAfter: d.RetryAfter})
 	}
 	return true

@@ -83,6 +83,50 @@ func TestClusterKeyIssueAndRevoke(t *testing.T) {
 	}
 }
 
+// TestClusterKeyPatchAndUserLimitsLiveEverywhere: a key's limits and models
+// changed through one replica, and an end user's limits set through
+// another, hold on every replica within a second (SPEC 3.1).
+func TestClusterKeyPatchAndUserLimitsLiveEverywhere(t *testing.T) {
+	_, nodes, srvs := startCluster(t, 3, "2s")
+	status, body := adminReq(t, "POST", srvs[0].URL+"/admin/teams/open/keys", `{"name":"narrow","models":["m"],"rpm":1000}`)
+	if status != 201 {
+		t.Fatalf("%d %s", status, body)
+	}
+	var k issuedKey
+	_ = json.Unmarshal([]byte(body), &k)
+	waitVersion(t, nodes, nodes[0].Catalog.Load().Version)
+	if got := onePerNode(t, srvs, k.Key); got[0] != 200 || got[1] != 200 || got[2] != 200 {
+		t.Fatalf("the key may call m on every node: %v", got)
+	}
+	status, body = adminReq(t, "PATCH", srvs[1].URL+"/admin/teams/open/keys/"+k.ID, `{"models":["strong"],"rpm":7}`)
+	if status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	waitVersion(t, nodes, versionIn(t, body))
+	if got := onePerNode(t, srvs, k.Key); got[0] != 403 || got[1] != 403 || got[2] != 403 {
+		t.Fatalf("a key narrowed away from m through node 2 must be 403 on every node within a second: %v", got)
+	}
+	for _, n := range nodes {
+		if _, info := n.Catalog.Load().AuthenticateKey(k.Key, time.Now()); info == nil || info.Limits.RPM != 7 {
+			t.Fatalf("%s: the key's rpm is not the patched one: %+v", n.Config.Server.NodeID, info)
+		}
+	}
+	status, body = adminReq(t, "PUT", srvs[2].URL+"/admin/teams/open/users/alice", `{"rpm":3}`)
+	if status != 201 {
+		t.Fatalf("%d %s", status, body)
+	}
+	waitVersion(t, nodes, versionIn(t, body))
+	for _, n := range nodes {
+		if l := n.Catalog.Load().Team("open").UserLevel("alice"); l == nil || l.RPM != 3 {
+			t.Fatalf("%s: alice's limits are not live: %+v", n.Config.Server.NodeID, l)
+		}
+	}
+	status, body = adminReq(t, "GET", srvs[0].URL+"/admin/teams/open/users/alice", "")
+	if status != 200 || !strings.Contains(body, `"override":true`) || !strings.Contains(body, `"rpm":{"limit":3`) {
+		t.Fatalf("another node reads alice's limits: %d %s", status, body)
+	}
+}
+
 func TestClusterTeamLimitChangeEnforcedByAll(t *testing.T) {
 	_, nodes, srvs := startCluster(t, 3, "2s")
 	status, body := adminReq(t, "PUT", srvs[0].URL+"/admin/teams/fresh", `{"models":["*"],"rpm":12}`)

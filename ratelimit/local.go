@@ -9,18 +9,23 @@ import (
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/config"
 )
 
 // errNoTeam is returned for an Admission without a team.
 var errNoTeam = errors.New("ratelimit: admission without a team")
 
 // Local is the node-local limiter: GCRA for RPM and TPM, a slot map for
-// max_parallel and a spend counter for the budget, on an injected clock. It
+// max_parallel and a spend counter for the budget, on an injected clock, at
+// every level of a request (SPEC 3.1: its team, its key, its end user). It
 // is the limiter when Redis is not configured, and the fallback when it is
 // unreachable; then every limit is divided by the divisor
 // (redis.expected_replicas) so the cluster as a whole stays near its limit.
 //
-// State is per team, each behind its own mutex: teams never contend.
+// State is per level, each behind its own mutex: teams never contend. An
+// admission locks its levels in one order (team, key, user), so two never
+// deadlock. Key and user levels are evicted once idle (sweep), so a million
+// end users cost memory only while they are active.
 type Local struct {
 	// Immutable after construction.
 	clock func() time.Time
@@ -29,15 +34,19 @@ type Local struct {
 	slotTTL atomic.Int64 // ns; set before use
 	seq     atomic.Uint64
 	teams   sync.Map // team name -> *localTeam
-	alert   atomic.Pointer[func(team string)]
+	subs    sync.Map // Level.Key -> *localTeam: key and user levels
+	nsubs   atomic.Int64
+	sweepAt atomic.Int64 // nsubs that triggers the next sweep
+	alert   atomic.Pointer[func(team string, level int, name string)]
 }
 
-// SetBudgetAlert names what is called, once per team and period, when a
-// reconciled spend crosses the team's budget.alert_at (SPEC 3.1; once per
-// node here: the shared limiter alerts once for the cluster).
-func (l *Local) SetBudgetAlert(fn func(team string)) { l.alert.Store(&fn) }
+// SetBudgetAlert names what is called, once per level and period, when a
+// reconciled spend crosses the level's budget.alert_at (SPEC 3.1; once per
+// node here: the shared limiter alerts once for the cluster). level is 0
+// team, 1 key, 2 user; name the key's or user's name.
+func (l *Local) SetBudgetAlert(fn func(team string, level int, name string)) { l.alert.Store(&fn) }
 
-// localTeam is one team's local state.
+// localTeam is one level's local state (a team's, a key's or a user's).
 type localTeam struct {
 	mu sync.Mutex
 	// Guarded by mu.
@@ -47,6 +56,8 @@ type localTeam struct {
 	spent          float64          // USD spent in period
 	blockedUntil   int64            // budget known exhausted cluster-wide until (ns)
 	alerted        int64            // 1 + the budget period whose alert was raised (0: none)
+	code           int64            // PeriodCode of the budget spent counts in (0: none yet)
+	gone           bool             // swept out of subs: look the level up again
 }
 
 // NewLocal returns a local limiter on clock with every limit divided by
@@ -61,6 +72,7 @@ func NewLocal(clock func() time.Time, divisor int) *Local {
 	l := &Local{clock: clock}
 	l.div.Store(int64(divisor))
 	l.slotTTL.Store(int64(DefaultSlotTTL))
+	l.sweepAt.Store(minSweep)
 	return l
 }
 
@@ -83,14 +95,14 @@ func (l *Local) SetSlotTTL(d time.Duration) {
 // the same (beginLua's USDTOL).
 const usdTolerance = 1e-9
 
-// limits are a team's limits as this node enforces them.
+// limits are a level's limits as this node enforces them.
 type limits struct {
 	rpm, tpm, parallel int64
 	budget             float64
 	period             int64 // PeriodCode of the budget's period
 }
 
-func (l *Local) scaled(t *catalog.Team) limits {
+func (l *Local) scaled(c *config.Limits) limits {
 	d := l.div.Load()
 	div := func(v int64) int64 {
 		if v <= 0 {
@@ -99,8 +111,8 @@ func (l *Local) scaled(t *catalog.Team) limits {
 		return max(1, v/d)
 	}
 	return limits{
-		rpm: div(t.RPM), tpm: div(t.TPM), parallel: div(t.MaxParallel),
-		budget: max(0, t.Budget.USD) / float64(d), period: PeriodCode(BudgetPeriod(t)),
+		rpm: div(c.RPM), tpm: div(c.TPM), parallel: div(c.MaxParallel),
+		budget: max(0, c.Budget.USD) / float64(d), period: PeriodCode(BudgetPeriod(c.Budget)),
 	}
 }
 
@@ -112,97 +124,254 @@ func (l *Local) team(name string) *localTeam {
 	return v.(*localTeam)
 }
 
+// sub is the state of a key or user level, made if new.
+func (l *Local) sub(key string) *localTeam {
+	if v, ok := l.subs.Load(key); ok {
+		return v.(*localTeam)
+	}
+	v, loaded := l.subs.LoadOrStore(key, &localTeam{})
+	if !loaded && l.nsubs.Add(1) >= l.sweepAt.Load() {
+		l.sweep()
+	}
+	return v.(*localTeam)
+}
+
+// minSweep is the number of key and user levels below which none is swept.
+const minSweep = 4096
+
+// sweep drops the key and user levels at rest: both buckets full, no slot,
+// nothing spent in the current budget window, no block. It runs when the
+// count doubled since the last sweep, so its cost per new level is O(1).
+func (l *Local) sweep() {
+	now := l.clock().UnixNano()
+	l.subs.Range(func(k, v any) bool {
+		st := v.(*localTeam)
+		st.mu.Lock()
+		st.purgeLocked(now)
+		idle := st.rpmTAT <= now && st.tpmTAT <= now && len(st.slots) == 0 && st.blockedUntil <= now &&
+			(st.spent == 0 || st.spentExpired(now))
+		if idle {
+			st.gone = true
+			l.subs.Delete(k)
+			l.nsubs.Add(-1)
+		}
+		st.mu.Unlock()
+		return true
+	})
+	l.sweepAt.Store(max(minSweep, 2*l.nsubs.Load()))
+}
+
+// spentExpired reports whether the spend counted is of a budget window
+// that has ended (st.mu held).
+func (st *localTeam) spentExpired(now int64) bool {
+	if st.code == 0 {
+		return false
+	}
+	idx, _ := PeriodWindow(now, st.code)
+	return st.period != idx
+}
+
+// Level is a key or end-user level of an admission (SPEC 3.1).
+type Level struct {
+	// Key names the level's state, unique across teams and levels (the
+	// caller scopes it by team and kind).
+	Key string
+	// Name is how an alert names it (the key's name, the end user).
+	Name   string
+	Limits *config.Limits // nil: the request has no such level
+}
+
+// lvl is one level of an admission while it is decided.
+type lvl struct {
+	kind int // 0 team, 1 key, 2 user
+	st   *localTeam
+	lim  limits
+	cost int64 // the TPM reservation at this level (capped at its tpm)
+	// the charge, computed before anything is written
+	rNext, tNext int64
+	idx, end     int64 // budget window
+}
+
 // Admit checks RPM, TPM (reserving a.Tokens), a max_parallel slot and the
-// budget together: either every dimension is charged or none. It never
-// blocks on anything but the team's mutex; the error is non-nil only for an
-// Admission without a team.
+// budget at every level of a together: either every dimension of every
+// level is charged or none (SPEC 3.1). It never blocks on anything but the
+// levels' mutexes; the error is non-nil only for an Admission without a
+// team.
 func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 	if a.Team == nil {
 		return Decision{}, errNoTeam
 	}
-	if Unlimited(a.Team) {
+	var lv [3]lvl
+	n := 0
+	if !Unlimited(a.Team) {
+		tl := a.Team.Team.Level()
+		lv[0] = lvl{kind: 0, st: l.team(a.Team.Name), lim: l.scaled(&tl)}
+		n++
+	}
+	for i, s := range a.Levels {
+		if s.Limits.Any() {
+			lv[n] = lvl{kind: 1 + i, lim: l.scaled(s.Limits)}
+			n++
+		}
+	}
+	if n == 0 {
 		return unlimitedDecision(a), nil
 	}
-	lim := l.scaled(a.Team)
-	cost := Reservation(a.Tokens, lim.tpm)
-	st := l.team(a.Team.Name)
-
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	levels := lv[:n]
+	// look up (a lookup may sweep, which locks levels: so none is held
+	// then), lock in order, and start again if a level was swept meanwhile
+	for {
+		for i := range levels {
+			if levels[i].kind == 0 {
+				levels[i].st = l.team(a.Team.Name)
+			} else {
+				levels[i].st = l.sub(a.Levels[levels[i].kind-1].Key)
+			}
+		}
+		gone := false
+		for i := range levels {
+			levels[i].st.mu.Lock()
+			gone = gone || levels[i].st.gone
+		}
+		if !gone {
+			break
+		}
+		for i := range levels {
+			levels[i].st.mu.Unlock()
+		}
+	}
+	defer func() {
+		for i := range levels {
+			levels[i].st.mu.Unlock()
+		}
+	}()
 	now := l.clock().UnixNano()
 
 	var (
-		wait       time.Duration
-		kind       int
-		rNext      = st.rpmTAT
-		tNext      = st.tpmTAT
-		dimWait    time.Duration
-		budgetLeft time.Duration
+		wait    time.Duration
+		kind    int
+		level   int
+		dimWait time.Duration
 	)
-	reject := func(w time.Duration, k int) {
-		if w > wait {
-			wait, kind = w, k
+	for i := range levels {
+		v := &levels[i]
+		st, lim := v.st, v.lim
+		v.cost = Reservation(a.Tokens, lim.tpm)
+		v.rNext, v.tNext = st.rpmTAT, st.tpmTAT
+		reject := func(w time.Duration, k int) {
+			if w > wait {
+				wait, kind, level = w, k, v.kind
+			}
 		}
-	}
-	if lim.rpm > 0 {
-		rNext, dimWait = gcraCharge(st.rpmTAT, now, lim.rpm, 1)
-		reject(dimWait, 1)
-	}
-	if lim.tpm > 0 {
-		tNext, dimWait = gcraCharge(st.tpmTAT, now, lim.tpm, cost)
-		reject(dimWait, 2)
-	}
-	if lim.parallel > 0 && int64(len(st.slots)) >= lim.parallel {
-		st.purgeLocked(now)
-		if int64(len(st.slots)) >= lim.parallel {
-			reject(ParallelRetry, 3)
+		if lim.rpm > 0 {
+			v.rNext, dimWait = gcraCharge(st.rpmTAT, now, lim.rpm, 1)
+			reject(dimWait, 1)
 		}
-	}
-	if lim.budget > 0 {
-		idx, end := PeriodWindow(now, lim.period)
-		budgetLeft = time.Duration(end - now)
-		if st.period != idx {
-			st.period, st.spent = idx, 0
+		if lim.tpm > 0 {
+			v.tNext, dimWait = gcraCharge(st.tpmTAT, now, lim.tpm, v.cost)
+			reject(dimWait, 2)
 		}
-		// the request's highest possible cost is reserved: a burst against
-		// a nearly spent budget admits only what the rest covers (SPEC 3.1)
-		if st.spent >= lim.budget || st.spent+a.CostUSD > lim.budget+usdTolerance {
-			reject(budgetLeft, 4)
-		} else if now < st.blockedUntil {
-			reject(time.Duration(st.blockedUntil-now), 4)
+		if lim.parallel > 0 && int64(len(st.slots)) >= lim.parallel {
+			st.purgeLocked(now)
+			if int64(len(st.slots)) >= lim.parallel {
+				reject(ParallelRetry, 3)
+			}
+		}
+		if lim.budget > 0 {
+			v.idx, v.end = PeriodWindow(now, lim.period)
+			if st.period != v.idx {
+				st.period, st.spent = v.idx, 0
+			}
+			st.code = lim.period
+			// the request's highest possible cost is reserved: a burst against
+			// a nearly spent budget admits only what the rest covers (SPEC 3.1)
+			if st.spent >= lim.budget || st.spent+a.CostUSD > lim.budget+usdTolerance {
+				reject(time.Duration(v.end-now), 4)
+			} else if now < st.blockedUntil {
+				reject(time.Duration(st.blockedUntil-now), 4)
+			}
 		}
 	}
 
-	d := Decision{Allowed: kind == 0, LimitRequests: lim.rpm, LimitTokens: lim.tpm}
+	d := Decision{Allowed: kind == 0}
 	if kind != 0 {
-		d.Kind, d.RetryAfter = Kinds[kind], wait
-		rNext, tNext = st.rpmTAT, st.tpmTAT // nothing is charged
+		d.Kind, d.RetryAfter, d.Level = Kinds[kind], wait, level
+		for i := range levels {
+			levels[i].rNext, levels[i].tNext = levels[i].st.rpmTAT, levels[i].st.tpmTAT // nothing is charged
+		}
 	} else {
-		st.rpmTAT, st.tpmTAT = rNext, tNext
-		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, Reserved: cost, End: tNext, team: a.Team}
-		if lim.budget > 0 && a.CostUSD > 0 {
-			b := a.CostUSD
-			st.spent += b
-			d.Ticket.ReservedUSD, d.Ticket.Window = b, st.period
-		}
-		if lim.parallel > 0 {
-			d.Ticket.Slot = l.slotID()
-			if st.slots == nil {
-				st.slots = map[string]int64{}
+		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, team: a.Team}
+		slot := ""
+		for i := range levels {
+			v := &levels[i]
+			st, lim := v.st, v.lim
+			st.rpmTAT, st.tpmTAT = v.rNext, v.tNext
+			lt := levelTicket{st: st, kind: v.kind, lim: lim}
+			if v.kind > 0 {
+				lt.key, lt.name = a.Levels[v.kind-1].Key, a.Levels[v.kind-1].Name
+				lt.thr = BudgetAlertUSD(a.Levels[v.kind-1].Limits.Budget)
+			} else {
+				lt.thr = BudgetAlertUSD(a.Team.Budget)
 			}
-			st.slots[d.Ticket.Slot] = now + l.slotTTL.Load()
+			if lim.tpm > 0 {
+				lt.reserved, lt.end = v.cost, v.tNext
+			}
+			if lim.budget > 0 && a.CostUSD > 0 {
+				st.spent += a.CostUSD
+				lt.usd, lt.window = a.CostUSD, st.period
+			}
+			if lim.parallel > 0 {
+				if slot == "" {
+					slot = l.slotID()
+				}
+				if st.slots == nil {
+					st.slots = map[string]int64{}
+				}
+				st.slots[slot] = now + l.slotTTL.Load()
+				lt.slot = true
+			}
+			if v.kind == 0 {
+				d.Ticket.Reserved, d.Ticket.End, d.Ticket.ReservedUSD, d.Ticket.Window = lt.reserved, lt.end, lt.usd, lt.window
+			}
+			d.Ticket.levels[d.Ticket.n] = lt
+			d.Ticket.n++
 		}
-		if lim.tpm <= 0 {
-			d.Ticket.Reserved = 0
+		d.Ticket.Slot = slot
+	}
+	// the headers report, per dimension, the level with the least remaining
+	first := [2]bool{true, true}
+	for i := range levels {
+		v := &levels[i]
+		if v.lim.rpm > 0 {
+			rem, reset := gcraState(v.rNext, now, v.lim.rpm)
+			if first[0] || rem < d.RemainingRequests {
+				d.LimitRequests, d.RemainingRequests, d.ResetRequests = v.lim.rpm, rem, reset
+				first[0] = false
+			}
 		}
-	}
-	if lim.rpm > 0 {
-		d.RemainingRequests, d.ResetRequests = gcraState(rNext, now, lim.rpm)
-	}
-	if lim.tpm > 0 {
-		d.RemainingTokens, d.ResetTokens = gcraState(tNext, now, lim.tpm)
+		if v.lim.tpm > 0 {
+			rem, reset := gcraState(v.tNext, now, v.lim.tpm)
+			if first[1] || rem < d.RemainingTokens {
+				d.LimitTokens, d.RemainingTokens, d.ResetTokens = v.lim.tpm, rem, reset
+				first[1] = false
+			}
+		}
 	}
 	return d, nil
+}
+
+// levelTicket is one level of an admission, for Release and Reconcile.
+type levelTicket struct {
+	st        *localTeam
+	kind      int
+	key, name string // a key or user level's state key and name
+	lim       limits
+	thr       float64 // the budget alert's spend (undivided)
+	reserved  int64   // tokens reserved against this level's TPM
+	end       int64   // its TPM TAT right after the reservation (ns)
+	usd       float64 // reserved against this level's budget
+	window    int64
+	slot      bool // holds the ticket's slot
 }
 
 // slotID names a local slot: unique per admission even when clients reuse a
@@ -220,88 +389,111 @@ func (st *localTeam) purgeLocked(now int64) {
 	}
 }
 
-// Release frees the ticket's slot; extra calls and the zero Ticket are no-ops.
+// Release frees the ticket's slot at every level; extra calls and the zero
+// Ticket are no-ops.
 func (l *Local) Release(t Ticket) {
 	if t.Slot == "" {
 		return
 	}
-	v, ok := l.teams.Load(t.Team)
-	if !ok {
-		return
+	for i := range t.n {
+		lt := &t.levels[i]
+		if !lt.slot {
+			continue
+		}
+		lt.st.mu.Lock()
+		delete(lt.st.slots, t.Slot)
+		lt.st.mu.Unlock()
 	}
-	st := v.(*localTeam)
-	st.mu.Lock()
-	delete(st.slots, t.Slot)
-	st.mu.Unlock()
 }
 
 // Reconcile replaces the ticket's TPM reservation by actualTokens and adds
-// costUSD to the period's spend. A refund returns at most what the
-// reservation still holds (its End minus now): one that arrives after its
-// reservation has decayed returns nothing (SPEC 3).
+// costUSD to the period's spend, at every level. A refund returns at most
+// what the reservation still holds (its End minus now): one that arrives
+// after its reservation has decayed returns nothing (SPEC 3).
 func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
-	if t.team == nil || (t.team.TPM <= 0 && t.team.Budget.USD <= 0) {
-		return
-	}
-	lim := l.scaled(t.team)
-	st := l.team(t.Team)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	now := l.clock().UnixNano()
-	if lim.tpm > 0 && actualTokens >= 0 {
-		if delta := actualTokens - t.Reserved; delta > 0 {
-			st.tpmTAT = gcraAdjust(st.tpmTAT, now, lim.tpm, delta)
-		} else if delta < 0 {
-			st.tpmTAT = gcraRefund(st.tpmTAT, now, interval(-delta, lim.tpm), t.End)
+	for i := range t.n {
+		lt := &t.levels[i]
+		lim := lt.lim
+		if lim.tpm <= 0 && lim.budget <= 0 {
+			continue
 		}
-	}
-	if lim.budget > 0 {
-		st.reconcileSpendLocked(now, lim.period, t, costUSD)
-		if thr := BudgetAlertUSD(t.team) / float64(l.div.Load()); st.spent >= thr && st.alerted != st.period+1 {
-			st.alerted = st.period + 1
+		st := lt.st
+		st.mu.Lock()
+		if st.gone { // swept (a level at rest): its successor takes the correction
+			st.mu.Unlock()
+			st = l.sub(lt.key)
+			st.mu.Lock()
+		}
+		now := l.clock().UnixNano()
+		if lim.tpm > 0 && actualTokens >= 0 {
+			if delta := actualTokens - lt.reserved; delta > 0 {
+				st.tpmTAT = gcraAdjust(st.tpmTAT, now, lim.tpm, delta)
+			} else if delta < 0 {
+				st.tpmTAT = gcraRefund(st.tpmTAT, now, interval(-delta, lim.tpm), lt.end)
+			}
+		}
+		alert := false
+		if lim.budget > 0 {
+			st.reconcileSpendLocked(now, lim.period, lt.usd, lt.window, costUSD)
+			if thr := lt.thr / float64(l.div.Load()); thr > 0 && st.spent >= thr && st.alerted != st.period+1 {
+				st.alerted = st.period + 1
+				alert = true
+			}
+		}
+		st.mu.Unlock()
+		if alert {
 			if fn := l.alert.Load(); fn != nil {
-				(*fn)(t.Team)
+				(*fn)(t.Team, lt.kind, lt.name)
 			}
 		}
 	}
 }
 
-// reconcileSpendLocked replaces the ticket's budget reservation by the real
-// cost, in the window the reservation was made in; once that window has
-// ended, the new one owes nothing for it (st.mu held).
-func (st *localTeam) reconcileSpendLocked(now, code int64, t Ticket, costUSD float64) {
+// reconcileSpendLocked replaces a budget reservation (usd, made in window)
+// by the real cost; once that window has ended, the new one owes nothing
+// for it (st.mu held).
+func (st *localTeam) reconcileSpendLocked(now, code int64, usd float64, window int64, costUSD float64) {
 	idx, _ := PeriodWindow(now, code)
-	if t.ReservedUSD > 0 && t.Window != idx {
+	if usd > 0 && window != idx {
 		return
 	}
 	if st.period != idx {
 		st.period, st.spent = idx, 0
 	}
-	st.spent = max(0, st.spent+costUSD-t.ReservedUSD)
+	st.spent = max(0, st.spent+costUSD-usd)
 }
 
-// Spend adds usd to the team's local spend only (the shared limiter keeps
-// the fallback aware of this node's share of a shared budget).
-func (l *Local) Spend(t *catalog.Team, usd float64) {
-	st := l.team(t.Name)
+// Spend adds usd to the local spend of the level (team t's own when lv
+// is nil) only (the shared limiter keeps the fallback aware of this node's
+// share of a shared budget).
+func (l *Local) Spend(t *catalog.Team, lv *Level, usd float64) {
+	st, b := l.team(t.Name), t.Budget
+	if lv != nil {
+		st, b = l.sub(lv.Key), lv.Limits.Budget
+	}
 	st.mu.Lock()
-	st.spendLocked(l.clock().UnixNano(), PeriodCode(BudgetPeriod(t)), usd)
+	st.spendLocked(l.clock().UnixNano(), PeriodCode(BudgetPeriod(b)), usd)
 	st.mu.Unlock()
 }
 
 func (st *localTeam) spendLocked(now, code int64, usd float64) {
 	idx, _ := PeriodWindow(now, code)
+	st.code = code
 	if st.period != idx {
 		st.period, st.spent = idx, 0
 	}
 	st.spent += usd
 }
 
-// BlockBudget records that the shared store found the team's budget spent,
-// so the fallback keeps rejecting until until (ns) even with a fresh local
-// spend counter.
-func (l *Local) BlockBudget(team string, until int64) {
-	st := l.team(team)
+// BlockBudget records that the shared store found the level's budget
+// spent (a team's by name, or a key or user level's by Level.Key when sub
+// is set), so the fallback keeps rejecting until until (ns) even with a
+// fresh local spend counter.
+func (l *Local) BlockBudget(name string, sub bool, until int64) {
+	st := l.team(name)
+	if sub {
+		st = l.sub(name)
+	}
 	st.mu.Lock()
 	if until > st.blockedUntil {
 		st.blockedUntil = until
@@ -317,7 +509,19 @@ func (l *Local) Resets(team string) (rpm, tpm time.Duration) {
 	if !ok {
 		return 0, 0
 	}
-	st := v.(*localTeam)
+	return l.resets(v.(*localTeam))
+}
+
+// SubResets is Resets for a key or user level (Level.Key).
+func (l *Local) SubResets(key string) (rpm, tpm time.Duration) {
+	v, ok := l.subs.Load(key)
+	if !ok {
+		return 0, 0
+	}
+	return l.resets(v.(*localTeam))
+}
+
+func (l *Local) resets(st *localTeam) (rpm, tpm time.Duration) {
 	now := l.clock().UnixNano()
 	st.mu.Lock()
 	r, t := st.rpmTAT-now, st.tpmTAT-now
@@ -355,17 +559,39 @@ func (l *Local) Ref(name string) TeamRef { return TeamRef{l.team(name)} }
 // admitted (SPEC 9: a decision is shared or local, never both). With the
 // divisor the local bucket is as full, in proportion, as the shared one.
 func (l *Local) Mirror(ref TeamRef, t *catalog.Team, rpmReset, tpmReset time.Duration) {
-	if rpmReset <= 0 && tpmReset <= 0 {
+	l.mirror(ref.st, t.RPM > 0, t.TPM > 0, rpmReset, tpmReset)
+}
+
+// MirrorSub is Mirror for a key or user level.
+func (l *Local) MirrorSub(lv Level, rpmReset, tpmReset time.Duration) {
+	if !lv.Limits.Any() || (rpmReset <= 0 && tpmReset <= 0) {
 		return
 	}
-	st := ref.st
+	for {
+		st := l.sub(lv.Key)
+		if l.mirror(st, lv.Limits.RPM > 0, lv.Limits.TPM > 0, rpmReset, tpmReset) {
+			return
+		}
+	}
+}
+
+// mirror moves st's TATs to at least now + the resets; false when st was
+// swept meanwhile (look it up again).
+func (l *Local) mirror(st *localTeam, rpm, tpm bool, rpmReset, tpmReset time.Duration) bool {
+	if rpmReset <= 0 && tpmReset <= 0 {
+		return true
+	}
 	now := l.clock().UnixNano()
 	st.mu.Lock()
-	if r := now + int64(rpmReset); t.RPM > 0 && r > st.rpmTAT {
+	defer st.mu.Unlock()
+	if st.gone {
+		return false
+	}
+	if r := now + int64(rpmReset); rpm && r > st.rpmTAT {
 		st.rpmTAT = r
 	}
-	if r := now + int64(tpmReset); t.TPM > 0 && r > st.tpmTAT {
+	if r := now + int64(tpmReset); tpm && r > st.tpmTAT {
 		st.tpmTAT = r
 	}
-	st.mu.Unlock()
+	return true
 }

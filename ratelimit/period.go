@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"time"
 
-	"switchyard/catalog"
 	"switchyard/config"
 )
 
@@ -22,26 +21,26 @@ const (
 	mondayOffset = 4 * day
 )
 
-// BudgetPeriod is the team's budget period (default 720h, SPEC 13).
-func BudgetPeriod(t *catalog.Team) config.Period {
-	if t.Budget.Period.IsZero() {
+// BudgetPeriod is a budget's period (default 720h, SPEC 13).
+func BudgetPeriod(b config.Budget) config.Period {
+	if b.Period.IsZero() {
 		return config.Period{Every: 720 * time.Hour}
 	}
-	return t.Budget.Period
+	return b.Period
 }
 
 // BudgetAlertUSD is the spend whose crossing raises the team's budget alert
 // of a period (budget.usd x budget.alert_at, default 0.8); 0 without a
 // budget.
-func BudgetAlertUSD(t *catalog.Team) float64 {
-	if t.Budget.USD <= 0 {
+func BudgetAlertUSD(b config.Budget) float64 {
+	if b.USD <= 0 {
 		return 0
 	}
-	a := t.Budget.AlertAt
+	a := b.AlertAt
 	if a <= 0 || a > 1 {
 		a = config.DefaultAlertAt
 	}
-	return t.Budget.USD * a
+	return b.USD * a
 }
 
 // PeriodCode is a budget period as the scripts and PeriodWindow take it: a

@@ -51,6 +51,9 @@ type Admission struct {
 	// CostUSD is the request's highest possible cost, reserved against the
 	// budget and reconciled to the real cost (SPEC 3.1); 0 reserves nothing.
 	CostUSD float64
+	// Levels are the request's key and end-user levels (SPEC 3.1), in that
+	// order; a Level without Limits is absent.
+	Levels [2]Level
 }
 
 // Decision is the verdict on an Admission with the values of the OpenAI
@@ -61,6 +64,10 @@ type Decision struct {
 	Allowed    bool
 	Kind       string        // when rejected: "rpm" | "tpm" | "parallel" | "budget"
 	RetryAfter time.Duration // when rejected: the wait until this request would fit
+	Level      int           // when rejected: the level that binds, 0 team, 1 key, 2 user
+
+	// The header values are the level with the least remaining, per
+	// dimension (SPEC 3.1).
 
 	LimitRequests, RemainingRequests int64
 	ResetRequests                    time.Duration
@@ -87,7 +94,9 @@ type Ticket struct {
 	ReservedUSD float64
 	Window      int64
 
-	team *catalog.Team // limits at admission
+	team   *catalog.Team // limits at admission
+	levels [3]levelTicket
+	n      int
 }
 
 // IsZero reports whether t is the zero Ticket (nothing to release).

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/config"
 )
 
 // TeamUsage is a team's live state against its limits (SPEC 11 GET
@@ -36,8 +37,24 @@ func BudgetWindow(now, code int64) (idx int64, resetsAt time.Time) {
 // Usage reads the team's state in this limiter (with the limits it applies:
 // the whole limits in a node without Redis, a share while Redis is away).
 func (l *Local) Usage(t *catalog.Team) TeamUsage {
-	lim := l.scaled(t)
-	st := l.team(t.Name)
+	tl := t.Team.Level()
+	return l.usage(l.team(t.Name), &tl)
+}
+
+// LevelUsage is Usage for a key or user level.
+func (l *Local) LevelUsage(lv Level) TeamUsage {
+	if !lv.Limits.Any() {
+		return TeamUsage{}
+	}
+	v, ok := l.subs.Load(lv.Key)
+	if !ok {
+		return l.usage(&localTeam{}, lv.Limits)
+	}
+	return l.usage(v.(*localTeam), lv.Limits)
+}
+
+func (l *Local) usage(st *localTeam, c *config.Limits) TeamUsage {
+	lim := l.scaled(c)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := l.clock().UnixNano()

@@ -24,3 +24,13 @@ func Team(name string, l Limits) *catalog.Team {
 		Budget: config.Budget{USD: l.USD, Period: config.Period{Every: l.Period}},
 	}}
 }
+
+// Level is l as one level's limits (a key's, a user's), nil when l sets
+// none.
+func Level(l Limits) *config.Limits {
+	if l == (Limits{}) {
+		return nil
+	}
+	return &config.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.Par,
+		Budget: config.Budget{USD: l.USD, Period: config.Period{Every: l.Period}}}
+}

@@ -1,0 +1,166 @@
+package edge
+
+// The key and end-user levels of a team (SPEC 3.1) in the Redis edge
+// state: their keys live under the team's hash tag, so the team's one
+// admission script checks and charges every level of a request together,
+// and the team's writer call carries their corrections, releases and
+// renewals. A level's record on a node exists only while it has writes
+// pending or slots live: a million end users cost memory only while they
+// are active.
+
+import (
+	"time"
+
+	"switchyard/ratelimit"
+)
+
+// levelKeys are a key or user level's Redis keys.
+type levelKeys struct {
+	base          string // <team base>k:<id>: or <team base>u:<user>:
+	tat, par, bud string
+}
+
+// newLevelKeys names level l of the team whose keys start with teamBase.
+// The suffixes all have three characters, so two levels' keys never meet
+// whatever their ids hold.
+func newLevelKeys(teamBase string, l *Level) levelKeys {
+	kind := "k:"
+	if l.Kind == LevelUser {
+		kind = "u:"
+	}
+	b := teamBase + kind + l.ID + ":"
+	all := b + "tat" + b + "par" + b + "bud"
+	n := len(b)
+	return levelKeys{base: all[:n], tat: all[:n+3], par: all[n+3 : 2*n+6], bud: all[2*n+6:]}
+}
+
+// subCall is a key or user level of an admission in a beginLua call.
+type subCall struct {
+	lv   *Level
+	keys levelKeys
+	cost int64   // tokens reserved at this level (capped at its tpm)
+	usd  float64 // reserved against its budget
+}
+
+// local is the level as the local fallback names it.
+func (s *subCall) local() ratelimit.Level {
+	return ratelimit.Level{Key: s.keys.base, Name: s.lv.Name, Limits: s.lv.Limits}
+}
+
+// subTicket is what Finish needs to correct one key or user level of an
+// admission Redis decided.
+type subTicket struct {
+	lv       Level
+	keys     levelKeys
+	reserved int64   // tokens reserved against its TPM
+	end      int64   // its TPM TAT right after the reservation (Redis µs)
+	usd      float64 // reserved against its budget
+	window   int64   // the budget window of that reservation
+	slot     bool    // holds the admission's slot
+}
+
+// subWrite is what one Finish adds to a level's pending writes.
+type subWrite struct {
+	lv    Level
+	keys  levelKeys
+	slot  string  // release
+	delta int64   // actual - reserved tokens
+	end   int64   // the reservation's end (bounds a refund)
+	usd   float64 // the real cost minus the reservation (< 0: a refund)
+}
+
+// levelState is a key or user level's pending writes on this node, held
+// by its team's record (guarded by the team's mu).
+type levelState struct {
+	lv       Level
+	keys     levelKeys
+	charge   int64
+	refunds  []refund
+	usd      float64
+	releases []string
+	live     map[string]struct{}
+}
+
+// levelBatch is a level's part of a batch.
+type levelBatch struct {
+	lv       Level
+	keys     levelKeys
+	charge   int64
+	refunds  []refund
+	usd      float64
+	releases []string
+	renew    []string
+}
+
+// maxLevels bounds the key and user levels with writes pending per team
+// (a Redis outage with a million end users must not grow a node without
+// bound); past it a level's writes are dropped and counted, and its slots
+// freed by their lease.
+const maxLevels = 50_000
+
+// addRefund folds an unused reservation into refunds, bounded by
+// maxRefunds: merged into the newest past it, with the earlier end, so the
+// merge never returns capacity one of its reservations no longer holds.
+func addRefund(refunds []refund, tokens, end int64) []refund {
+	if len(refunds) >= maxRefunds {
+		last := &refunds[len(refunds)-1]
+		last.tokens += tokens
+		last.end = min(last.end, end)
+		return refunds
+	}
+	return append(refunds, refund{tokens: tokens, end: end})
+}
+
+// pending reports whether ls has writes not yet taken into a batch.
+func (ls *levelState) pending() bool {
+	return ls.charge != 0 || len(ls.refunds) > 0 || ls.usd != 0 || len(ls.releases) > 0
+}
+
+// take moves ls's pending writes into a batch part; renew adds its live
+// slots.
+func (ls *levelState) take(renew bool) levelBatch {
+	b := levelBatch{lv: ls.lv, keys: ls.keys, charge: ls.charge, refunds: ls.refunds, usd: ls.usd}
+	ls.charge, ls.refunds, ls.usd = 0, nil, 0
+	if n := len(ls.releases); n > maxBatchItems {
+		b.releases = ls.releases[:maxBatchItems:maxBatchItems]
+		ls.releases = ls.releases[maxBatchItems:]
+	} else {
+		b.releases, ls.releases = ls.releases, nil
+	}
+	if renew && len(ls.live) > 0 {
+		b.renew = make([]string, 0, len(ls.live))
+		for id := range ls.live {
+			b.renew = append(b.renew, id)
+		}
+	}
+	return b
+}
+
+// empty reports whether the part carries nothing.
+func (b *levelBatch) empty() bool {
+	return b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 && len(b.renew) == 0
+}
+
+// args appends the part's level arguments of finishLua.
+func (b *levelBatch) args(args []any) []any {
+	l := b.lv.Limits
+	args = append(args, max(0, l.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(l.Budget)), ratelimit.BudgetAlertUSD(l.Budget))
+	args = append(args, len(b.refunds))
+	for _, r := range b.refunds {
+		args = append(args, r.tokens, r.end)
+	}
+	args = append(args, len(b.releases))
+	for _, id := range b.releases {
+		args = append(args, id)
+	}
+	args = append(args, len(b.renew))
+	for _, id := range b.renew {
+		args = append(args, id)
+	}
+	return args
+}
+
+// budgetCode is a level's budget period code.
+func budgetCode(l *Level) int64 { return ratelimit.PeriodCode(ratelimit.BudgetPeriod(l.Limits.Budget)) }
+
+var _ = time.Second
