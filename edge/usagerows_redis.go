@@ -18,7 +18,7 @@ const (
 	// rowsReadTimeout bounds a whole read (every team and day asked for).
 	rowsReadTimeout = 5 * time.Second
 	// rowsPipe is how many HGETALLs go in one pipeline.
-	rowsPipe = 256
+	rowsPipe = 1000
 )
 
 // UsageRows implements State: the days' hashes of q's teams, read in
