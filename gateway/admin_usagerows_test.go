@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchyard/edge"
 )
 
 // levelsYAML: two teams, a key name both teams use (ci-bot), two priced
@@ -139,6 +141,7 @@ func TestAdminUsageLocal(t *testing.T) {
 		{"?group_by=day,model&model=x&from=" + today + "&to=" + today, []string{"day", "model"}, func(g [4]string) bool { return g[3] == "x" }, func(g [4]string) string { return today + "/x" }},
 		{"?group_by=key&team=a&key=ci-bot", []string{"key_name"}, func(g [4]string) bool { return g[0] == "a" && g[1] == "ci-bot" }, func([4]string) string { return "ci-bot" }},
 		{"?team=b", []string{"day"}, func(g [4]string) bool { return g[0] == "b" }, func([4]string) string { return today }},
+		{"?key=key_revoked0", []string{"day"}, func([4]string) bool { return false }, nil}, // an id the catalog no longer has: its (empty) history
 	}
 	for _, c := range cases {
 		t.Run(c.query, func(t *testing.T) {
@@ -218,5 +221,42 @@ func TestAdminUsageErrors(t *testing.T) {
 	}
 	if w := do(t, n.Handler(), "GET", "/admin/usage", "sk-a", ""); w.Code != 401 {
 		t.Fatalf("a team key on the admin API: %d", w.Code)
+	}
+}
+
+// TestGroupUsage: rows are summed by their group values; grouped by day
+// first they run oldest day first, otherwise the largest spend first.
+func TestGroupUsage(t *testing.T) {
+	rows := []edge.UsageRow{
+		{Team: "a", Day: "2026-03-02", Model: "m", Key: "k1", User: "u1", UsageSums: edge.UsageSums{Requests: 1, CostUSD: 1}},
+		{Team: "a", Day: "2026-03-01", Model: "x", Key: "k1", User: "u2", UsageSums: edge.UsageSums{Requests: 2, CostUSD: 5}},
+		{Team: "b", Day: "2026-03-01", Model: "m", Key: "k2", User: "u1", UsageSums: edge.UsageSums{Requests: 1, CostUSD: 0.5, CachedRequests: 3, SavedUSD: 2}},
+	}
+	for _, c := range []struct {
+		groups []string
+		want   []string // group values, in order
+		reqs   []int64
+	}{
+		{[]string{"day"}, []string{"2026-03-01", "2026-03-02"}, []int64{3, 1}},
+		{[]string{"user"}, []string{"u2", "u1"}, []int64{2, 2}},
+		{[]string{"key", "model"}, []string{"k1/x", "k1/m", "k2/m"}, []int64{2, 1, 1}},
+		{[]string{"day", "team"}, []string{"2026-03-01/a", "2026-03-01/b", "2026-03-02/a"}, []int64{2, 1, 1}},
+	} {
+		out, total := groupUsage(rows, c.groups)
+		var got []string
+		var reqs []int64
+		for _, o := range out {
+			g := o.group[0]
+			if len(c.groups) == 2 {
+				g += "/" + o.group[1]
+			}
+			got, reqs = append(got, g), append(reqs, o.Requests)
+		}
+		if strings.Join(got, ",") != strings.Join(c.want, ",") || fmt.Sprint(reqs) != fmt.Sprint(c.reqs) {
+			t.Fatalf("group_by %v: %v %v, want %v %v", c.groups, got, reqs, c.want, c.reqs)
+		}
+		if total.Requests != 4 || total.CachedRequests != 3 || total.CostUSD != 6.5 || total.SavedUSD != 2 {
+			t.Fatalf("totals %+v", total)
+		}
 	}
 }
