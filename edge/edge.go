@@ -52,6 +52,10 @@ type State interface {
 	Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error)
 	// LevelUsage is Usage for a key or end-user level of team t.
 	LevelUsage(ctx context.Context, t *catalog.Team, l Level) (TeamUsage, error)
+	// UsageRows reads the usage rows by (team, key, user, model, day) q
+	// selects (SPEC 3.1): the cluster's when Redis answers, else this
+	// node's own. Never called on the request path.
+	UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error)
 	// Close flushes what the writer holds, bounded by ctx.
 	Close(ctx context.Context) error
 	// SetBudgetAlert names what is called once per level and budget period
@@ -223,6 +227,17 @@ type Outcome struct {
 	// Tokens charged and their price: from Charge.
 	PromptTokens, CompletionTokens int
 	CostUSD                        float64
+
+	// Usage by level (SPEC 3.1): the public model that served (or whose
+	// stored answer was served), the id of the key, the end user ("" =
+	// none), the part of PromptTokens the upstream read from its prompt
+	// cache, and for an answer from the response cache (SPEC 18: Cached,
+	// with Served false) what it saved. A served or cached request makes one
+	// row of the (team, key, user, model, day) usage.
+	Model, KeyID, User string
+	CachedTokens       int
+	Cached             bool
+	SavedUSD           float64
 
 	// Pin writes: a new tier pin for the queried alias ("" = none), and a
 	// deployment pin for DepModel.

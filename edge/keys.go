@@ -17,6 +17,7 @@ import (
 //	<prefix>{team:<name>}:par              max_parallel slots (leases)
 //	<prefix>{team:<name>}:budget           budget spend of the period
 //	<prefix>{team:<name>}:usage            served requests, tokens and USD by deployment
+//	<prefix>{team:<name>}:usage:<day>      usage by level of one UTC day (usagerows.go)
 //	<prefix>{team:<name>}:applied:<node>   this node's last applied writer call for the team (Cluster)
 //	<prefix>applied:<node>                 this node's last applied writer call (one shard)
 //	<prefix>{team:<name>}:pt:<session>|<alias>   tier pin

@@ -14,9 +14,11 @@ import (
 // store and the in-memory audit ring. Nothing is written in the background.
 type Local struct {
 	// Immutable after construction.
-	lim  *ratelimit.Local
-	pins *sessions.Local
-	ring *telemetry.Ring
+	lim   *ratelimit.Local
+	pins  *sessions.Local
+	ring  *telemetry.Ring
+	book  *Book // usage by level (SPEC 3.1)
+	clock func() time.Time
 }
 
 // NewLocal returns a local edge state on clock (nil: time.Now) storing audit
@@ -25,21 +27,34 @@ func NewLocal(clock func() time.Time, ring *telemetry.Ring) *Local {
 	if ring == nil {
 		ring = telemetry.NewRing(1)
 	}
-	return &Local{lim: ratelimit.NewLocal(clock, 1), pins: sessions.NewLocal(clock, sessions.DefaultMaxEntries*10), ring: ring}
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Local{lim: ratelimit.NewLocal(clock, 1), pins: sessions.NewLocal(clock, sessions.DefaultMaxEntries*10), ring: ring,
+		book: NewBook(), clock: clock}
 }
 
 // SetBudgetAlert implements State.
 func (l *Local) SetBudgetAlert(fn BudgetAlert) { l.lim.SetBudgetAlert(localAlert(fn)) }
 
-// TeamNames implements State: every team the local limiter holds state of.
-func (l *Local) TeamNames(fn func(team string)) { l.lim.Teams(fn) }
+// TeamNames implements State: every team the local limiter or the usage
+// book holds state of.
+func (l *Local) TeamNames(fn func(team string)) {
+	l.lim.Teams(fn)
+	l.book.teamNames(fn)
+}
 
-// ForgetTeams implements State: it drops the limiter state of the teams
-// drop names.
+// ForgetTeams implements State: it drops the limiter state and the usage
+// rows of the teams drop names.
 func (l *Local) ForgetTeams(drop func(team string) bool) {
 	l.lim.Teams(func(n string) {
 		if drop(n) {
 			l.lim.Forget(n)
+		}
+	})
+	l.book.teamNames(func(n string) {
+		if drop(n) {
+			l.book.forget(n)
 		}
 	})
 }
@@ -104,6 +119,11 @@ func (l *Local) Finish(b *Begun, o *Outcome) {
 		}
 		if o.DepPin != "" && o.DepModel != "" {
 			_ = l.pins.SetTier(context.Background(), depPinKey(s, o.DepModel), o.DepPin, o.DepTTL)
+		}
+	}
+	if b.team != nil {
+		if k, s, ok := rowOf(o, l.clock()); ok {
+			l.book.add(b.team.Name, k, &s)
 		}
 	}
 	if o.Audit != nil {

@@ -113,6 +113,7 @@ type Redis struct {
 	local   *ratelimit.Local
 	pins    *sessions.Local
 	ring    *telemetry.Ring
+	book    *Book // this node's usage by level (SPEC 3.1): the answer while Redis is away
 	obs     Observer
 	node    string // random per process: slot ids and the applied-batch mark
 	timeout time.Duration
@@ -148,6 +149,7 @@ func (r *Redis) ForgetTeams(drop func(team string) bool) {
 		name, ts := k.(string), v.(*teamState)
 		if drop(name) && ts.idle() && r.teams.CompareAndDelete(name, ts) {
 			r.local.Forget(name)
+			r.book.forget(name)
 		}
 		return true
 	})
@@ -185,6 +187,7 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		local: ratelimit.NewLocal(cfg.Clock, cfg.Divisor),
 		pins:  sessions.NewLocal(cfg.Clock, sessions.DefaultMaxEntries),
 		ring:  ring, lease: cfg.SlotLease.Milliseconds(), teamsPerCall: maxTeamsPerCall,
+		book: NewBook(),
 	}
 	if kh, ok := health.(KeyHealth); ok {
 		r.keys = kh
@@ -540,6 +543,10 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	}
 	if o.Served && o.Deployment != "" {
 		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
+	}
+	if k, s, ok := rowOf(o, r.cfg.Clock()); ok {
+		w.lvRow, w.lvSums, w.lvOK = k, s, true
+		r.book.add(t.Name, k, &s)
 	}
 	visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
 	if o.Audit != nil {

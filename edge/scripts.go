@@ -330,14 +330,19 @@ return out
 //
 //	KEYS: 1 the applied-batch mark (the team's on Cluster, the node's on one
 //	      shard), then per team: rpm+tpm TATs, budget hash, parallel slots,
-//	      usage hash, the pins to write, then the TATs, budget hash and
-//	      parallel slots of each key or user level it writes
+//	      usage hash, the usage-by-level hash of each day it writes, the
+//	      pins to write, then the TATs, budget hash and parallel slots of
+//	      each key or user level it writes
 //	ARGV: 1 call seq, 2 mark ttl (ms), 3 slot lease (ms), 4 number of teams,
 //	      then per team: the number of its arguments after these two and
 //	            of its keys, number of pins, usage ttl (s; negative when its
 //	            renewal is not due: only a new field sets it), number of
 //	            key and user levels, the team's level (below),
 //	            n usage rows and (deployment, requests, tokens, usd) each,
+//	            n usage-by-level days (SPEC 3.1), each with its hash's
+//	            expiry (unix s), n rows and per row the field prefix
+//	            ('<model>|<key>|<user>|', escaped) and its sums (req, in,
+//	            cin, out, usd, creq, saved; 0 is skipped),
 //	            for each pin key: (value, ttl ms, mode: 0 set, 1 keep a
 //	            higher tier, 2 delete), then each key or user level's level
 //	      a level: tpm, tokens to charge (>= 0), usd (the real cost minus
@@ -478,6 +483,32 @@ local function apply(i, k)
       i = i + 4
     end
     if fresh or uttl > 0 then call('EXPIRE', kusage, math.abs(uttl)) end
+  end
+  -- usage by level: one hash per UTC day, its keys before the pins'
+  local ndays = tonumber(ARGV[i]); i = i + 1
+  if ndays > 0 then
+    local names = {'req', 'in', 'cin', 'out', 'usd', 'creq', 'saved'}
+    for d = 1, ndays do
+      local kday, nrow = KEYS[k], tonumber(ARGV[i + 1])
+      local exp = ARGV[i]
+      k = k + 1
+      i = i + 2
+      for j = 1, nrow do
+        local f = ARGV[i]
+        for m = 1, 7 do
+          local v = ARGV[i + m]
+          if v ~= '0' then
+            if m == 5 or m == 7 then
+              call('HINCRBYFLOAT', kday, f .. names[m], v)
+            else
+              call('HINCRBY', kday, f .. names[m], v)
+            end
+          end
+        end
+        i = i + 8
+      end
+      call('EXPIREAT', kday, exp)
+    end
   end
   for j = 1, np do
     local v, ttl, mode = ARGV[i], ARGV[i + 1], ARGV[i + 2]

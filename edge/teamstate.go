@@ -32,6 +32,7 @@ type teamState struct {
 	releases  []string      // slot ids to remove
 	live      map[string]struct{}
 	usage     map[string]*usageRow
+	byLevel   rowSet              // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
 	pins      map[string]pinWrite // coalesced per key: the last write wins
 	flight    *batch              // sent and not acknowledged; resent as is
 	dirty     bool                // queued in writer.dirty
@@ -99,6 +100,10 @@ type finishWrite struct {
 	// usage of dep0
 	tokens int64
 	cost   float64
+	// usage by level (SPEC 3.1): the row and its sums (lvOK false = none)
+	lvRow  rowKey
+	lvSums UsageSums
+	lvOK   bool
 	// pins ("" key = none)
 	tierKey, tier, depKey, dep string
 	tierTTL, depTTL            time.Duration
@@ -188,6 +193,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		u.tok += w.tokens
 		u.usd += w.cost
 	}
+	folded := w.lvOK && ts.rowLocked(w, wr)
 	if w.tierKey != "" {
 		mode := 0
 		if w.tier == "easy" {
@@ -212,7 +218,46 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	if levelsDropped > 0 {
 		wr.r.obs.OnDropped("levels", levelsDropped)
 	}
+	if folded {
+		wr.rowFolded.Add(1)
+		wr.r.obs.OnDropped("usage_folded", 1)
+	}
 	return visit, urgent
+}
+
+// rowLocked folds w's usage row into the team's pending rows, bounded
+// per team (maxTeamRows) and per node (maxNodeRows, wr.rowCount); it
+// reports whether the row's user (or key) was folded into OtherUser.
+func (ts *teamState) rowLocked(w *finishWrite, wr *writer) bool {
+	if ts.byLevel == nil {
+		ts.byLevel = rowSet{}
+	}
+	made, folded := ts.byLevel.add(w.lvRow, &w.lvSums, wr.rowCount.Load() >= maxNodeRows)
+	wr.rowCount.Add(int64(made))
+	return folded
+}
+
+// hasUsage reports whether ts holds usage rows of either kind (ts.mu held).
+func (ts *teamState) hasUsage() bool { return len(ts.usage) > 0 || len(ts.byLevel) > 0 }
+
+// takeRowsLocked moves at most maxBatchRows of the pending level rows
+// into a batch's map (ts.mu held).
+func (ts *teamState) takeRowsLocked(wr *writer) rowSet {
+	l := ts.byLevel
+	if len(l) > maxBatchRows {
+		l = make(rowSet, maxBatchRows)
+		for k, s := range ts.byLevel {
+			if len(l) == maxBatchRows {
+				break
+			}
+			l[k] = s
+			delete(ts.byLevel, k)
+		}
+	} else {
+		ts.byLevel = nil
+	}
+	wr.rowCount.Add(-int64(len(l)))
+	return l
 }
 
 func (ts *teamState) pinLocked(key string, p pinWrite, wr *writer, maxPins int) int {
@@ -376,6 +421,7 @@ type batch struct {
 	releases []string
 	renew    []string
 	usage    map[string]*usageRow
+	byLevel  rowSet
 	usageTTL int64 // seconds; negative when the renewal is not due
 	pins     map[string]pinWrite
 	subs     []levelBatch // the key and user levels' parts
@@ -391,13 +437,17 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	if ts.flight != nil {
 		return ts.flight
 	}
-	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, alert: ts.alert, usage: wr.dueUsage(ts, now)}
+	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, alert: ts.alert}
 	b.usageTTL = -int64(usageTTL.Seconds())
-	if len(b.usage) > 0 {
-		if !now.Before(ts.usageExp) {
+	if wr.dueUsage(ts, now) {
+		b.usage, b.byLevel = ts.usage, ts.takeRowsLocked(wr)
+		if len(b.usage) > 0 && !now.Before(ts.usageExp) {
 			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
 		}
-		ts.usage, ts.usageDue = nil, time.Time{}
+		ts.usage = nil
+		if len(ts.byLevel) == 0 { // rows left over go in the next batch, not after another wait
+			ts.usageDue = time.Time{}
+		}
 	}
 	ts.charge, ts.refunds, ts.usd, ts.alert = 0, nil, 0, false
 	if n := len(ts.releases); n > maxBatchItems {
@@ -455,7 +505,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		}
 	}
 	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && !b.alert && len(b.releases) == 0 &&
-		len(b.renew) == 0 && len(b.usage) == 0 && len(b.pins) == 0 && len(b.subs) == 0) {
+		len(b.renew) == 0 && len(b.usage) == 0 && len(b.byLevel) == 0 && len(b.pins) == 0 && len(b.subs) == 0) {
 		return nil
 	}
 	*seq++
@@ -499,5 +549,5 @@ func (ts *teamState) idle() bool {
 // held); usage on w.held counts only with held.
 func (ts *teamState) unsent(held bool) bool {
 	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || ts.alert || len(ts.releases) > 0 ||
-		(len(ts.usage) > 0 && (held || !ts.usageHeld)) || len(ts.pins) > 0 || ts.subDirty
+		(ts.hasUsage() && (held || !ts.usageHeld)) || len(ts.pins) > 0 || ts.subDirty
 }

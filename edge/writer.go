@@ -22,6 +22,7 @@ const (
 	maxRefunds         = 256                   // refund pairs per team per batch; more are merged
 	maxReleases        = 10_000                // pending slot releases per team; beyond, the lease frees them
 	maxBatchItems      = 1_000                 // releases, renewals or pins per script call (Lua unpack limit)
+	maxBatchRows       = 256                   // usage-by-level rows per team per script call
 	maxAuditPerFlush   = 1_024                 // XADDs per pipeline
 	maxTeamsPerCall    = 512                   // teams per finishLua call on one shard
 	markTTL            = 24 * time.Hour        // life of a node's applied-batch mark
@@ -30,7 +31,8 @@ const (
 	retryMin, retryMax = 50 * time.Millisecond, time.Second
 )
 
-// dueUsage is the part of take that decides whether ts's usage rows go in
+// dueUsage is the part of take that decides whether ts's usage rows (per
+// deployment and by level) go in
 // this batch (ts.mu held): only once they have waited usageEvery, or when
 // the writer drains. Usage is a report (SPEC 11: no admission reads it), so
 // a team serving a request now and then costs Redis one usage write per
@@ -41,21 +43,21 @@ const (
 // brings the team back when they are due; they stay exact through any
 // outage, as before, and a killed node loses at most usageEvery of them
 // (its audit stream and log lines still hold every request).
-func (w *writer) dueUsage(ts *teamState, now time.Time) map[string]*usageRow {
-	if len(ts.usage) == 0 || w.draining {
-		return ts.usage
+func (w *writer) dueUsage(ts *teamState, now time.Time) bool {
+	if !ts.hasUsage() || w.draining {
+		return ts.hasUsage()
 	}
 	if ts.usageDue.IsZero() {
 		ts.usageDue = now.Add(w.usageEvery)
 	}
 	if !now.Before(ts.usageDue) {
-		return ts.usage
+		return true
 	}
 	if !ts.usageHeld {
 		ts.usageHeld = true
 		w.held = append(w.held, heldUsage{ts: ts, due: ts.usageDue})
 	}
-	return nil
+	return false
 }
 
 // heldUsage is a team whose usage rows wait until due.
@@ -103,6 +105,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	for dep, u := range b.usage {
 		args = append(args, dep, u.req, u.tok, u.usd)
 	}
+	keys, args = b.appendRows(keys, args)
 	for k, p := range b.pins {
 		keys = append(keys, tk.base+k)
 		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
@@ -113,6 +116,31 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 		args = lb.args(args)
 	}
 	args[a0-2], args[a0-1] = len(args)-a0, len(keys)-k0
+	return keys, args
+}
+
+// appendRows adds the usage-by-level rows of b (SPEC 3.1): one key per
+// UTC day (the team's hash of that day, before the pin keys) and, in the
+// arguments, the number of days, then per day its expiry (unix s), its
+// number of rows and per row the field prefix and the seven sums in
+// usageMetrics order.
+func (b *batch) appendRows(keys []string, args []any) ([]string, []any) {
+	if len(b.byLevel) == 0 {
+		return keys, append(args, 0)
+	}
+	days := map[int32][]rowKey{}
+	for k := range b.byLevel {
+		days[k.day] = append(days[k.day], k)
+	}
+	args = append(args, len(days))
+	for d, ks := range days {
+		keys = append(keys, b.ts.keys.base+"usage:"+dayString(d))
+		args = append(args, dayExpireAt(d), len(ks))
+		for _, k := range ks {
+			s := b.byLevel[k]
+			args = append(args, rowField(k), s.Requests, s.InputTokens, s.CachedTokens, s.OutputTokens, s.CostUSD, s.CachedRequests, s.SavedUSD)
+		}
+	}
 	return keys, args
 }
 
@@ -130,7 +158,7 @@ func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishC
 	nk, na := 1, 4
 	for _, b := range batches {
 		nk += 4 + len(b.pins) + 3*len(b.subs)
-		na += 14 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins)
+		na += 14 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins) + 1 + 10*len(b.byLevel)
 		for i := range b.subs {
 			lb := &b.subs[i]
 			na += 8 + 2*len(lb.refunds) + len(lb.releases) + len(lb.renew)
@@ -168,6 +196,9 @@ type writer struct {
 
 	pinCount   atomic.Int64
 	cacheBytes atomic.Int64 // response-cache entries pending (maxPendingCacheBytes)
+
+	rowCount  atomic.Int64 // usage-by-level rows pending, all teams (maxNodeRows)
+	rowFolded atomic.Int64 // rows folded into OtherUser since start
 
 	dmu   sync.Mutex
 	dirty []*teamState // guarded by dmu; teams with pending writes

@@ -402,6 +402,11 @@ func (cl *call) finish() {
 	s.Metrics.RequestDuration.WithLabelValues(model).Observe(dur.Seconds())
 	s.Metrics.Overhead.Observe((dur - cl.upstream).Seconds())
 	cl.out.Audit = e
+	// the usage row by level (SPEC 3.1): the edge keeps the sums per (team,
+	// key, end user, public model, day)
+	o := &cl.out
+	o.Model, o.KeyID, o.User = cl.model, e.Key, e.User
+	o.CachedTokens, o.Cached, o.SavedUSD = e.CachedTokens, e.Cached, e.SavedUSD
 	s.Edge.Finish(&cl.begun, &cl.out)
 	s.RequestLog.Write(e, cl.start.Add(dur)) // the audit entry as one structured log line (SPEC 12.2)
 }

@@ -191,6 +191,7 @@ func (s *Server) routes() {
 	admin.GET("/requests", s.handleRequests)
 	admin.GET("/teams/:name/usage", s.handleTeamUsage)
 	admin.GET("/teams/:name/users/*user", s.handleUser)
+	admin.GET("/usage", s.handleUsage)
 }
 
 func (s *Server) handleReady(c *gin.Context) {

@@ -38,12 +38,13 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // (switchyard_edge_dropped_total{kind}); switchyard_usage_dropped_total
 // keeps counting lost usage only, from the edge writer and from the
 // deployment usage counter alike; lost audit entries stay in
-// switchyard_audit_dropped_total.
+// switchyard_audit_dropped_total. Usage rows folded into the "(other)"
+// user are counted as kind usage_folded, not as lost usage.
 func TestDroppedWritesByKind(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	obs := &observer{m: telemetry.NewMetrics(reg), log: slog.Default()}
 	zero := scrape(t, reg)
-	for _, kind := range []string{"pins", "releases", "usage"} {
+	for _, kind := range []string{"pins", "releases", "usage", "usage_folded"} {
 		if v, ok := zero["switchyard_edge_dropped_total{kind="+kind+"}"]; !ok || v != 0 {
 			t.Errorf("kind %s not shown at 0 before any loss: %v", kind, zero)
 		}
@@ -53,13 +54,15 @@ func TestDroppedWritesByKind(t *testing.T) {
 	obs.OnDropped("usage", 4)
 	usageObserver{obs}.OnDropped(1) // ratelimit's deployment usage writer
 	obs.OnDropped("audit", 7)
+	obs.OnDropped("usage_folded", 2) // usage rows merged into "(other)": not lost usage
 	got := scrape(t, reg)
 	want := map[string]float64{
-		"switchyard_edge_dropped_total{kind=pins}":     3,
-		"switchyard_edge_dropped_total{kind=releases}": 2,
-		"switchyard_edge_dropped_total{kind=usage}":    5,
-		"switchyard_usage_dropped_total":               5,
-		"switchyard_audit_dropped_total":               7,
+		"switchyard_edge_dropped_total{kind=pins}":         3,
+		"switchyard_edge_dropped_total{kind=releases}":     2,
+		"switchyard_edge_dropped_total{kind=usage}":        5,
+		"switchyard_edge_dropped_total{kind=usage_folded}": 2,
+		"switchyard_usage_dropped_total":                   5,
+		"switchyard_audit_dropped_total":                   7,
 	}
 	for k, v := range want {
 		if got[k] != v {

@@ -157,7 +157,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BudgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "budget_alerts_total",
 			Help: "Budget alerts: a level's spend crossed budget.alert_at, once per period, by level (team, key, user)."}, []string{"level"}),
 		EdgeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_dropped_total",
-			Help: "Shared-state writes lost because a writer's bound was reached, by kind (pins, releases, usage)."}, []string{"kind"}),
+			Help: "Shared-state writes lost because a writer's bound was reached, by kind (pins, releases, usage; usage_folded: usage rows merged into the (other) user)."}, []string{"kind"}),
 
 		BodyBudgetRejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "body_budget_rejected_total",
 			Help: "Requests answered 503 because the node held server.max_inflight_body_bytes of request bodies."}),
@@ -177,4 +177,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // EdgeDropKinds are the kind labels of switchyard_edge_dropped_total.
-var EdgeDropKinds = []string{"pins", "releases", "usage"}
+// usage_folded counts usage-by-level rows whose end user (or key) was
+// folded into "(other)" past a node's bound (SPEC 3.1, 9): not lost, merged.
+var EdgeDropKinds = []string{"pins", "releases", "usage", "usage_folded"}

@@ -2,7 +2,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { binsOf, niceTop, classKind } from '../../static/js/charts.js';
+import { binsOf, niceTop, classKind, stackByDay, dayRange } from '../../static/js/charts.js';
 
 test('binsOf turns the cumulative score histogram into per-score bins', () => {
   // the gateway's buckets: le 0,1,2,3,4,5,6,8,10,12 (+Inf in count)
@@ -35,4 +35,24 @@ test('classKind colours outcomes: ok, warn for rate limits and cancels, bad for 
   assert.equal(classKind('rate_limited'), 'warn');
   assert.equal(classKind('canceled'), 'warn');
   for (const c of ['server_error', 'timeout', 'network', 'auth', 'context_window']) assert.equal(classKind(c), 'bad');
+});
+
+test('dayRange lists UTC days, both ends included, across a month end', () => {
+  assert.deepEqual(dayRange('2026-02-27', '2026-03-02'), ['2026-02-27', '2026-02-28', '2026-03-01', '2026-03-02']);
+  assert.deepEqual(dayRange('2026-03-02', '2026-03-01'), []);
+});
+
+test('stackByDay: one series per model over every day, zeros where nothing was spent, largest first', () => {
+  const days = ['2026-03-01', '2026-03-02', '2026-03-03'];
+  const rows = [
+    { day: '2026-03-01', model: 'small', cost_usd: 1 },
+    { day: '2026-03-03', model: 'big', cost_usd: 5 },
+    { day: '2026-03-03', model: 'small', cost_usd: 0.5 },
+    { day: '2026-02-01', model: 'old', cost_usd: 9 }, // outside the days: ignored
+  ];
+  const s = stackByDay(rows, days);
+  assert.deepEqual(s.map((x) => x.name), ['big', 'small']);
+  assert.deepEqual(s[0].values, [0, 0, 5]);
+  assert.deepEqual(s[1].values, [1, 0, 0.5]);
+  assert.equal(s[1].total, 1.5);
 });

@@ -361,6 +361,34 @@ test('teams: limits against usage; issue a key, use it, revoke it', async (t) =>
   await shot('teams');
 });
 
+test('usage: spend per day by model, top keys and users, budgets', async (t) => {
+  const user = 'e2e-user|one';
+  for (let i = 0; i < 3; i++) assert.equal((await chat(ALPHA, 'chat', 'usage ' + i, { 'X-Switchyard-User': user })).status, 200);
+  const probe = await admin('GET', '/admin/usage?group_by=user');
+  if (probe.status === 404) {
+    await view('Usage');
+    await page.getByText('Usage by level is not available').waitFor();
+    t.diagnostic('no /admin/usage on this gateway: the view says so');
+    return;
+  }
+  // the writer sends usage rows to Redis within its usage interval (10 s)
+  await waitFor(async () => {
+    const r = await admin('GET', '/admin/usage?group_by=user');
+    return r.status === 200 && r.body.rows.some((x) => x.user === user && x.requests >= 3);
+  }, 'the usage rows in the shared state', 30_000);
+  await view('Usage');
+  await page.getByRole('img', { name: /Spend per day by model/ }).waitFor();
+  const users = page.getByRole('table', { name: 'Top end users' });
+  await users.getByRole('rowheader', { name: user, exact: true }).waitFor();
+  await page.getByRole('table', { name: 'Top keys' }).locator('tbody tr').first().waitFor();
+  await page.getByLabel('alpha', { exact: true }).waitFor(); // alpha's budget meter
+  await page.getByLabel('Team', { exact: true }).selectOption('beta');
+  await page.getByText('No team in view has a budget').waitFor();
+  await page.getByLabel('Team', { exact: true }).selectOption('');
+  await assertControlsNamedByLabel('usage');
+  await shot('usage');
+});
+
 test('smart routing: split and score histogram per alias', async () => {
   await chat(ALPHA, 'auto', 'thanks!');
   await chat(ALPHA, 'auto', 'Prove step by step and derive: ```\nfunc main() {\n  x := 1\n}\n``` ' + 'context '.repeat(300));
@@ -397,7 +425,7 @@ test('requests: filter the list and open a degraded request’s timeline', async
 
 test('phone width: no view scrolls sideways as a page', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const name of ['Cluster', 'Models', 'Teams', 'Requests']) {
+  for (const name of ['Cluster', 'Models', 'Teams', 'Usage', 'Requests']) {
     await view(name);
     const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(over <= 1, `${name} overflows the phone width by ${over}px`);

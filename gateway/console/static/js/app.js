@@ -12,9 +12,10 @@ import fallbacks from './views/fallbacks.js';
 import teams from './views/teams.js';
 import smart from './views/smart.js';
 import requests from './views/requests.js';
+import usage from './views/usage.js';
 
 const REFRESH_MS = 2000;
-const VIEWS = [cluster, models, fallbacks, teams, smart, requests];
+const VIEWS = [cluster, models, fallbacks, teams, usage, smart, requests];
 
 const $ = (id) => document.getElementById(id);
 

@@ -166,3 +166,73 @@ export function classKind(cls) {
   if (cls === 'rate_limited' || cls === 'canceled') return 'warn';
   return 'bad';
 }
+
+/**
+ * stackByDay turns usage rows grouped by day and model ({day, model,
+ * cost_usd}) into one series per model over every day of days (0 where a
+ * model spent nothing), the models with the largest spend first.
+ */
+export function stackByDay(rows, days, value = (r) => r.cost_usd) {
+  const idx = new Map(days.map((d, i) => [d, i]));
+  const by = new Map();
+  for (const r of rows || []) {
+    const i = idx.get(r.day);
+    if (i === undefined) continue;
+    if (!by.has(r.model)) by.set(r.model, { name: r.model, values: new Array(days.length).fill(0), total: 0 });
+    const s = by.get(r.model);
+    const v = Number(value(r)) || 0;
+    s.values[i] += v;
+    s.total += v;
+  }
+  return [...by.values()].sort((a, b) => b.total - a.total || a.name.localeCompare(b.name));
+}
+
+/** dayRange lists the UTC days from..to (YYYY-MM-DD, both included). */
+export function dayRange(from, to) {
+  const out = [];
+  const end = Date.parse(to + 'T00:00:00Z');
+  for (let t = Date.parse(from + 'T00:00:00Z'); Number.isFinite(t) && t <= end && out.length < 400; t += 86400000) {
+    out.push(new Date(t).toISOString().slice(0, 10));
+  }
+  return out;
+}
+
+/**
+ * stackedBars draws one bar per day, stacked by series [{name, values}]
+ * aligned with days, with a legend of each series' total (its text
+ * equivalent). yFormat renders axis values.
+ */
+export function stackedBars({ label, days, series, yFormat = String, empty = 'Nothing yet.' }) {
+  const sums = days.map((_, i) => series.reduce((a, s) => a + s.values[i], 0));
+  if (!series.length || !sums.some((v) => v > 0)) {
+    return h('figure', { class: 'chart-box' }, h('figcaption', {}, label), h('p', { class: 'na' }, empty));
+  }
+  const top = niceTop(Math.max(...sums));
+  const bw = (W - PAD.l - PAD.r) / Math.max(1, days.length);
+  const y = (v) => H - PAD.b - (v / top) * (H - PAD.t - PAD.b);
+  const parts = [];
+  for (let i = 0; i <= 4; i++) {
+    const v = (top * i) / 4;
+    parts.push(h('line', { x1: PAD.l, x2: W - PAD.r, y1: y(v), y2: y(v), class: 'grid' }));
+    parts.push(h('text', { x: PAD.l - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, yFormat(v)));
+  }
+  const every = Math.max(1, Math.ceil(days.length / 6));
+  days.forEach((d, i) => {
+    const x0 = PAD.l + i * bw;
+    let acc = 0;
+    series.forEach((s, j) => {
+      const v = s.values[i];
+      if (!(v > 0)) return;
+      parts.push(h('rect', { x: x0 + 1, y: y(acc + v), width: Math.max(1, bw - 2), height: Math.max(0.5, y(acc) - y(acc + v)), fill: colorFor(j), class: 'stack' },
+        h('title', {}, `${d} · ${s.name}: ${yFormat(v)}`)));
+      acc += v;
+    });
+    if (i % every === 0 || i === days.length - 1) {
+      parts.push(h('text', { x: x0 + bw / 2, y: H - 6, 'text-anchor': 'middle', class: 'axis' }, d.slice(5)));
+    }
+  });
+  const svg = h('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label, class: 'chart' }, h('title', {}, label), parts);
+  const legend = h('ul', { class: 'legend' }, series.map((s, i) =>
+    h('li', {}, h('span', { class: 'swatch', 'data-c': i % PALETTE.length }), `${s.name}: ${yFormat(s.total)}`)));
+  return h('figure', { class: 'chart-box' }, h('figcaption', {}, label), svg, legend);
+}

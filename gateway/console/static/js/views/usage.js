@@ -1,0 +1,151 @@
+// Usage view: spend and tokens by level (GET /admin/usage, SPEC 3.1): spend
+// per day stacked by model, the top keys and end users, and each team's
+// budget against its limit (GET /admin/teams/{name}/usage). Usage rows
+// change slowly (the writer sends them every few seconds), so the view
+// reads them at most every USAGE_EVERY_MS, or at once when a filter changes.
+
+import { get, enc, optional } from '../api.js';
+import { h, replace, setText, syncList, fmtInt, fmtUSD, fmtDateTime } from '../dom.js';
+import { stackedBars, stackByDay, dayRange } from '../charts.js';
+
+const USAGE_EVERY_MS = 15000;
+const TOP = 10;
+const MAX_BUDGETS = 50;
+
+export default {
+  id: 'usage',
+  title: 'Usage',
+  mount(root) {
+    const teamSel = h('select', { id: 'usage-team', name: 'team' }, h('option', { value: '' }, 'All teams'));
+    const daysSel = h('select', { id: 'usage-days', name: 'days' },
+      [7, 30, 90].map((n) => h('option', { value: String(n), selected: n === 30 }, `Last ${n} days`)));
+    const form = h('form', { class: 'inline-form', role: 'search', 'aria-label': 'Usage filters' },
+      h('label', { for: teamSel.id }, 'Team'), teamSel,
+      h('label', { for: daysSel.id }, 'Period'), daysSel);
+    const err = h('p', { class: 'error', role: 'alert' });
+    const na = h('div');
+    const note = h('p', { class: 'hint' });
+    const chart = h('div', { class: 'charts' });
+    const totals = h('dl', { class: 'cards' });
+    const keysBody = h('tbody');
+    const usersBody = h('tbody');
+    const budgets = h('div', { class: 'limits' });
+    const budgetsNote = h('p', { class: 'hint' });
+    const cols = ['Requests', 'Input tokens', 'Output tokens', 'Cost', 'Cached answers', 'Saved'];
+    const table = (label, first, body) => h('div', { class: 'scroll' }, h('table', { class: 'grid-table', 'aria-label': label },
+      h('thead', {}, h('tr', {}, [first, 'Team', ...cols].map((c) => h('th', { scope: 'col' }, c)))), body));
+    replace(root, form, err, na,
+      h('section', { class: 'panel', 'aria-labelledby': 'usage-spend' }, h('h2', { id: 'usage-spend' }, 'Spend per day by model'), note, totals, chart),
+      h('section', { class: 'panel', 'aria-labelledby': 'usage-keys' }, h('h2', { id: 'usage-keys' }, 'Top keys'), table('Top keys', 'Key', keysBody)),
+      h('section', { class: 'panel', 'aria-labelledby': 'usage-users' }, h('h2', { id: 'usage-users' }, 'Top end users'), table('Top end users', 'End user', usersBody)),
+      h('section', { class: 'panel', 'aria-labelledby': 'usage-budgets' }, h('h2', { id: 'usage-budgets' }, 'Budgets'), budgetsNote, budgets));
+
+    let last = 0;
+    let teams = [];
+    const changed = () => { last = 0; refresh().catch((e) => setText(err, e.message)); };
+    teamSel.addEventListener('change', changed);
+    daysSel.addEventListener('change', changed);
+    form.addEventListener('submit', (ev) => ev.preventDefault());
+
+    async function refresh() {
+      if (Date.now() - last < USAGE_EVERY_MS) return;
+      last = Date.now();
+      const tr = await optional(get('/admin/teams'));
+      teams = tr.missing ? [] : (Array.isArray(tr.data) ? tr.data : tr.data.teams || []);
+      teams = teams.slice().sort((a, b) => a.name.localeCompare(b.name));
+      syncOptions(teamSel, teams.map((t) => t.name));
+      const to = new Date().toISOString().slice(0, 10);
+      const n = Number(daysSel.value) || 30;
+      const from = new Date(Date.parse(to + 'T00:00:00Z') - (n - 1) * 86400000).toISOString().slice(0, 10);
+      const team = teamSel.value;
+      const q = (group) => `/admin/usage?group_by=${group}&from=${from}&to=${to}` + (team ? `&team=${enc(team)}` : '');
+      const first = await optional(get(q('day,model')));
+      if (first.missing) {
+        replace(na, h('p', { class: 'na' }, 'Usage by level is not available on this gateway (no /admin/usage).'));
+        return;
+      }
+      replace(na);
+      const [byKey, byUser] = await Promise.all([get(q('team,key')), get(q('team,user'))]);
+      const d = first.data;
+      setText(err, '');
+      setText(note, (d.shared === false ? `Counted by node ${d.node || ''} alone (no shared usage in Redis right now). ` : '') +
+        `${d.from} to ${d.to} (UTC days). Cached answers (the response cache) are not spend: they show apart with what they saved.` +
+        (d.folded ? ` ${fmtInt(d.folded)} requests were counted under the end user “(other)” (too many distinct users at once).` : ''));
+      const t = d.totals || {};
+      replace(totals,
+        card('Spend', fmtUSD(t.cost_usd)), card('Requests', fmtInt(t.requests)),
+        card('Tokens in / out', `${fmtInt(t.input_tokens)} / ${fmtInt(t.output_tokens)}`),
+        card('Cached answers', fmtInt(t.cached_requests)), card('Saved by the cache', fmtUSD(t.saved_usd)));
+      const days = dayRange(d.from, d.to);
+      replace(chart, stackedBars({
+        label: `Spend per day by model, ${d.from} to ${d.to}`, days, series: stackByDay(d.rows, days), yFormat: fmtUSD,
+        empty: 'No spend in this period.',
+      }));
+      fillTop(keysBody, byKey.rows, (r) => r.team + '\u0000' + r.key, (r) => r.key_name || r.key || '(unknown key)');
+      fillTop(usersBody, byUser.rows, (r) => r.team + '\u0000' + r.user, (r) => r.user || '(none named)');
+      await fillBudgets(team ? teams.filter((x) => x.name === team) : teams);
+    }
+
+    async function fillBudgets(list) {
+      const withBudget = list.filter((t) => t.budget && t.budget.usd > 0).slice(0, MAX_BUDGETS);
+      setText(budgetsNote, withBudget.length ? '' : 'No team in view has a budget (teams[].budget).');
+      const rows = await Promise.all(withBudget.map(async (t) => ({
+        team: t, usage: await get(`/admin/teams/${enc(t.name)}/usage`).catch((e) => ({ error: e })),
+      })));
+      syncList(budgets, rows, (r) => r.team.name, (r) => budgetRow(r.team.name), (el, r) => el._update(r));
+    }
+    return { refresh };
+  },
+};
+
+function card(label, value) {
+  return h('div', { class: 'card' }, h('dt', {}, label), h('dd', {}, value));
+}
+
+// syncOptions keeps a select's team options after its first, "all" option.
+function syncOptions(sel, names) {
+  const have = [...sel.options].slice(1).map((o) => o.value);
+  if (have.join('\u0000') === names.join('\u0000')) return;
+  const cur = sel.value;
+  while (sel.options.length > 1) sel.remove(1);
+  for (const n of names) sel.append(h('option', { value: n }, n));
+  sel.value = names.includes(cur) ? cur : '';
+}
+
+function fillTop(body, rows, key, name) {
+  const top = (rows || []).slice(0, TOP);
+  syncList(body, top, key, () => h('tr', {}, h('th', { scope: 'row' }), h('td'), h('td'), h('td'), h('td'), h('td'), h('td'), h('td')), (tr, r) => {
+    const c = tr.children;
+    setText(c[0], name(r));
+    setText(c[1], r.team);
+    setText(c[2], fmtInt(r.requests));
+    setText(c[3], fmtInt(r.input_tokens));
+    setText(c[4], fmtInt(r.output_tokens));
+    setText(c[5], fmtUSD(r.cost_usd));
+    setText(c[6], fmtInt(r.cached_requests));
+    setText(c[7], fmtUSD(r.saved_usd));
+  });
+  if (!top.length) replace(body, h('tr', {}, h('td', { colspan: 8, class: 'na' }, 'Nothing in this period.')));
+  else if (body.querySelector('td[colspan]')) body.querySelector('td[colspan]').parentElement.remove();
+}
+
+function budgetRow(name) {
+  const id = 'budget-' + name.replace(/[^A-Za-z0-9_-]/g, '_');
+  const el = h('div', { class: 'bar-row budget-row', 'data-team': name });
+  el._update = ({ team, usage }) => {
+    if (usage.error) {
+      replace(el, h('span', { class: 'bar-label' }, name), h('span', { class: 'error' }, usage.error.message));
+      return;
+    }
+    const b = usage.budget || {};
+    const limit = b.usd || team.budget.usd;
+    const spent = Number(b.spent) || 0;
+    const ratio = spent / limit;
+    replace(el,
+      h('label', { class: 'bar-label', for: id }, name),
+      h('meter', { id, min: 0, max: limit, value: Math.min(spent, limit), low: limit * 0.7, high: limit * 0.9, optimum: 0 }),
+      h('span', { class: 'bar-val' + (ratio >= 1 ? ' bad-text' : ratio >= 0.8 ? ' warn-text' : '') },
+        `${fmtUSD(spent)} / ${fmtUSD(limit)} per ${b.period || team.budget.period || '–'}` + (b.resets_at ? ` · resets ${fmtDateTime(b.resets_at)}` : '')));
+  };
+  return el;
+}
