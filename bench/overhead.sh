@@ -38,11 +38,19 @@
 # gateway (cache off), so SPEC 16's two cache figures are printed: a hit
 # against the floor, and a miss against the same request with the cache off.
 #
-#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h]
+# With -l a gateway has one team with 100,000 keys, each with limits of its
+# own, and user_limits for its end users (SPEC 3.1: every request meets
+# three levels): "lvone" phases send one key and one end user, "lvmany"
+# phases a random one of the 100,000 keys and of 100,000 end users each
+# time, so SPEC 16's figure for levels is printed: throughput and overhead
+# one at a time with 100,000 keys and users against one of each, on the same
+# gateway, and its memory.
+#
+#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h] [-l]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0
-while getopts "d:c:k:rtmh" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; *) exit 2;; esac; done
+D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0; LEVELS=0
+while getopts "d:c:k:rtmhl" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; l) LEVELS=1;; *) exit 2;; esac; done
 command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install -y wrk)"; exit 1; }
 [ $REDIS = 0 ] || command -v redis-server >/dev/null || { echo "bench: -r needs redis-server"; exit 1; }
 
@@ -65,8 +73,8 @@ go build -o "$out/switchyard" ./cmd/switchyard
 go build -o "$out/floorproxy" ./bench/floorproxy
 [ $TRACE = 0 ] || go build -o "$out/otlpsink" ./bench/otlpsink
 
-MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008; GWC=127.0.0.1:19009
-for port in 19001 19002 19003 19004 19005 19006 19007 19008 19009; do
+MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008; GWC=127.0.0.1:19009; GWL=127.0.0.1:19010
+for port in 19001 19002 19003 19004 19005 19006 19007 19008 19009 19010; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "bench: 127.0.0.1:$port is in use (a process left from an earlier run?)"; exit 1; fi
 done
 "$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
@@ -109,6 +117,22 @@ if [ $MANY = 1 ]; then
   redis_yaml="$rm" gwyaml "$GWM" "$out/teams" > "$out/gwm.yaml"
   "$out/switchyard" serve -config "$out/gwm.yaml" 2>"$out/gwm.log" & GWMPID=$!; pids+=($GWMPID)
 fi
+GWLPID=""
+if [ $LEVELS = 1 ]; then
+  # one team, 100,000 keys with limits of their own, user_limits: every
+  # request meets three levels (limits too high to bind)
+  lim="rpm: 100000000, tpm: 100000000000"
+  { echo "  - name: lv"
+    echo "    models: [\"*\"]"
+    [ -z "$limits" ] || printf '    rpm: 100000000\n    tpm: 100000000000\n'
+    echo "    user_limits: {$lim}"
+    echo "    keys:"
+    awk -v l="$lim" 'BEGIN { for (i = 0; i < 100000; i++) printf "      - {key: \"sk-k%d\", name: k%d, %s}\n", i, i, l }'
+  } > "$out/lvteam"
+  rl=""; [ $REDIS = 0 ] || rl="redis: {url: \"redis://127.0.0.1:$RPORT/0\", key_prefix: \"levels:\"}"
+  redis_yaml="$rl" gwyaml "$GWL" "$out/lvteam" > "$out/gwl.yaml"
+  "$out/switchyard" serve -config "$out/gwl.yaml" 2>"$out/gwl.log" & GWLPID=$!; pids+=($GWLPID)
+fi
 GWCPID=""
 if [ $HITS = 1 ]; then
   { sed -e "s/listen: \"$GW\"/listen: \"$GWC\"/" "$out/gw.yaml"; echo "cache: {enabled: true, max_local_bytes: 268435456}"; } > "$out/gwc.yaml"
@@ -125,7 +149,8 @@ for i in $(seq 1 300); do
   curl -sf "http://$GW/healthz" >/dev/null && curl -sf "http://$MOCK/healthz" >/dev/null &&
     { [ $TRACE = 0 ] || curl -sf "http://$GWT/healthz" >/dev/null; } &&
     { [ $MANY = 0 ] || curl -sf "http://$GWM/healthz" >/dev/null; } &&
-    { [ $HITS = 0 ] || curl -sf "http://$GWC/healthz" >/dev/null; } && break; sleep 0.1
+    { [ $HITS = 0 ] || curl -sf "http://$GWC/healthz" >/dev/null; } &&
+    { [ $LEVELS = 0 ] || curl -sf "http://$GWL/healthz" >/dev/null; } && break; sleep 0.1
 done
 
 cat > "$out/post.lua" <<'LUA'
@@ -177,6 +202,17 @@ request = function()
   return wrk.format()
 end
 LUA
+# lvone.lua: one key and one end user; lvmany.lua: one of 100,000 keys and
+# one of 100,000 end users at random, each request
+sed -e 's/^wrk.headers\["Authorization"\].*$/wrk.headers["Authorization"] = "Bearer sk-k0"\nwrk.headers["X-Switchyard-User"] = "u0"/' "$out/post.lua" > "$out/lvone.lua"
+cp "$out/post.lua" "$out/lvmany.lua"
+cat >> "$out/lvmany.lua" <<'LUA'
+request = function()
+  wrk.headers["Authorization"] = "Bearer sk-k" .. math.random(0, 99999)
+  wrk.headers["X-Switchyard-User"] = "u" .. math.random(0, 99999)
+  return wrk.format()
+end
+LUA
 one="$out/post.lua"
 if [ $MANY = 1 ]; then
   sed -e 's/^done = /wrk.headers["X-Session-Id"] = "s1"\ndone = /' "$out/post.lua" > "$out/one.lua"; one="$out/one.lua"
@@ -187,6 +223,7 @@ fi
 # before the first round, so round 1 does not measure a cold start
 echo "== warm-up (${D}s per gateway, 24s for the many-teams one; not measured)"
 wrk -t2 -c"$C" -d"${D}s" -s "$one" "http://$GW/v1/chat/completions" >/dev/null 2>&1
+[ $LEVELS = 0 ] || wrk -t2 -c"$C" -d"${D}s" -s "$out/lvmany.lua" "http://$GWL/v1/chat/completions" >/dev/null 2>&1
 if [ $MANY = 1 ]; then
   wrk -t2 -c"$C" -d24s -s "$out/manywarm.lua" "http://$GWM/v1/chat/completions" > "$out/warm.txt" 2>&1
   read -r _ warmed _ < <(grep RESULT "$out/warm.txt")
@@ -275,6 +312,8 @@ one1=("direct1 http://$MOCK/v1/chat/completions 1 1"
 [ $HITS = 0 ] || { sat+=("cached http://$GWC/v1/chat/completions $C 2 $out/post.lua $GWCPID" "unique http://$GWC/v1/chat/completions $C 2 $out/unique.lua $GWCPID" "unique0 http://$GW/v1/chat/completions $C 2 $out/unique.lua $GWPID"); one1+=("cached1 http://$GWC/v1/chat/completions 1 1 $out/post.lua $GWCPID"); }
 [ $TRACE = 0 ] || { sat+=("traced http://$GWT/v1/chat/completions $C 2"); one1+=("traced1 http://$GWT/v1/chat/completions 1 1"); }
 [ $MANY = 0 ] || { sat+=("many http://$GWM/v1/chat/completions $C 2 $out/many.lua $GWMPID"); one1+=("many1 http://$GWM/v1/chat/completions 1 1 $out/many.lua $GWMPID"); }
+[ $LEVELS = 0 ] || { sat+=("lvone http://$GWL/v1/chat/completions $C 2 $out/lvone.lua $GWLPID" "lvmany http://$GWL/v1/chat/completions $C 2 $out/lvmany.lua $GWLPID")
+  one1+=("lvone1 http://$GWL/v1/chat/completions 1 1 $out/lvone.lua $GWLPID" "lvmany1 http://$GWL/v1/chat/completions 1 1 $out/lvmany.lua $GWLPID"); }
 rotated() { # round phase...: the phases, starting at phase round mod n
   # (names of its own: run sets globals such as n, and bash scopes dynamically)
   local rot_r=$1; shift; local rot_ph=("$@") rot_n=$# rot_i
@@ -304,6 +343,11 @@ if [ $MANY = 1 ]; then
   echo "$(med many.rps) $(med gateway.rps) $(med many1.p50) $(med gateway1.p50) $(med direct1.p50)" |
     awk '{printf "  10,000 teams / 100,000 sessions vs one of each: throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
 fi
+if [ $LEVELS = 1 ]; then
+  echo "$(med lvmany.rps) $(med lvone.rps) $(med lvmany1.p50) $(med lvone1.p50) $(med direct1.p50)" |
+    awk '{printf "  100,000 keys and 100,000 end users vs one of each (3 levels a request): throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
+  [ "$K" -le 1 ] || echo "  levels, paired: throughput $(paired ratio lvmany.rps lvone.rps), overhead one at a time $(paired overhead lvmany1.p50 lvone1.p50 direct1.p50)"
+fi
 if [ $HITS = 1 ]; then
   echo "$(med cached.rps) $(med floor.rps) $(med cached1.p50) $(med floor1.p50) $(med unique.rps) $(med unique0.rps)" |
     awk '{printf "  response cache: hits at saturation %.3f x the floor (target >= 1.5), hit p50 one at a time %+.0f us vs the floor (target < 0); a cacheable miss %.3f x the same request with the cache off (target >= 0.95)\n", $1/$2, $3-$4, $5/$6}'
@@ -314,6 +358,7 @@ fi
 rss() { awk '/^VmHWM/ {h=$2} /^VmRSS/ {r=$2} END {printf "%.0f MB peak, %.0f MB now", h/1024, r/1024}' "/proc/$1/status"; }
 line="  memory (RSS): gateway $(rss $GWPID); floor $(rss $FLOORPID)"
 [ $MANY = 0 ] || line="$line; 10,000 teams $(rss $GWMPID)"
+[ $LEVELS = 0 ] || line="$line; 100,000 keys and users $(rss $GWLPID)"
 echo "$line"
 if [ "$K" -gt 1 ]; then
   line="  paired per round (median of each round's own ratio): gateway/floor $(paired ratio gateway.rps floor.rps), p50 gateway - floor $(paired diff gateway1.p50 floor1.p50) us"

@@ -44,14 +44,16 @@ func (m *MemoryStore) Load(context.Context) (*State, bool, error) {
 	return m.st.Clone(), true, nil
 }
 
-// Save implements Store.
+// Save implements Store. It keeps next itself, not a copy: a State is
+// never changed once saved (every transition works on a Clone), and with
+// 100,000 keys a copy is 16 MB the node would hold twice.
 func (m *MemoryStore) Save(_ context.Context, base int64, next *State) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.st != nil && m.st.Version != base {
 		return ErrConflict
 	}
-	m.st = next.Clone()
+	m.st = next
 	return nil
 }
 
