@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +17,7 @@ type RedisClient interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
+	StrLen(ctx context.Context, key string) *redis.IntCmd
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
@@ -31,6 +33,7 @@ type RedisStore struct {
 	stateKey   string
 	channel    string
 	timeout    time.Duration
+	seen       atomic.Int64 // the largest state read or written, bytes
 }
 
 // NewRedisStore returns the shared store under prefix. timeout bounds each
@@ -54,9 +57,29 @@ redis.call('PUBLISH', ARGV[4], ARGV[2])
 return -1
 `)
 
+// bulkPerSecond is the pace a whole catalog is assumed to move at at the
+// least (encoded, sent, stored, or read and decoded): with 100,000 keys the
+// state is some 30 MB, which one second does not always carry on a busy
+// node. Load and Save wait r.timeout plus a second per bulkPerSecond of
+// state (Load asks Redis for its size first); both are off the request
+// path (start, admin writes, the watcher).
+const bulkPerSecond = 16 << 20
+
+// bulkTimeout is r.timeout plus the time n bytes of state may take.
+func (r *RedisStore) bulkTimeout(n int) time.Duration {
+	return r.timeout + time.Duration(n)*time.Second/bulkPerSecond
+}
+
 // Load implements Store.
 func (r *RedisStore) Load(ctx context.Context) (*State, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	// its size first (cheap), so the read is given the time it needs
+	sctx, scancel := context.WithTimeout(ctx, r.timeout)
+	n, err := r.c.StrLen(sctx, r.stateKey).Result()
+	scancel()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.bulkTimeout(int(max(n, r.seen.Load()))))
 	defer cancel()
 	vals, err := r.c.MGet(ctx, r.versionKey, r.stateKey).Result()
 	if err != nil {
@@ -65,6 +88,9 @@ func (r *RedisStore) Load(ctx context.Context) (*State, bool, error) {
 	raw, ok := vals[1].(string)
 	if !ok || raw == "" {
 		return nil, false, nil
+	}
+	if n := int64(len(raw)); n > r.seen.Load() {
+		r.seen.Store(n)
 	}
 	var st State
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
@@ -96,7 +122,10 @@ func (r *RedisStore) Save(ctx context.Context, base int64, next *State) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	if n := int64(len(b)); n > r.seen.Load() {
+		r.seen.Store(n)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.bulkTimeout(len(b)))
 	defer cancel()
 	res, err := saveScript.Run(ctx, r.c, []string{r.versionKey, r.stateKey},
 		base, strconv.FormatInt(next.Version, 10), b, r.channel).Int64()

@@ -43,6 +43,11 @@ type Options struct {
 	// Breaker, when set, is the breaker of a standalone or Sentinel client
 	// (tests that drive it by hand), or the summary breaker of a Cluster.
 	Breaker *Breaker
+	// BulkIO, when set, replaces redis.timeout as the read and write
+	// timeout (dials keep redis.timeout): a client for the few large
+	// values that are off the request path (the catalog: 30 MB with
+	// 100,000 keys), whose transfer takes longer than an admission may.
+	BulkIO time.Duration
 }
 
 func (o Options) newBreaker() *Breaker { return NewBreaker(o.Threshold, o.Cool, o.Clock) }
@@ -149,6 +154,11 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 		base = u
 	}
 	bound(base, t, pool)
+	rw := t
+	if o.BulkIO > 0 {
+		rw = o.BulkIO
+		base.ReadTimeout, base.WriteTimeout = rw, rw
+	}
 	br := o.Breaker
 	if br == nil {
 		br = o.newBreaker()
@@ -167,8 +177,8 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 			MaxRetries:            base.MaxRetries,
 			DialTimeout:           t,
 			DialerRetries:         base.DialerRetries,
-			ReadTimeout:           t,
-			WriteTimeout:          t,
+			ReadTimeout:           rw,
+			WriteTimeout:          rw,
 			PoolTimeout:           poolWait(t),
 			PoolSize:              pool,
 			ConnMaxIdleTime:       -1,
@@ -188,8 +198,8 @@ func Connect(cfg config.Redis, o Options) (*Conn, error) {
 			MaxRetries:            -1,
 			DialTimeout:           t,
 			DialerRetries:         base.DialerRetries,
-			ReadTimeout:           t,
-			WriteTimeout:          t,
+			ReadTimeout:           rw,
+			WriteTimeout:          rw,
 			PoolTimeout:           poolWait(t),
 			PoolSize:              pool,
 			ConnMaxIdleTime:       -1,

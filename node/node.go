@@ -41,6 +41,10 @@ type Node struct {
 	hb *cluster.Heartbeat // nil in local mode
 }
 
+// catalogIO bounds a read or write of the catalog's value (the store's
+// own timeout then bounds the call: a second plus one per 16 MB).
+const catalogIO = 30 * time.Second
+
 // Assemble builds a node from a validated configuration.
 func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	if !cfg.Redis.Enabled() {
@@ -88,8 +92,19 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		OneShard: conn.OneShard(),
 	}, ring, audit, usage, obs)
 	store := opt.Store
+	var bulk *cluster.Conn
 	if store == nil {
-		store = catalog.NewRedisStore(c, prefix, time.Second)
+		// the catalog is one large value (30 MB with 100,000 keys): its own
+		// two connections, whose reads and writes may take the seconds such
+		// a value needs, off the request path's pool and timeouts
+		bcfg := cfg.Redis
+		bcfg.PoolSize = 2
+		bulk, err = cluster.Connect(bcfg, cluster.Options{BulkIO: catalogIO})
+		if err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		store = catalog.NewRedisStore(bulk.Client, prefix, time.Second)
 	}
 	state := func() string {
 		if br.Up() {
@@ -111,6 +126,9 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		_ = rstore.Close(context.Background())
 		_ = es.Close(context.Background())
 		_ = conn.Close()
+		if bulk != nil {
+			_ = bulk.Close()
+		}
 		return nil, err
 	}
 	// Open every pooled connection before serving: a fresh node dialing
@@ -125,7 +143,12 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	// closers run last added first: stop the loops, then (gateway's) the
 	// edge writer flushes, then the client closes
-	gn.OnClose(func(context.Context) error { return conn.Close() })
+	gn.OnClose(func(context.Context) error {
+		if bulk != nil {
+			_ = bulk.Close()
+		}
+		return conn.Close()
+	})
 	gn.OnClose(func(ctx context.Context) error { return es.Close(ctx) })
 	gn.OnClose(rstore.Close)
 	gn.OnClose(func(context.Context) error { cancel(); return nil })
