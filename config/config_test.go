@@ -276,6 +276,10 @@ func TestKeyObjects(t *testing.T) {
 		{`[{name: t, models: [m], keys: [{key: k2, models: [n]}]}]`, `teams[0].keys[0].models[0]: "n" is not in the team's models`},
 		{`[{name: t, models: [m], keys: [{key: k2, expires_at: tomorrow}]}]`, `teams[0].keys[0].expires_at: "tomorrow" is not an RFC 3339 time`},
 		{`[{name: t, models: [m], keys: [{key: k2, burst: 3}]}]`, `burst: unknown key`},
+		{`[{name: t, models: [m], keys: [{key: k2, rpm: -1}]}]`, `teams[0].keys[0]: rpm, tpm, max_parallel and budget.usd must not be negative`},
+		{`[{name: t, models: [m], keys: [{key: k2, budget: {usd: 1, alert_at: 2}}]}]`, `teams[0].keys[0].budget.alert_at: must be within (0, 1]`},
+		{`[{name: t, models: [m], keys: [k2], user_limits: {tpm: -5}}]`, `teams[0].user_limits: rpm, tpm, max_parallel and budget.usd must not be negative`},
+		{`[{name: t, models: [m], keys: [k2], user_limits: {rmp: 5}}]`, `rmp: unknown key`},
 	} {
 		_, err := Load([]byte(base+"teams: "+tc.teams+"\n"), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

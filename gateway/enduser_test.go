@@ -28,6 +28,9 @@ func TestEndUser(t *testing.T) {
 		{"129 bytes in the header", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, long, 400, "X-Switchyard-User", ""},
 		{"required and missing", "/v1/chat/completions", "sk-strict", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "", 400, "user", ""},
 		{"required and named", "/v1/chat/completions", "sk-strict", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "u1", 200, "", "u1"},
+		// a credential is never stored as an end user (audit, usage rows, console)
+		{"the request's own key", "/v1/chat/completions", testKey, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, testKey, 400, "X-Switchyard-User", ""},
+		{"a key-shaped user", "/v1/chat/completions", testKey, `{"model":"m","user":"sk-proj-AbCdEfGhIjKlMnOpQrStUv12","messages":[{"role":"user","content":"hi"}]}`, "", 400, "user", ""},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
