@@ -220,18 +220,20 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
-		res, err := beginScript.Run(cctx, r.c, c.keys, c.args...).Slice()
+		res, err := c.script().Run(cctx, r.c, c.keys, c.args...).Slice()
 		r.settleCall(c, leader, res, err)
 		return
 	}
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
-			cmds[i] = beginScript.EvalSha(cctx, p, c.keys, c.args...)
+			cmds[i] = c.script().EvalSha(cctx, p, c.keys, c.args...)
 		}
 		return nil
 	})
-	rerunNoScript(cctx, r.c, beginScript, cmds, func(i int) ([]string, []any) { return calls[i].keys, calls[i].args })
+	rerunNoScript(cctx, r.c, cmds, func(i int) (*redis.Script, []string, []any) {
+		return calls[i].script(), calls[i].keys, calls[i].args
+	})
 	for i, c := range calls {
 		res, err := cmds[i].Slice()
 		r.settleCall(c, leader, res, err)
@@ -245,6 +247,31 @@ type beginCall struct {
 	keys    []string
 	args    []any
 	results int
+	lean    bool // every team of the call has RPM and TPM only: gcraLua
+}
+
+// script is the script c runs.
+func (c *beginCall) script() *redis.Script {
+	if c.lean {
+		return gcraScript
+	}
+	return beginScript
+}
+
+// leanGroup reports whether g fits gcraLua: its team has RPM and TPM
+// limits only (so no slot releases), and its admissions meet no other
+// level and read no pin.
+func leanGroup(g *teamBatch) bool {
+	t := g.calls[0].q.Team
+	if t.MaxParallel > 0 || t.Budget.USD > 0 {
+		return false
+	}
+	for _, a := range g.calls {
+		if a.nsub > 0 || len(a.pins) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // beginCalls packs a batch's teams into script calls: on one shard up to
@@ -259,8 +286,16 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 	calls := make([]*beginCall, 0, (len(groups)+per-1)/per)
 	for len(groups) > 0 {
 		n := min(per, len(groups))
-		c := &beginCall{groups: groups[:n:n]}
+		c := &beginCall{groups: groups[:n:n], lean: !r.general}
 		groups = groups[n:]
+		for _, g := range c.groups {
+			c.lean = c.lean && leanGroup(g)
+		}
+		if c.lean {
+			r.appendLean(c)
+			calls = append(calls, c)
+			continue
+		}
 		nk, na := 0, 2
 		for _, g := range c.groups {
 			nk += 3
@@ -316,6 +351,33 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 				lr, lt = rr.Microseconds(), tr.Microseconds()
 			}
 			c.args = append(c.args, max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(sc.lv), lr, lt, sc.cost, sc.usd)
+		}
+	}
+}
+
+// appendLean builds c's keys and arguments for gcraLua.
+func (r *Redis) appendLean(c *beginCall) {
+	na := 1
+	for _, g := range c.groups {
+		na += 5 + len(g.calls)
+		for _, a := range g.calls {
+			c.results += a.results()
+		}
+	}
+	c.keys, c.args = make([]string, 0, len(c.groups)), make([]any, 0, na)
+	c.args = append(c.args, len(c.groups))
+	for _, g := range c.groups {
+		ts, t := g.calls[0].ts, g.calls[0].q.Team
+		c.keys = append(c.keys, ts.keys.begin[0])
+		la := ts.keys.limitArgs(t)
+		var lr, lt int64
+		if g.carried = ts.unshared.Load() && ts.unshared.Swap(false); g.carried {
+			rr, tr := r.local.Resets(t.Name)
+			lr, lt = rr.Microseconds(), tr.Microseconds()
+		}
+		c.args = append(c.args, la.args[0], la.args[1], lr, lt, len(g.calls))
+		for _, a := range g.calls {
+			c.args = append(c.args, a.cost)
 		}
 	}
 }

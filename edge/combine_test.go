@@ -31,9 +31,13 @@ type gateClient struct {
 
 func (g *gateClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	g.alone.Add(1)
-	if len(args) > 1 {
+	n := args
+	if sha == gcraScript.Hash() { // gcraLua: ARGV 1 is the number of teams
+		n = append([]any{nil}, args...)
+	}
+	if len(n) > 1 {
 		g.mu.Lock()
-		g.teams = append(g.teams, args[1])
+		g.teams = append(g.teams, n[1])
 		g.mu.Unlock()
 	}
 	if g.first.CompareAndSwap(false, true) {

@@ -28,7 +28,13 @@ func localEnv(t *testing.T) env {
 	return env{st: NewLocal(clk.Now, nil), advance: clk.Advance, settle: func(*testing.T) {}, check: func(*testing.T) {}}
 }
 
-func miniEnv(t *testing.T) env {
+func miniEnv(t *testing.T) env { return miniEnvOf(t, false) }
+
+// generalEnv is miniEnv with every admission through beginLua: with
+// miniEnv, teams with RPM and TPM only go through gcraLua.
+func generalEnv(t *testing.T) env { return miniEnvOf(t, true) }
+
+func miniEnvOf(t *testing.T, general bool) env {
 	m := miniredis.RunT(t)
 	clk := newFakeClock()
 	m.SetTime(clk.Now())
@@ -36,6 +42,7 @@ func miniEnv(t *testing.T) env {
 	t.Cleanup(func() { _ = c.Close() })
 	obs := &countObs{}
 	r := newRedis(c, nil, Config{Prefix: "sy:", Timeout: time.Second, Clock: clk.Now}, nil, nil, nil, obs)
+	r.general = general
 	return env{
 		st:      r,
 		advance: func(d time.Duration) { clk.Advance(d); m.SetTime(clk.Now()) },
@@ -199,12 +206,14 @@ var scenarios = []struct {
 }
 
 // TestScenarios runs every scenario on the local state and on the Redis
-// scripts, which must agree step by step (one table, two implementations).
+// scripts, which must agree step by step (one table, every
+// implementation): "redis" sends a team with RPM and TPM only through
+// gcraLua, "redis-general" everything through beginLua.
 func TestScenarios(t *testing.T) {
 	for _, impl := range []struct {
 		name string
 		env  func(*testing.T) env
-	}{{"local", localEnv}, {"redis", miniEnv}} {
+	}{{"local", localEnv}, {"redis", miniEnv}, {"redis-general", generalEnv}} {
 		for _, sc := range scenarios {
 			t.Run(impl.name+"/"+sc.name, func(t *testing.T) {
 				e := impl.env(t)
@@ -275,7 +284,7 @@ func TestScenarios(t *testing.T) {
 // TestHeaders checks the x-ratelimit-* values after a few admissions, on
 // both implementations.
 func TestHeaders(t *testing.T) {
-	for _, mk := range []func(*testing.T) env{localEnv, miniEnv} {
+	for _, mk := range []func(*testing.T) env{localEnv, miniEnv, generalEnv} {
 		e := mk(t)
 		team := teamtest.Team("h", teamtest.Limits{RPM: 60, TPM: 6000})
 		var d ratelimit.Decision

@@ -127,6 +127,9 @@ type Redis struct {
 	teams sync.Map // team name -> *teamState
 	comb  combiner // the node's admission combiner when cfg.OneShard
 	alert atomic.Pointer[BudgetAlert]
+	// general sends every admission through beginLua, never gcraLua
+	// (tests: the scenario table runs both variants)
+	general bool
 }
 
 // TeamNames implements State: every team the edge keeps a record of.

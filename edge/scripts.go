@@ -325,6 +325,73 @@ end
 return out
 `)
 
+// gcraLua is beginLua for a call whose every team has RPM and TPM limits
+// only (no max_parallel, budget, key or user level) and whose admissions
+// read no pin: the common shape, which then pays for the GCRA and nothing
+// else (SPEC 16). Its arithmetic and answers are beginLua's for that shape
+// (the scenario table runs every team-only case through both), and it
+// reads and writes the same TAT key.
+//
+//	KEYS: per team: its rpm+tpm TATs
+//	ARGV: 1 number of teams, then per team: rpm, tpm, the local fallback's
+//	      rpm and tpm resets (us), number of admissions, and each one's
+//	      tokens to reserve
+//	returns for each admission beginLua's values for a team-only admission
+var gcraLua = tatLua + `
+local t = call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local TOL = 1
+local out = {}
+local i = 2
+for team = 1, tonumber(ARGV[1]) do
+  local rpm, tpm = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local lr, lt, n = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  i = i + 5
+  local k = KEYS[team]
+  local rraw, traw = gettat(k)
+  local prev, write = max(rraw, traw), false
+  if rpm > 0 and lr > 0 and now + lr > rraw then rraw, write = now + lr, true end
+  if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
+  for a = 1, n do
+    local cost = tonumber(ARGV[i])
+    i = i + 1
+    local wait, kind, rnext, tnext = 0, 0, 0, 0
+    if rpm > 0 then
+      rnext = max(rraw, now) + W / rpm
+      local w = rnext - W - now
+      if w > TOL then wait, kind = w, 1 end
+    end
+    if tpm > 0 then
+      tnext = max(traw, now) + cost * W / tpm
+      local w = tnext - W - now
+      if w > TOL and w > wait then wait, kind = w, 2 end
+    end
+    local allowed = 0
+    if kind == 0 then
+      allowed = 1
+      if rpm > 0 then rraw, write = rnext, true end
+      if tpm > 0 and cost > 0 then traw, write = tnext, true end
+    end
+    local rtat, ttat = max(rraw, now), max(traw, now)
+    local rrem, rres, trem, tres = rpm, 0, tpm, 0
+    if rpm > 0 and rtat > now then
+      rres = ceil(rtat - now)
+      rrem = max(0, min(rpm, floor((W - (rtat - now) + TOL) * rpm / W)))
+    end
+    if tpm > 0 and ttat > now then
+      tres = ceil(ttat - now)
+      trem = max(0, min(tpm, floor((W - (ttat - now) + TOL) * tpm / W)))
+    end
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, kind, ceil(wait), 0, rrem
+    out[o + 6], out[o + 7], out[o + 8], out[o + 9], out[o + 10] = rres, trem, tres, ceil(ttat), 0
+  end
+  if write then settat(k, rraw, traw, now, prev) end
+end
+return out
+`
+
 // finishLua applies coalesced batches of post-response writes, sent by the
 // writer: on Redis Cluster one call per team per flush (its keys share the
 // team's hash tag), on one shard one call per flush for every team with
@@ -585,14 +652,15 @@ func arrayFields(src string) string {
 // NOSCRIPT (after a Redis restart or failover).
 var (
 	beginScript  = redis.NewScript(beginLua)
+	gcraScript   = redis.NewScript(gcraLua)
 	finishScript = redis.NewScript(finishLua)
 )
 
 // rerunNoScript sends again, with EVAL (which caches the script again), the
 // pipelined calls of cmds that Redis refused with NOSCRIPT: its script cache
 // was flushed (a restart, a failover), so they did not run. call(i) is the
-// keys and arguments of cmds[i].
-func rerunNoScript(ctx context.Context, c Client, s *redis.Script, cmds []*redis.Cmd, call func(i int) ([]string, []any)) {
+// script, keys and arguments of cmds[i].
+func rerunNoScript(ctx context.Context, c Client, cmds []*redis.Cmd, call func(i int) (*redis.Script, []string, []any)) {
 	var again []int
 	for i, cmd := range cmds {
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
@@ -604,7 +672,7 @@ func rerunNoScript(ctx context.Context, c Client, s *redis.Script, cmds []*redis
 	}
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, i := range again {
-			keys, args := call(i)
+			s, keys, args := call(i)
 			cmds[i] = s.Eval(ctx, p, keys, args...)
 		}
 		return nil

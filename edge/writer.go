@@ -292,6 +292,7 @@ func (w *writer) run() {
 	w.started.Store(true)
 	defer close(w.done)
 	_ = beginScript.Load(context.Background(), w.r.c).Err() // preload: the first admissions run one EVALSHA
+	_ = gcraScript.Load(context.Background(), w.r.c).Err()
 	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	for {
@@ -415,7 +416,7 @@ func (w *writer) send(ctx context.Context, calls []*finishCall, entries []*telem
 		}
 		return nil
 	})
-	rerunNoScript(ctx, w.r.c, finishScript, cmds, func(i int) ([]string, []any) { return calls[i].keys, calls[i].args })
+	rerunNoScript(ctx, w.r.c, cmds, func(i int) (*redis.Script, []string, []any) { return finishScript, calls[i].keys, calls[i].args })
 	ok := true
 	for i, c := range calls {
 		err := cmds[i].Err()
