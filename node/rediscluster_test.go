@@ -36,7 +36,11 @@ func (h *beginCounter) count(cmd redis.Cmder) {
 	}
 	k1, _ := a[3].(string)
 	k2, _ := a[4].(string)
-	if !strings.HasSuffix(k1, "}:tat") || !strings.HasSuffix(k2, "}:par") {
+	// beginLua's keys start tat, par; gcraLua's (a team with RPM and TPM
+	// only) are one tat key, then ARGV: 1 (one team on Cluster), rpm,
+	// tpm, two resets, the number of admissions
+	lean := asInt(a[2]) == 1 && strings.HasSuffix(k1, "}:tat") && len(a) >= 10 && asInt(a[4]) == 1
+	if !lean && (!strings.HasSuffix(k1, "}:tat") || !strings.HasSuffix(k2, "}:par")) {
 		return
 	}
 	h.mu.Lock()
@@ -47,6 +51,10 @@ func (h *beginCounter) count(cmd redis.Cmder) {
 		}
 		h.errs[strings.TrimSuffix(k1, "tat")] = err
 		h.bad[strings.TrimSuffix(k1, "tat")]++
+		return
+	}
+	if lean {
+		h.ok[strings.TrimSuffix(k1, "tat")] += max(1, asInt(a[9]))
 		return
 	}
 	h.ok[strings.TrimSuffix(k1, "tat")] += admissions(a)
