@@ -211,8 +211,11 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 		}
 	}
 	if admin != nil {
-		w, err := admin.syncConfigKeys(ctx, &merged)
+		changed, w, err := admin.syncConfigKeys(ctx, &merged)
 		rep.Warnings = append(rep.Warnings, w...)
+		if changed && !slices.Contains(rep.Applied, "teams") {
+			rep.Applied = append(rep.Applied, "teams") // the file changed keys only
+		}
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, "config keys not synced into the catalog: "+err.Error())
 		}
@@ -260,11 +263,22 @@ func changedSections(cur, next *config.Config) []string {
 	}{
 		{"server", cur.Server, next.Server}, {"providers", cur.Providers, next.Providers},
 		{"routing", cur.Routing, next.Routing}, {"smart_routing", cur.SmartRouting, next.SmartRouting},
-		{"teams", cur.Teams, next.Teams},
+		{"teams", withoutKeys(cur.Teams), withoutKeys(next.Teams)}, // keys: the sync says
 	} {
 		if !reflect.DeepEqual(s.a, s.b) {
 			out = append(out, s.name)
 		}
+	}
+	return out
+}
+
+// withoutKeys is teams with no key specs (a running configuration has
+// released them: releaseKeySpecs).
+func withoutKeys(teams []config.Team) []config.Team {
+	out := make([]config.Team, len(teams))
+	for i, t := range teams {
+		t.Keys = nil
+		out[i] = t
 	}
 	return out
 }
@@ -289,20 +303,33 @@ func reloadProblems(st *catalog.State, next *config.Config) []string {
 
 // syncConfigKeys stores the file's config keys for the teams the catalog
 // holds (catalog.SyncConfigKeys); no write when nothing changed.
-func (a *Admin) syncConfigKeys(ctx context.Context, cfg *config.Config) ([]string, error) {
-	var problems []string
-	_, err := a.apply(ctx, func(cur *catalog.State) (*catalog.State, error) {
-		next, changed, p := catalog.SyncConfigKeys(cur, cfg, a.now())
+//
+// Then the file's key specs are dropped from cfg (releaseKeySpecs): the
+// catalog holds every key from here on, and with 100,000 keys a second
+// copy in the running configuration is 16 MB.
+func (a *Admin) syncConfigKeys(ctx context.Context, cfg *config.Config) (changed bool, problems []string, err error) {
+	_, err = a.apply(ctx, func(cur *catalog.State) (*catalog.State, error) {
+		next, ch, p := catalog.SyncConfigKeys(cur, cfg, a.now())
 		problems = p
-		if !changed {
+		if !ch {
 			return nil, errUnchanged
 		}
+		changed = true
 		return next, nil
 	})
 	if errors.Is(err, errUnchanged) {
 		err = nil
 	}
-	return problems, err
+	releaseKeySpecs(cfg)
+	return changed, problems, err
+}
+
+// releaseKeySpecs drops the teams' key specs from a configuration whose
+// keys are in the catalog (see syncConfigKeys).
+func releaseKeySpecs(cfg *config.Config) {
+	for i := range cfg.Teams {
+		cfg.Teams[i].Keys = nil
+	}
 }
 
 var errUnchanged = errors.New("unchanged")

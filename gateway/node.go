@@ -183,7 +183,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	n.Server = New(deps)
 	admin := NewAdmin(func() *config.Config { return live.Load().Config }, holder, store, func(st *catalog.State) { n.publish(st) })
 	reloader.setAdmin(admin) // a reload syncs the file's config keys into the store
-	if w, err := admin.syncConfigKeys(context.Background(), cfg); err != nil || len(w) > 0 {
+	if _, w, err := admin.syncConfigKeys(context.Background(), cfg); err != nil || len(w) > 0 {
 		log.Warn("config keys of the file not fully applied to the catalog", "problems", w, "error", err)
 	}
 	if cfg.Admin.Key != "" {
