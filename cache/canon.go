@@ -15,14 +15,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"switchyard/wire"
 )
 
-// Canon is a request reduced to what can change its answer. Its JSON
-// encoding (fixed field order, sorted maps) is what the key hashes.
+// Canon is a request reduced to what can change its answer. Key hashes
+// its fields in a fixed order (appendHashed); its JSON encoding is for
+// reading in tests and logs.
 type Canon struct {
 	Op                string                     `json:"op"`
 	Model             string                     `json:"model"`
@@ -114,10 +116,12 @@ var excluded = map[string]bool{
 // what is left at the end goes into Extra.
 type fields map[string]json.RawMessage
 
-func decodeFields(body []byte) (fields, error) {
-	// walked in place (the values are sub-slices of body, never copied);
-	// each value is validated when it is decoded or made canonical
-	if !json.Valid(body) {
+// decodeFields splits body into its top-level fields. valid says body is
+// known to be valid JSON (wire.Parse accepted it: encoding/json checks the
+// whole input before decoding), so it is not scanned a second time.
+func decodeFields(body []byte, valid bool) (fields, error) {
+	// walked in place (the values are sub-slices of body, never copied)
+	if !valid && !json.Valid(body) {
 		return nil, notCacheable("body is not valid JSON")
 	}
 	f := make(fields, 16)
@@ -155,13 +159,61 @@ func (f fields) take(k string) json.RawMessage {
 // into decodes field k into v when present.
 func (f fields) into(k string, v any) error {
 	raw := f.take(k)
-	if raw == nil {
+	if raw == nil || decodeScalar(raw, v) {
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		return notCacheable(k + ": " + err.Error())
 	}
 	return nil
+}
+
+// decodeScalar decodes the common scalar shapes (a string, an integer, a
+// number, a boolean) without encoding/json's reflection and reports
+// whether it did; anything else (or anything odd) is left to
+// json.Unmarshal, whose result it matches. raw is valid JSON.
+func decodeScalar(raw json.RawMessage, v any) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	switch p := v.(type) {
+	case *string:
+		if raw[0] != '"' {
+			return false
+		}
+		*p = wire.DecodeString(raw)
+		return true
+	case **int64:
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return false
+		}
+		*p = &n
+		return true
+	case **float64:
+		if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+			return false
+		}
+		x, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return false
+		}
+		*p = &x
+		return true
+	case **bool:
+		var b bool
+		switch string(raw) {
+		case "true":
+			b = true
+		case "false":
+		default:
+			return false
+		}
+		*p = &b
+		return true
+	}
+	return false
 }
 
 // rest moves every remaining field into c.Extra in canonical JSON.
@@ -219,8 +271,8 @@ func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, e
 	if isNull(raw) {
 		return nil, nil
 	}
-	var s string
-	if isString(raw) && json.Unmarshal(raw, &s) == nil {
+	if isString(raw) {
+		s := wire.DecodeString(raw)
 		if s == "" {
 			return nil, nil
 		}

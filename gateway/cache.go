@@ -49,7 +49,7 @@ func newCacheView(p *cache.Policy, team string, req *wire.Request, h http.Header
 	if p == nil || !p.Enabled(team, targets...) {
 		return nil
 	}
-	canon, err := cache.Parse(req.Op, req.Format, req.Raw)
+	canon, err := cache.ParseRequest(req) // the body wire.Parse validated, walked once more
 	if err != nil {
 		return nil
 	}
