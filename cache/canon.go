@@ -113,8 +113,19 @@ var excluded = map[string]bool{
 }
 
 // fields is a decoded top-level object whose entries are taken one by one;
-// what is left at the end goes into Extra.
-type fields map[string]json.RawMessage
+// what is left at the end goes into Extra. A request has a dozen fields
+// or so: a slice searched in order costs less than a map.
+type fields = *fieldSet
+
+type fieldSet struct {
+	kv  []field
+	buf [16]field
+}
+
+type field struct {
+	k []byte // the key as it decodes (a sub-slice of the body unless escaped)
+	v json.RawMessage
+}
 
 // decodeFields splits body into its top-level fields. valid says body is
 // known to be valid JSON (wire.Parse accepted it: encoding/json checks the
@@ -124,20 +135,26 @@ func decodeFields(body []byte, valid bool) (fields, error) {
 	if !valid && !json.Valid(body) {
 		return nil, notCacheable("body is not valid JSON")
 	}
-	f := make(fields, 16)
+	f := &fieldSet{}
+	f.kv = f.buf[:0]
 	ok := wire.EachMember(bytes.TrimSpace(body), func(k, v []byte) bool {
-		key := string(k)
 		if bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) { // a key means what it decodes to
+			var key string
 			q := append(append([]byte{'"'}, k...), '"')
 			if json.Unmarshal(q, &key) != nil {
 				return false
 			}
+			k = []byte(key)
 		}
-		if excluded[key] || isNull(v) {
-			delete(f, key) // a later null or excluded spelling wins, as in encoding/json
+		if excluded[string(k)] || isNull(v) {
+			f.take(string(k)) // a later null or excluded spelling wins, as in encoding/json
 			return true
 		}
-		f[key] = v
+		if i := f.index(string(k)); i >= 0 {
+			f.kv[i].v = v
+		} else {
+			f.kv = append(f.kv, field{k: k, v: v})
+		}
 		return true
 	})
 	if !ok {
@@ -146,18 +163,45 @@ func decodeFields(body []byte, valid bool) (fields, error) {
 	return f, nil
 }
 
+func (f *fieldSet) index(k string) int {
+	for i := range f.kv {
+		if string(f.kv[i].k) == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// get returns field k (nil when absent).
+func (f *fieldSet) get(k string) json.RawMessage {
+	if i := f.index(k); i >= 0 {
+		return f.kv[i].v
+	}
+	return nil
+}
+
+// set replaces or adds field k.
+func (f *fieldSet) set(k string, v json.RawMessage) {
+	if i := f.index(k); i >= 0 {
+		f.kv[i].v = v
+		return
+	}
+	f.kv = append(f.kv, field{k: []byte(k), v: v})
+}
+
 // take removes and returns field k (nil when absent).
-func (f fields) take(k string) json.RawMessage {
-	v, ok := f[k]
-	if !ok {
+func (f *fieldSet) take(k string) json.RawMessage {
+	i := f.index(k)
+	if i < 0 {
 		return nil
 	}
-	delete(f, k)
+	v := f.kv[i].v
+	f.kv = append(f.kv[:i], f.kv[i+1:]...)
 	return v
 }
 
 // into decodes field k into v when present.
-func (f fields) into(k string, v any) error {
+func (f *fieldSet) into(k string, v any) error {
 	raw := f.take(k)
 	if raw == nil || decodeScalar(raw, v) {
 		return nil
@@ -217,16 +261,16 @@ func decodeScalar(raw json.RawMessage, v any) bool {
 }
 
 // rest moves every remaining field into c.Extra in canonical JSON.
-func (f fields) rest(c *Canon) error {
-	for k, v := range f {
-		cv, err := canonJSON(v)
+func (f *fieldSet) rest(c *Canon) error {
+	for _, kv := range f.kv {
+		cv, err := canonJSON(kv.v)
 		if err != nil {
 			return err
 		}
 		if c.Extra == nil {
-			c.Extra = make(map[string]json.RawMessage, len(f))
+			c.Extra = make(map[string]json.RawMessage, len(f.kv))
 		}
-		c.Extra[k] = cv
+		c.Extra[string(kv.k)] = cv
 	}
 	return nil
 }

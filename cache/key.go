@@ -310,7 +310,8 @@ func parseOpenAI(f fields, c *Canon) error {
 	if mct == nil {
 		c.MaxTokens = mt
 	} else if mt != nil {
-		f["max_tokens"], _ = json.Marshal(*mt) // both sent: the second one stays apart
+		mtRaw, _ := json.Marshal(*mt)
+		f.set("max_tokens", mtRaw) // both sent: the second one stays apart
 	}
 	if err := f.into("reasoning_effort", &c.ReasoningEffort); err != nil {
 		return err
@@ -374,7 +375,7 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("messages"); raw != nil {
-		msgs, ok := oaMessagesFast(raw, make([]oaMsgIn, 0, 8))
+		msgs, ok := oaMessagesFast(raw, make([]oaMsgIn, 0, 4))
 		if !ok {
 			msgs = nil
 			if err := json.Unmarshal(raw, &msgs); err != nil {
