@@ -36,8 +36,11 @@ type cacheView struct {
 	// keys holds the entry key: keys[0] for a plain model; for a tier
 	// alias keys[0] is the easy tier's and keys[1] the hard tier's, and the
 	// Begin script reads the one the session's tier pin leaves it on.
-	keys  [2]cache.Key
-	alias bool
+	keys [2]cache.Key
+	// models are the public models the keys answer for (an alias's easy
+	// and hard targets): the entry's name carries it (edge.CacheKey).
+	models [2]string
+	alias  bool
 }
 
 // newCacheView returns the request's cache view, or nil when the request
