@@ -12,9 +12,10 @@ import fallbacks from './views/fallbacks.js';
 import teams from './views/teams.js';
 import smart from './views/smart.js';
 import requests from './views/requests.js';
+import cache from './views/cache.js';
 
 const REFRESH_MS = 2000;
-const VIEWS = [cluster, models, fallbacks, teams, smart, requests];
+const VIEWS = [cluster, models, fallbacks, teams, smart, requests, cache];
 
 const $ = (id) => document.getElementById(id);
 
