@@ -364,6 +364,11 @@ func openAIChoiceFast(c []byte, e *Entry) bool {
 	return wire.EachMember(c, func(k, v []byte) bool {
 		switch exactMember(k, "message", "finish_reason") {
 		case "finish_reason":
+			switch string(v) { // the storable ones, without allocating them
+			case `"stop"`, `"length"`, `"tool_calls"`:
+				e.Finish = storableFinishes[string(v)]
+				return true
+			}
 			return jsonString(v, &e.Finish)
 		case "message":
 			return wire.EachMember(v, func(k, v []byte) bool {
@@ -416,6 +421,8 @@ func openAIUsageFast(u []byte, out *Usage) bool {
 		return false
 	})
 }
+
+var storableFinishes = map[string]string{`"stop"`: "stop", `"length"`: "length", `"tool_calls"`: "tool_calls"}
 
 // exactMember names the member k among names: the name when k is spelled
 // exactly so, "" when k is none of them (a member encoding/json would

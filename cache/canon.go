@@ -119,7 +119,7 @@ type fields = *fieldSet
 
 type fieldSet struct {
 	kv  []field
-	buf [16]field
+	buf [10]field // most requests have fewer top-level fields
 }
 
 type field struct {
@@ -210,6 +210,23 @@ func (f *fieldSet) into(k string, v any) error {
 		return notCacheable(k + ": " + err.Error())
 	}
 	return nil
+}
+
+// int is an integer field, nil when absent (into, without a pointer
+// variable escaping to the heap for it).
+func (f *fieldSet) int(k string) (*int64, error) {
+	raw := f.take(k)
+	if raw == nil {
+		return nil, nil
+	}
+	if x, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64); err == nil {
+		return &x, nil
+	}
+	var n *int64
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, notCacheable(k + ": " + err.Error())
+	}
+	return n, nil
 }
 
 // decodeScalar decodes the common scalar shapes (a string, an integer, a

@@ -80,7 +80,8 @@ func parse(op catalog.Operation, format wire.Format, body []byte, valid bool) (*
 // alias, the tier it resolves to ("" otherwise): two teams never share an
 // entry, and an easy-tier answer never serves a session pinned hard.
 func (c *Canon) Key(team, tier string) Key {
-	return Key(sha256.Sum256(c.appendHashed(nil, team, tier)))
+	var buf [512]byte // a short request's bytes stay on the stack
+	return Key(sha256.Sum256(c.appendHashed(buf[:0], team, tier)))
 }
 
 // appendHashed appends what Key hashes: the version, the scope and every
@@ -89,8 +90,8 @@ func (c *Canon) Key(team, tier string) Key {
 // never hash the same bytes (no JSON is built: the fields are already
 // canonical).
 func (c *Canon) appendHashed(b []byte, team, tier string) []byte {
-	if b == nil {
-		b = make([]byte, 0, 256+c.sizeHint())
+	if n := 256 + c.sizeHint(); cap(b)-len(b) < n {
+		b = slices.Grow(b, n)
 	}
 	for _, s := range [...]string{keyVersion, team, tier, c.Op, c.Model} {
 		b = appendStr(b, s)
@@ -299,11 +300,12 @@ func parseOpenAI(f fields, c *Canon) error {
 	if err := common(f, c); err != nil {
 		return err
 	}
-	var mt, mct *int64
-	if err := f.into("max_tokens", &mt); err != nil {
+	mt, err := f.int("max_tokens")
+	if err != nil {
 		return err
 	}
-	if err := f.into("max_completion_tokens", &mct); err != nil {
+	mct, err := f.int("max_completion_tokens")
+	if err != nil {
 		return err
 	}
 	c.MaxTokens = mct
@@ -375,12 +377,14 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("messages"); raw != nil {
-		msgs, ok := oaMessagesFast(raw, make([]oaMsgIn, 0, 4))
+		var buf [4]oaMsgIn // a short conversation's stay on the stack
+		msgs, ok := oaMessagesFast(raw, buf[:0])
 		if !ok {
-			msgs = nil
-			if err := json.Unmarshal(raw, &msgs); err != nil {
+			var all []oaMsgIn
+			if err := json.Unmarshal(raw, &all); err != nil {
 				return notCacheable("messages")
 			}
+			msgs = all
 		}
 		for _, m := range msgs {
 			parts, err := textOrParts(m.Content, openAIPart)

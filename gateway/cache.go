@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"switchyard/cache"
+	"switchyard/edge"
 	"switchyard/providers"
 	"switchyard/wire"
 )
@@ -40,7 +41,18 @@ type cacheView struct {
 	// models are the public models the keys answer for (an alias's easy
 	// and hard targets): the entry's name carries it (edge.CacheKey).
 	models [2]string
+	names  [2]string // the entries' names in Redis, made once (name)
+	slot   int       // which key the request was routed to (cacheLookup)
 	alias  bool
+}
+
+// name is the Redis name of entry i (edge.CacheKey), made on first use:
+// Begin reads it and the writer stores under it.
+func (v *cacheView) name(i int) string {
+	if v.names[i] == "" {
+		v.names[i] = edge.CacheKey(v.models[i], v.keys[i].String())
+	}
+	return v.names[i]
 }
 
 // newCacheView returns the request's cache view, or nil when the request

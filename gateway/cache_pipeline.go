@@ -44,9 +44,9 @@ func (cl *call) cacheView(route *catalog.TierRoute, p *edge.PinQuery) {
 		v.models = [2]string{route.Easy, route.Hard}
 	}
 	if v.dir.Read() {
-		p.Cache[0] = edge.CacheKey(v.models[0], v.keys[0].String())
+		p.Cache[0] = v.name(0)
 		if route != nil {
-			p.Cache[1] = edge.CacheKey(v.models[1], v.keys[1].String())
+			p.Cache[1] = v.name(1)
 		}
 	}
 }
@@ -68,7 +68,7 @@ func (cl *call) cacheLookup() (answered bool) {
 			slot = 1
 		}
 	}
-	cl.cacheKey, cl.cacheModel = v.key(tier), v.models[slot]
+	cl.cacheKey, cl.cacheModel, v.slot = v.key(tier), v.models[slot], slot
 	now := time.Now()
 	if v.dir.Read() {
 		b, ok := []byte(cl.begun.Pins.Cache[slot]), cl.begun.Pins.Cache[slot] != ""
@@ -162,7 +162,7 @@ func (cl *call) cacheStore(e *cache.Entry, b []byte) {
 	cl.s.cacheLocal.Put(cl.cacheKey, b, cl.team.Name, cl.cacheModel, time.Now(), cl.cv.ttl)
 	cl.s.cacheStats.stored(cl.team.Name, cl.cacheModel, len(b))
 	// and, through the writer, in Redis for every replica (SPEC 18)
-	cl.out.CacheKey, cl.out.CacheValue, cl.out.CacheTTL = edge.CacheKey(cl.cacheModel, cl.cacheKey.String()), b, cl.cv.ttl
+	cl.out.CacheKey, cl.out.CacheValue, cl.out.CacheTTL = cl.cv.name(cl.cv.slot), b, cl.cv.ttl
 }
 
 // cacheMeta is what an entry records of the answer that fills it.
