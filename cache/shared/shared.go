@@ -29,7 +29,7 @@ type Client interface {
 	HSet(ctx context.Context, key string, values ...any) *redis.IntCmd
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
-	Unlink(ctx context.Context, keys ...string) *redis.IntCmd
+	Pipeline() redis.Pipeliner
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 	Publish(ctx context.Context, channel string, message any) *redis.IntCmd
 	TxPipeline() redis.Pipeliner
@@ -153,9 +153,9 @@ func (s *Store) unlink(ctx context.Context, pattern string) (int, error) {
 			cctx, cancel := context.WithTimeout(ctx, s.timeout)
 			keys, next, err := c.Scan(cctx, cursor, pattern, s.batch).Result()
 			if err == nil && len(keys) > 0 {
-				var n int64
-				n, err = c.Unlink(cctx, keys...).Result()
-				removed += int(n)
+				var n int
+				n, err = unlinkBySlot(cctx, c, keys)
+				removed += n
 			}
 			cancel()
 			if err != nil {
@@ -167,6 +167,28 @@ func (s *Store) unlink(ctx context.Context, pattern string) (int, error) {
 		}
 	})
 	return removed, err
+}
+
+// unlinkBySlot removes keys in one round trip, an UNLINK per hash slot:
+// a batch of every team's entries spans many slots, and Redis Cluster
+// refuses a command whose keys do not share one.
+func unlinkBySlot(ctx context.Context, c Client, keys []string) (int, error) {
+	bySlot := map[int][]string{}
+	for _, k := range keys {
+		sl := cluster.Slot(k)
+		bySlot[sl] = append(bySlot[sl], k)
+	}
+	p := c.Pipeline()
+	cmds := make([]*redis.IntCmd, 0, len(bySlot))
+	for _, ks := range bySlot {
+		cmds = append(cmds, p.Unlink(ctx, ks...))
+	}
+	_, err := p.Exec(ctx)
+	n := 0
+	for _, cmd := range cmds {
+		n += int(cmd.Val())
+	}
+	return n, err
 }
 
 // Purges reads every purge on record (a node starting, or its backstop
