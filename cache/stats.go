@@ -270,3 +270,11 @@ func (c *Counters) ResetEntries(team, model string) {
 		return true
 	})
 }
+
+// Teams calls fn with every team counted (once per model it has counts of).
+func (c *Counters) Teams(fn func(team string)) {
+	c.m.Range(func(key, _ any) bool {
+		fn(key.(scope).team)
+		return true
+	})
+}

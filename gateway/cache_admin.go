@@ -62,6 +62,16 @@ func (c *cacheStats) stored(team, model string, size int) {
 	c.unsent.Stored(team, model, size)
 }
 
+// TeamNames and ForgetTeams let the sweep of gone teams drop a deleted
+// team's counts (goneteams.go): they grow with the catalog, not its churn.
+func (c *cacheStats) TeamNames(fn func(team string)) { c.total.Teams(fn) }
+
+func (c *cacheStats) ForgetTeams(drop func(team string) bool) {
+	forget := func(team, _ string) bool { return drop(team) }
+	c.total.Forget(forget)
+	c.unsent.Forget(forget)
+}
+
 // cacheCount counts one cacheable request for the stats (SPEC 18).
 func (s *Server) cacheCount(team, model, result string, tokens int64, usd float64) {
 	s.cacheStats.count(team, model, result, tokens, usd)
