@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -144,9 +145,10 @@ func globEscape(s string) string {
 }
 
 // unlink removes every key matching pattern, a batch per SCAN step, each
-// call bounded by the timeout; ctx bounds the whole walk.
+// call bounded by the timeout; ctx bounds the whole walk. On Redis Cluster
+// the masters are walked concurrently.
 func (s *Store) unlink(ctx context.Context, pattern string) (int, error) {
-	removed := 0
+	var removed atomic.Int64
 	err := s.forEach(ctx, func(ctx context.Context, c Client) error {
 		var cursor uint64
 		for {
@@ -155,7 +157,7 @@ func (s *Store) unlink(ctx context.Context, pattern string) (int, error) {
 			if err == nil && len(keys) > 0 {
 				var n int
 				n, err = unlinkBySlot(cctx, c, keys)
-				removed += n
+				removed.Add(int64(n))
 			}
 			cancel()
 			if err != nil {
@@ -166,7 +168,7 @@ func (s *Store) unlink(ctx context.Context, pattern string) (int, error) {
 			}
 		}
 	})
-	return removed, err
+	return int(removed.Load()), err
 }
 
 // unlinkBySlot removes keys in one round trip, an UNLINK per hash slot:
