@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +86,14 @@ func (u *oaUsageIn) usage() Usage {
 }
 
 func openAIEntry(body []byte) (*Entry, error) {
+	if e, ok := openAIEntryFast(body); ok {
+		return e, e.checkFinish()
+	}
+	return openAIEntrySlow(body)
+}
+
+// openAIEntrySlow reads any sync OpenAI chat answer with encoding/json.
+func openAIEntrySlow(body []byte) (*Entry, error) {
 	var r struct {
 		Choices []struct {
 			Message struct {
@@ -320,4 +329,129 @@ func vectorOf(raw json.RawMessage) ([]float64, error) {
 		return nil, notStorable("embedding: " + err.Error())
 	}
 	return v, nil
+}
+
+// openAIEntryFast reads a sync OpenAI chat answer the way openAIEntry's
+// json.Unmarshal does, without reflection, for the shape upstreams send:
+// one choice with text content, no tool calls, no refusal, audio or
+// annotations, usage in integers, every member spelled exactly. ok is false
+// for anything else, and openAIEntry decodes it with encoding/json (which
+// also gives the reason an answer is not storable).
+func openAIEntryFast(body []byte) (e *Entry, ok bool) {
+	if !json.Valid(body) { // the walkers below read valid JSON only
+		return nil, false
+	}
+	e = &Entry{}
+	choices := 0
+	ok = wire.EachMember(bytes.TrimSpace(body), func(k, v []byte) bool {
+		switch exactMember(k, "choices", "usage") {
+		case "choices":
+			return wire.EachElement(v, func(c []byte) bool {
+				choices++
+				return choices == 1 && openAIChoiceFast(c, e)
+			}) && choices == 1
+		case "usage":
+			return string(v) == "null" || openAIUsageFast(v, &e.Usage)
+		case "":
+			return true
+		}
+		return false
+	})
+	return e, ok && choices == 1
+}
+
+func openAIChoiceFast(c []byte, e *Entry) bool {
+	return wire.EachMember(c, func(k, v []byte) bool {
+		switch exactMember(k, "message", "finish_reason") {
+		case "finish_reason":
+			switch string(v) { // the storable ones, without allocating them
+			case `"stop"`, `"length"`, `"tool_calls"`:
+				e.Finish = storableFinishes[string(v)]
+				return true
+			}
+			return jsonString(v, &e.Finish)
+		case "message":
+			return wire.EachMember(v, func(k, v []byte) bool {
+				switch exactMember(k, "content", "refusal", "tool_calls", "audio", "annotations") {
+				case "content":
+					return jsonString(v, &e.Text)
+				case "refusal": // only an empty one is storable
+					return string(v) == "null" || string(v) == `""`
+				case "audio":
+					return string(v) == "null"
+				case "tool_calls", "annotations": // tool calls: left to encoding/json
+					return string(v) == "null" || string(bytes.TrimSpace(v)) == "[]"
+				case "":
+					return true
+				}
+				return false
+			})
+		case "":
+			return true
+		}
+		return false
+	})
+}
+
+func openAIUsageFast(u []byte, out *Usage) bool {
+	integer := func(v []byte, p *int) bool {
+		n, err := strconv.Atoi(string(v))
+		*p = n
+		return err == nil
+	}
+	return wire.EachMember(u, func(k, v []byte) bool {
+		switch exactMember(k, "prompt_tokens", "completion_tokens", "prompt_tokens_details") {
+		case "prompt_tokens":
+			return integer(v, &out.PromptTokens)
+		case "completion_tokens":
+			return integer(v, &out.CompletionTokens)
+		case "prompt_tokens_details":
+			return string(v) == "null" || wire.EachMember(v, func(k, v []byte) bool {
+				switch exactMember(k, "cached_tokens") {
+				case "cached_tokens":
+					return integer(v, &out.CachedTokens)
+				case "":
+					return true
+				}
+				return false
+			})
+		case "":
+			return true
+		}
+		return false
+	})
+}
+
+var storableFinishes = map[string]string{`"stop"`: "stop", `"length"`: "length", `"tool_calls"`: "tool_calls"}
+
+// exactMember names the member k among names: the name when k is spelled
+// exactly so, "" when k is none of them (a member encoding/json would
+// ignore), and "?" when encoding/json might still match it to one (a key
+// with an escape, or in another case): the fast readers then give up.
+func exactMember(k []byte, names ...string) string {
+	if bytes.IndexByte(k, '\\') >= 0 {
+		return "?"
+	}
+	for _, n := range names {
+		if string(k) == n {
+			return n
+		}
+	}
+	for _, n := range names {
+		if strings.EqualFold(string(k), n) {
+			return "?"
+		}
+	}
+	return ""
+}
+
+// jsonString decodes a JSON string (or null, leaving *p) into *p.
+func jsonString(v []byte, p *string) bool {
+	switch {
+	case v[0] == '"':
+		*p = wire.DecodeString(v)
+	case string(v) != "null":
+		return false
+	}
+	return true
 }

@@ -15,14 +15,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"switchyard/wire"
 )
 
-// Canon is a request reduced to what can change its answer. Its JSON
-// encoding (fixed field order, sorted maps) is what the key hashes.
+// Canon is a request reduced to what can change its answer. Key hashes
+// its fields in a fixed order (appendHashed); its JSON encoding is for
+// reading in tests and logs.
 type Canon struct {
 	Op                string                     `json:"op"`
 	Model             string                     `json:"model"`
@@ -111,29 +113,48 @@ var excluded = map[string]bool{
 }
 
 // fields is a decoded top-level object whose entries are taken one by one;
-// what is left at the end goes into Extra.
-type fields map[string]json.RawMessage
+// what is left at the end goes into Extra. A request has a dozen fields
+// or so: a slice searched in order costs less than a map.
+type fields = *fieldSet
 
-func decodeFields(body []byte) (fields, error) {
-	// walked in place (the values are sub-slices of body, never copied);
-	// each value is validated when it is decoded or made canonical
-	if !json.Valid(body) {
+type fieldSet struct {
+	kv  []field
+	buf [10]field // most requests have fewer top-level fields
+}
+
+type field struct {
+	k []byte // the key as it decodes (a sub-slice of the body unless escaped)
+	v json.RawMessage
+}
+
+// decodeFields splits body into its top-level fields. valid says body is
+// known to be valid JSON (wire.Parse accepted it: encoding/json checks the
+// whole input before decoding), so it is not scanned a second time.
+func decodeFields(body []byte, valid bool) (fields, error) {
+	// walked in place (the values are sub-slices of body, never copied)
+	if !valid && !json.Valid(body) {
 		return nil, notCacheable("body is not valid JSON")
 	}
-	f := make(fields, 16)
+	f := &fieldSet{}
+	f.kv = f.buf[:0]
 	ok := wire.EachMember(bytes.TrimSpace(body), func(k, v []byte) bool {
-		key := string(k)
 		if bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) { // a key means what it decodes to
+			var key string
 			q := append(append([]byte{'"'}, k...), '"')
 			if json.Unmarshal(q, &key) != nil {
 				return false
 			}
+			k = []byte(key)
 		}
-		if excluded[key] || isNull(v) {
-			delete(f, key) // a later null or excluded spelling wins, as in encoding/json
+		if excluded[string(k)] || isNull(v) {
+			f.take(string(k)) // a later null or excluded spelling wins, as in encoding/json
 			return true
 		}
-		f[key] = v
+		if i := f.index(string(k)); i >= 0 {
+			f.kv[i].v = v
+		} else {
+			f.kv = append(f.kv, field{k: k, v: v})
+		}
 		return true
 	})
 	if !ok {
@@ -142,20 +163,47 @@ func decodeFields(body []byte) (fields, error) {
 	return f, nil
 }
 
+func (f *fieldSet) index(k string) int {
+	for i := range f.kv {
+		if string(f.kv[i].k) == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// get returns field k (nil when absent).
+func (f *fieldSet) get(k string) json.RawMessage {
+	if i := f.index(k); i >= 0 {
+		return f.kv[i].v
+	}
+	return nil
+}
+
+// set replaces or adds field k.
+func (f *fieldSet) set(k string, v json.RawMessage) {
+	if i := f.index(k); i >= 0 {
+		f.kv[i].v = v
+		return
+	}
+	f.kv = append(f.kv, field{k: []byte(k), v: v})
+}
+
 // take removes and returns field k (nil when absent).
-func (f fields) take(k string) json.RawMessage {
-	v, ok := f[k]
-	if !ok {
+func (f *fieldSet) take(k string) json.RawMessage {
+	i := f.index(k)
+	if i < 0 {
 		return nil
 	}
-	delete(f, k)
+	v := f.kv[i].v
+	f.kv = append(f.kv[:i], f.kv[i+1:]...)
 	return v
 }
 
 // into decodes field k into v when present.
-func (f fields) into(k string, v any) error {
+func (f *fieldSet) into(k string, v any) error {
 	raw := f.take(k)
-	if raw == nil {
+	if raw == nil || decodeScalar(raw, v) {
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
@@ -164,17 +212,82 @@ func (f fields) into(k string, v any) error {
 	return nil
 }
 
+// int is an integer field, nil when absent (into, without a pointer
+// variable escaping to the heap for it).
+func (f *fieldSet) int(k string) (*int64, error) {
+	raw := f.take(k)
+	if raw == nil {
+		return nil, nil
+	}
+	if x, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64); err == nil {
+		return &x, nil
+	}
+	var n *int64
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, notCacheable(k + ": " + err.Error())
+	}
+	return n, nil
+}
+
+// decodeScalar decodes the common scalar shapes (a string, an integer, a
+// number, a boolean) without encoding/json's reflection and reports
+// whether it did; anything else (or anything odd) is left to
+// json.Unmarshal, whose result it matches. raw is valid JSON.
+func decodeScalar(raw json.RawMessage, v any) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	switch p := v.(type) {
+	case *string:
+		if raw[0] != '"' {
+			return false
+		}
+		*p = wire.DecodeString(raw)
+		return true
+	case **int64:
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return false
+		}
+		*p = &n
+		return true
+	case **float64:
+		if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+			return false
+		}
+		x, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return false
+		}
+		*p = &x
+		return true
+	case **bool:
+		var b bool
+		switch string(raw) {
+		case "true":
+			b = true
+		case "false":
+		default:
+			return false
+		}
+		*p = &b
+		return true
+	}
+	return false
+}
+
 // rest moves every remaining field into c.Extra in canonical JSON.
-func (f fields) rest(c *Canon) error {
-	for k, v := range f {
-		cv, err := canonJSON(v)
+func (f *fieldSet) rest(c *Canon) error {
+	for _, kv := range f.kv {
+		cv, err := canonJSON(kv.v)
 		if err != nil {
 			return err
 		}
 		if c.Extra == nil {
-			c.Extra = make(map[string]json.RawMessage, len(f))
+			c.Extra = make(map[string]json.RawMessage, len(f.kv))
 		}
-		c.Extra[k] = cv
+		c.Extra[string(kv.k)] = cv
 	}
 	return nil
 }
@@ -219,8 +332,8 @@ func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, e
 	if isNull(raw) {
 		return nil, nil
 	}
-	var s string
-	if isString(raw) && json.Unmarshal(raw, &s) == nil {
+	if isString(raw) {
+		s := wire.DecodeString(raw)
 		if s == "" {
 			return nil, nil
 		}

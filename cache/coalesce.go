@@ -52,11 +52,11 @@ type Flight struct {
 	key Key
 
 	mu        sync.Mutex
-	history   []Delta // guarded by mu; every delta so far, for late joiners
-	histBytes int     // guarded by mu
-	open      bool    // guarded by mu; new followers may join
-	followers map[*Follower]struct{}
-	ended     bool // guarded by mu
+	history   []Delta                // guarded by mu; every delta so far, for late joiners
+	histBytes int                    // guarded by mu
+	open      bool                   // guarded by mu; new followers may join
+	followers map[*Follower]struct{} // guarded by mu; nil until the first follower
+	ended     bool                   // guarded by mu
 }
 
 // Follower is one request attached to a flight.
@@ -89,7 +89,7 @@ func (g *Group) Lead(k Key, stream bool) (*Flight, *Follower) {
 	defer g.mu.Unlock()
 	f, ok := g.flights[k]
 	if !ok {
-		f = &Flight{g: g, key: k, open: true, followers: map[*Follower]struct{}{}}
+		f = &Flight{g: g, key: k, open: true} // followers made by the first one: most flights have none
 		g.flights[k] = f
 		return f, nil
 	}
@@ -102,6 +102,9 @@ func (g *Group) Lead(k Key, stream bool) (*Flight, *Follower) {
 	if stream {
 		fl.ch = make(chan Delta, g.buffer)
 		fl.backlog = f.history[:len(f.history):len(f.history)]
+	}
+	if f.followers == nil {
+		f.followers = map[*Follower]struct{}{}
 	}
 	f.followers[fl] = struct{}{}
 	return nil, fl

@@ -1,10 +1,14 @@
 package cache
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"math"
+	"slices"
+	"strings"
 
 	"switchyard/catalog"
 	"switchyard/wire"
@@ -18,7 +22,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every hashed input: changing the canonical form bumps
 // it, so old entries are simply never found again.
-const keyVersion = "switchyard-cache-v1"
+const keyVersion = "switchyard-cache-v2"
 
 // Parse reduces a request body to its canonical form. It returns an error
 // wrapping ErrNotCacheable for a request the cache must not answer (SPEC
@@ -26,7 +30,17 @@ const keyVersion = "switchyard-cache-v1"
 // previous_response_id) or whose fields do not parse; the gateway then
 // serves it without the cache (and without a cache header).
 func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error) {
-	f, err := decodeFields(body)
+	return parse(op, format, body, false)
+}
+
+// ParseRequest is Parse of a request wire.Parse accepted: its body is known
+// to be valid JSON, so it is walked once without being validated again.
+func ParseRequest(req *wire.Request) (*Canon, error) {
+	return parse(req.Op, req.Format, req.Raw, true)
+}
+
+func parse(op catalog.Operation, format wire.Format, body []byte, valid bool) (*Canon, error) {
+	f, err := decodeFields(body, valid)
 	if err != nil {
 		return nil, err
 	}
@@ -66,17 +80,172 @@ func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error
 // alias, the tier it resolves to ("" otherwise): two teams never share an
 // entry, and an easy-tier answer never serves a session pinned hard.
 func (c *Canon) Key(team, tier string) Key {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	for _, s := range [...]string{keyVersion, team, tier} {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
+	var buf [512]byte // a short request's bytes stay on the stack
+	return Key(sha256.Sum256(c.appendHashed(buf[:0], team, tier)))
+}
+
+// appendHashed appends what Key hashes: the version, the scope and every
+// field of c in a fixed order, each string length-prefixed and each
+// optional field behind its own tag, so two different canonical requests
+// never hash the same bytes (no JSON is built: the fields are already
+// canonical).
+func (c *Canon) appendHashed(b []byte, team, tier string) []byte {
+	if n := 256 + c.sizeHint(); cap(b)-len(b) < n {
+		b = slices.Grow(b, n)
 	}
-	body, _ := json.Marshal(c) // a Canon always marshals: its raw fields are canonical JSON
-	h.Write(body)
-	var k Key
-	h.Sum(k[:0])
-	return k
+	for _, s := range [...]string{keyVersion, team, tier, c.Op, c.Model} {
+		b = appendStr(b, s)
+	}
+	tagStrs := func(tag byte, ss []string) {
+		if len(ss) > 0 {
+			b = append(b, tag)
+			b = binary.AppendUvarint(b, uint64(len(ss)))
+			for _, s := range ss {
+				b = appendStr(b, s)
+			}
+		}
+	}
+	tagStr := func(tag byte, s string) {
+		if s != "" {
+			b = appendStr(append(b, tag), s)
+		}
+	}
+	tagInt := func(tag byte, n *int64) {
+		if n != nil {
+			b = binary.AppendVarint(append(b, tag), *n)
+		}
+	}
+	tagFloat := func(tag byte, x *float64) {
+		if x != nil {
+			b = binary.LittleEndian.AppendUint64(append(b, tag), math.Float64bits(*x))
+		}
+	}
+	tagBool := func(tag byte, v *bool) {
+		if v != nil {
+			b = append(b, tag, boolByte(*v))
+		}
+	}
+	tagStrs('s', c.System)
+	if len(c.Messages) > 0 {
+		b = binary.AppendUvarint(append(b, 'm'), uint64(len(c.Messages)))
+		for i := range c.Messages {
+			b = c.Messages[i].appendHashed(b)
+		}
+	}
+	if len(c.Tools) > 0 {
+		b = binary.AppendUvarint(append(b, 't'), uint64(len(c.Tools)))
+		for _, t := range c.Tools {
+			for _, s := range [...][]byte{[]byte(t.Name), []byte(t.Description), t.Params, t.Raw} {
+				b = appendBytes(b, s)
+			}
+			b = appendOptBool(b, t.Strict)
+		}
+	}
+	tagStr('c', c.ToolChoice)
+	tagBool('p', c.ParallelToolCalls)
+	if rf := c.ResponseFormat; rf != nil {
+		b = append(b, 'f')
+		for _, s := range [...][]byte{[]byte(rf.Type), []byte(rf.Name), []byte(rf.Description), rf.Schema} {
+			b = appendBytes(b, s)
+		}
+		b = appendOptBool(b, rf.Strict)
+	}
+	tagFloat('T', c.Temperature)
+	tagFloat('P', c.TopP)
+	tagInt('S', c.Seed)
+	tagStrs('x', c.Stop)
+	tagInt('M', c.MaxTokens)
+	tagInt('N', c.N)
+	tagStr('r', c.ReasoningEffort)
+	tagStr('v', c.Verbosity)
+	if len(c.Input) > 0 {
+		b = appendBytes(append(b, 'i'), c.Input)
+	}
+	tagInt('D', c.Dimensions)
+	tagStr('e', c.EncodingFormat)
+	b = appendMap(b, 'X', c.Extra)
+	return b
+}
+
+func (m *Msg) appendHashed(b []byte) []byte {
+	b = appendStr(b, m.Role)
+	b = appendStr(b, m.Name)
+	b = binary.AppendUvarint(b, uint64(len(m.Parts)))
+	for _, p := range m.Parts {
+		for _, s := range [...]string{p.Type, p.Text, p.URL, p.Detail} {
+			b = appendStr(b, s)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.Calls)))
+	for _, c := range m.Calls {
+		for _, s := range [...]string{c.ID, c.Name, c.Args} {
+			b = appendStr(b, s)
+		}
+	}
+	b = appendStr(b, m.CallID)
+	b = append(b, boolByte(m.IsError))
+	return appendMap(b, 'X', m.Extra)
+}
+
+// sizeHint is about what appendHashed writes for c, so its buffer grows
+// once at most.
+func (c *Canon) sizeHint() int {
+	n := len(c.Input)
+	for _, s := range c.System {
+		n += len(s) + 2
+	}
+	for i := range c.Messages {
+		for _, p := range c.Messages[i].Parts {
+			n += len(p.Text) + len(p.URL) + 8
+		}
+		for _, k := range c.Messages[i].Calls {
+			n += len(k.ID) + len(k.Name) + len(k.Args) + 6
+		}
+		n += 16
+	}
+	for _, t := range c.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Params) + len(t.Raw) + 8
+	}
+	return n
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendOptBool writes an optional boolean as one of three bytes.
+func appendOptBool(b []byte, v *bool) []byte {
+	if v == nil {
+		return append(b, 2)
+	}
+	return append(b, boolByte(*v))
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// appendMap writes a map's members in key order behind tag (nothing for an
+// empty map, which JSON's omitempty also left out).
+func appendMap(b []byte, tag byte, m map[string]json.RawMessage) []byte {
+	if len(m) == 0 {
+		return append(b, 0)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = binary.AppendUvarint(append(b, tag), uint64(len(keys)))
+	for _, k := range keys {
+		b = appendStr(b, k)
+		b = appendBytes(b, m[k])
+	}
+	return b
 }
 
 // KeyOf is Parse then Key.
@@ -131,18 +300,20 @@ func parseOpenAI(f fields, c *Canon) error {
 	if err := common(f, c); err != nil {
 		return err
 	}
-	var mt, mct *int64
-	if err := f.into("max_tokens", &mt); err != nil {
+	mt, err := f.int("max_tokens")
+	if err != nil {
 		return err
 	}
-	if err := f.into("max_completion_tokens", &mct); err != nil {
+	mct, err := f.int("max_completion_tokens")
+	if err != nil {
 		return err
 	}
 	c.MaxTokens = mct
 	if mct == nil {
 		c.MaxTokens = mt
 	} else if mt != nil {
-		f["max_tokens"], _ = json.Marshal(*mt) // both sent: the second one stays apart
+		mtRaw, _ := json.Marshal(*mt)
+		f.set("max_tokens", mtRaw) // both sent: the second one stays apart
 	}
 	if err := f.into("reasoning_effort", &c.ReasoningEffort); err != nil {
 		return err
@@ -206,19 +377,14 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("messages"); raw != nil {
-		var msgs []struct {
-			Role       string          `json:"role"`
-			Name       string          `json:"name"`
-			Content    json.RawMessage `json:"content"`
-			Refusal    string          `json:"refusal"`
-			ToolCalls  []oaCallIn      `json:"tool_calls"`
-			ToolCallID string          `json:"tool_call_id"`
-			// answer-changing fields only this format has
-			FunctionCall json.RawMessage `json:"function_call"`
-			Audio        json.RawMessage `json:"audio"`
-		}
-		if err := json.Unmarshal(raw, &msgs); err != nil {
-			return notCacheable("messages")
+		var buf [4]oaMsgIn // a short conversation's stay on the stack
+		msgs, ok := oaMessagesFast(raw, buf[:0])
+		if !ok {
+			var all []oaMsgIn
+			if err := json.Unmarshal(raw, &all); err != nil {
+				return notCacheable("messages")
+			}
+			msgs = all
 		}
 		for _, m := range msgs {
 			parts, err := textOrParts(m.Content, openAIPart)
@@ -261,6 +427,76 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	return nil
+}
+
+// oaMsgIn is one OpenAI chat message as the key reads it.
+type oaMsgIn struct {
+	Role       string          `json:"role"`
+	Name       string          `json:"name"`
+	Content    json.RawMessage `json:"content"`
+	Refusal    string          `json:"refusal"`
+	ToolCalls  []oaCallIn      `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	// answer-changing fields only this format has
+	FunctionCall json.RawMessage `json:"function_call"`
+	Audio        json.RawMessage `json:"audio"`
+}
+
+// oaMessagesFast reads the messages array (valid JSON) the way
+// json.Unmarshal into []oaMsgIn does, without reflection, for the shapes
+// clients send: objects whose members are spelled exactly, strings where
+// strings go. ok is false for anything else (a key with an escape or in
+// another case, a type json.Unmarshal would reject, tool calls), and the
+// caller decodes with encoding/json, so both paths agree by construction.
+func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool) {
+	str := func(v []byte, p *string) bool {
+		switch {
+		case v[0] == '"':
+			*p = wire.DecodeString(v)
+		case string(v) != "null":
+			return false
+		}
+		return true
+	}
+	ok = wire.EachElement(raw, func(e []byte) bool {
+		var m oaMsgIn
+		walked := wire.EachMember(e, func(k, v []byte) bool {
+			switch string(k) {
+			case "role":
+				return str(v, &m.Role)
+			case "name":
+				return str(v, &m.Name)
+			case "refusal":
+				return str(v, &m.Refusal)
+			case "tool_call_id":
+				return str(v, &m.ToolCallID)
+			case "content":
+				m.Content = v
+			case "function_call":
+				m.FunctionCall = v
+			case "audio":
+				m.Audio = v
+			case "tool_calls":
+				return string(v) == "null" // decoded by encoding/json
+			default:
+				// json.Unmarshal matches a member case-insensitively
+				// and unescapes its key: leave those to it
+				for _, name := range [...]string{"role", "name", "content", "refusal", "tool_calls", "tool_call_id", "function_call", "audio"} {
+					if len(k) == len(name) && strings.EqualFold(string(k), name) {
+						return false
+					}
+				}
+				return bytes.IndexByte(k, '\\') < 0
+			}
+			return true
+		})
+		if !walked {
+			return false
+		}
+		dst = append(dst, m)
+		return true
+	})
+	return dst, ok
 }
 
 type oaCallIn struct {

@@ -7,7 +7,7 @@ import "encoding/json"
 func parseAnthropic(f fields, c *Canon) error {
 	// disable_parallel_tool_use lives in tool_choice: it is the chat
 	// formats' parallel_tool_calls, negated
-	if raw := f["tool_choice"]; raw != nil {
+	if raw := f.get("tool_choice"); raw != nil {
 		var tc struct {
 			Disable *bool `json:"disable_parallel_tool_use"`
 		}

@@ -7,7 +7,7 @@ import "encoding/json"
 
 func parseResponses(f fields, c *Canon) error {
 	for _, k := range [...]string{"previous_response_id", "conversation"} {
-		if f[k] != nil {
+		if f.get(k) != nil {
 			return notCacheable(k + " continues stored state")
 		}
 	}
@@ -40,7 +40,8 @@ func parseResponses(f fields, c *Canon) error {
 		}
 		delete(r, "effort")
 		if len(r) > 0 {
-			f["reasoning"], _ = json.Marshal(r) // the rest (summary) stays apart
+			rr, _ := json.Marshal(r)
+			f.set("reasoning", rr) // the rest (summary) stays apart
 		}
 	}
 	if raw := f.take("text"); raw != nil {
@@ -68,7 +69,8 @@ func parseResponses(f fields, c *Canon) error {
 		delete(t, "verbosity")
 		delete(t, "format")
 		if len(t) > 0 {
-			f["text"], _ = json.Marshal(t)
+			tr, _ := json.Marshal(t)
+			f.set("text", tr)
 		}
 	}
 	if raw := f.take("tools"); raw != nil {

@@ -55,3 +55,13 @@ func (p *Policy) TTL(models ...string) time.Duration {
 	}
 	return ttl
 }
+
+// MaxTTL is the longest TTL an entry can have under this configuration:
+// how long a purge's record must outlive the entries it purged.
+func (p *Policy) MaxTTL() time.Duration {
+	ttl := config.CacheTTL(p.global, config.ModelCache{})
+	for _, m := range p.models {
+		ttl = max(ttl, config.CacheTTL(p.global, m))
+	}
+	return ttl
+}

@@ -134,8 +134,13 @@ type PinQuery struct {
 }
 
 // CacheKey is the name of a response-cache entry under its team's hash
-// tag, from the entry key's hex form.
-func CacheKey(hex string) string { return "rc:" + hex }
+// tag: the public model it answers for and the entry key's hex form, so a
+// purge of one model's entries finds them by name (SCAN MATCH) without
+// reading them.
+func CacheKey(model, hex string) string { return CacheKeyPrefix + model + ":" + hex }
+
+// CacheKeyPrefix starts every entry name (CacheKey).
+const CacheKeyPrefix = "rc:"
 
 // Count is how many pins and entries q asks Begin to read.
 func (q *PinQuery) Count() int {

@@ -22,6 +22,7 @@ import (
 //	<prefix>applied:<node>                 this node's last applied writer call (one shard)
 //	<prefix>{team:<name>}:pt:<session>|<alias>   tier pin
 //	<prefix>{team:<name>}:pd:<session>|<model>   deployment pin
+//	<prefix>{team:<name>}:rc:<model>:<64 hex>    response-cache entry (CacheKey)
 //
 // Session keys from sessions.Detect are themselves scoped by team, so a pin
 // key never names another team's session. The pin keys are built here and

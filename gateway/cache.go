@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"switchyard/cache"
+	"switchyard/edge"
 	"switchyard/providers"
 	"switchyard/wire"
 )
@@ -36,8 +37,22 @@ type cacheView struct {
 	// keys holds the entry key: keys[0] for a plain model; for a tier
 	// alias keys[0] is the easy tier's and keys[1] the hard tier's, and the
 	// Begin script reads the one the session's tier pin leaves it on.
-	keys  [2]cache.Key
-	alias bool
+	keys [2]cache.Key
+	// models are the public models the keys answer for (an alias's easy
+	// and hard targets): the entry's name carries it (edge.CacheKey).
+	models [2]string
+	names  [2]string // the entries' names in Redis, made once (name)
+	slot   int       // which key the request was routed to (cacheLookup)
+	alias  bool
+}
+
+// name is the Redis name of entry i (edge.CacheKey), made on first use:
+// Begin reads it and the writer stores under it.
+func (v *cacheView) name(i int) string {
+	if v.names[i] == "" {
+		v.names[i] = edge.CacheKey(v.models[i], v.keys[i].String())
+	}
+	return v.names[i]
 }
 
 // newCacheView returns the request's cache view, or nil when the request
@@ -49,7 +64,7 @@ func newCacheView(p *cache.Policy, team string, req *wire.Request, h http.Header
 	if p == nil || !p.Enabled(team, targets...) {
 		return nil
 	}
-	canon, err := cache.Parse(req.Op, req.Format, req.Raw)
+	canon, err := cache.ParseRequest(req) // the body wire.Parse validated, walked once more
 	if err != nil {
 		return nil
 	}

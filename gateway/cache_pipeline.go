@@ -5,13 +5,12 @@ package gateway
 // allowlist and the pool (so 403 and 404 come first), a hit answered in the
 // client's format and mode, and a complete answer stored once it has
 // reached the client, in the node's store and through the writer in Redis.
-// Coalescing is not wired yet.
+// Coalescing across nodes is not wired yet; purges and the counters that
+// reach every node are in cache_admin.go.
 
 import (
 	"context"
 	"net/http"
-
-	"github.com/gin-gonic/gin"
 	"strconv"
 	"time"
 
@@ -40,10 +39,14 @@ func (cl *call) cacheView(route *catalog.TierRoute, p *edge.PinQuery) {
 		return // not cacheable: no cache header
 	}
 	cl.cv = v
+	v.models[0] = cl.req.Model
+	if route != nil {
+		v.models = [2]string{route.Easy, route.Hard}
+	}
 	if v.dir.Read() {
-		p.Cache[0] = edge.CacheKey(v.keys[0].String())
+		p.Cache[0] = v.name(0)
 		if route != nil {
-			p.Cache[1] = edge.CacheKey(v.keys[1].String())
+			p.Cache[1] = v.name(1)
 		}
 	}
 }
@@ -65,15 +68,19 @@ func (cl *call) cacheLookup() (answered bool) {
 			slot = 1
 		}
 	}
-	cl.cacheKey = v.key(tier)
+	cl.cacheKey, cl.cacheModel, v.slot = v.key(tier), v.models[slot], slot
 	now := time.Now()
 	if v.dir.Read() {
 		b, ok := []byte(cl.begun.Pins.Cache[slot]), cl.begun.Pins.Cache[slot] != ""
-		if !ok {
+		if !ok && cl.begun.Local {
+			// the node's copy answers only when Redis did not: with Redis
+			// up, an entry it lacks was purged (or is not written yet), and
+			// no node serves a purged entry (SPEC 18)
 			b, ok = s.cacheLocal.Get(cl.cacheKey, now)
 		}
 		if ok {
-			if e, err := cache.Decode(b); err == nil && v.usable(e, now) && cl.serveEntry(e, now, cacheHit) {
+			if e, err := cache.Decode(b); err == nil && v.usable(e, now) && !s.cachePurges.Purged(cl.team.Name, e.Model, e.StoredAt) &&
+				cl.serveEntry(e, now, cacheHit) {
 				return true
 			}
 		}
@@ -98,6 +105,7 @@ func (cl *call) cacheLookup() (answered bool) {
 		cl.flight = flight
 	}
 	s.Metrics.CacheRequests.WithLabelValues(cl.model, v.dir.Result()).Inc()
+	s.cacheCount(cl.team.Name, cl.cacheModel, v.dir.Result(), 0, 0)
 	if v.dir.OnlyIfCached {
 		cl.hdr.str("X-Switchyard-Cache", cacheMiss)
 		cl.fail(errCacheMiss())
@@ -139,6 +147,7 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 	s.Metrics.CacheRequests.WithLabelValues(cl.model, result).Inc()
 	s.Metrics.CacheSavedTokens.Add(float64(e.Usage.PromptTokens + e.Usage.CompletionTokens))
 	s.Metrics.CacheSavedUSD.Add(saved)
+	s.cacheCount(cl.team.Name, e.Model, result, int64(e.Usage.PromptTokens+e.Usage.CompletionTokens), saved)
 	cl.c.Writer.WriteHeader(http.StatusOK)
 	_, _ = cl.c.Writer.Write(body)
 	return true
@@ -150,9 +159,10 @@ func (cl *call) cacheStore(e *cache.Entry, b []byte) {
 	if cl.cv == nil || e == nil || b == nil || !cl.cv.dir.Store() {
 		return
 	}
-	cl.s.cacheLocal.Put(cl.cacheKey, b, cl.team.Name, cl.model, time.Now(), cl.cv.ttl)
+	cl.s.cacheLocal.Put(cl.cacheKey, b, cl.team.Name, cl.cacheModel, time.Now(), cl.cv.ttl)
+	cl.s.cacheStats.stored(cl.team.Name, cl.cacheModel, len(b))
 	// and, through the writer, in Redis for every replica (SPEC 18)
-	cl.out.CacheKey, cl.out.CacheValue, cl.out.CacheTTL = edge.CacheKey(cl.cacheKey.String()), b, cl.cv.ttl
+	cl.out.CacheKey, cl.out.CacheValue, cl.out.CacheTTL = cl.cv.name(cl.cv.slot), b, cl.cv.ttl
 }
 
 // cacheMeta is what an entry records of the answer that fills it.
@@ -162,27 +172,6 @@ func (cl *call) cacheMeta(d *catalog.Deployment) cache.Meta {
 		m.Tier = cl.verdict.Tier.String()
 	}
 	return m
-}
-
-// handleCachePurge is DELETE /admin/cache?team=&model= (SPEC 18): it removes
-// a team's entries (or one model's of that team, or every entry without
-// parameters) and answers {"removed": N}. It reaches this node's store:
-// the shared copy in Redis is not built yet.
-func (s *Server) handleCachePurge(c *gin.Context) {
-	team, model := c.Query("team"), c.Query("model")
-	if model != "" && team == "" {
-		writeError(c, errBadRequest("model", "model: name the team too (?team=...&model=...): entries are per team"))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"removed": s.cacheLocal.Purge(team, model)})
-}
-
-// handleCacheStats is GET /admin/cache/stats (SPEC 18): this node's hits,
-// misses, entries and bytes.
-func (s *Server) handleCacheStats(c *gin.Context) {
-	st := s.cacheLocal.Stats()
-	c.JSON(http.StatusOK, gin.H{"scope": "node", "node": s.Config.Server.NodeID,
-		"hits": st.Hits, "misses": st.Misses, "entries": st.Entries, "bytes": st.Bytes})
 }
 
 // followStream relays the leader's answer to a streaming follower event by
@@ -217,6 +206,7 @@ func (cl *call) followStream(fl *cache.Follower) bool {
 	}
 	cl.entry.Status, cl.entry.Cached = http.StatusOK, true
 	s.Metrics.CacheRequests.WithLabelValues(cl.model, cacheCoalesced).Inc()
+	s.cacheCount(cl.team.Name, cl.cacheModel, cacheCoalesced, 0, 0)
 	if err != nil {
 		cl.entry.Error = "the coalesced answer it followed ended early: " + err.Error()
 		e := &apiError{Status: http.StatusBadGateway, Type: "upstream_error", Message: "the answer this request followed ended before it was complete"}

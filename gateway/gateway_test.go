@@ -21,7 +21,7 @@ const testKey = "sk-test"
 
 // newTestNode assembles a gateway from YAML; ${UPSTREAM} is replaced by
 // upstream when given.
-func newTestNode(t *testing.T, yml string) *Node {
+func newTestNode(t testing.TB, yml string) *Node {
 	t.Helper()
 	cfg, err := config.Load([]byte(yml), nil)
 	if err != nil {

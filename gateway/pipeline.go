@@ -63,11 +63,14 @@ type call struct {
 	span  *tracing.Request // the server span; nil with tracing off
 	att   *tracing.Attempt // the open attempt's client span; nil with tracing off
 
-	// cv is the request's response-cache view and cacheKey the key its
-	// answer is stored under; nil when it is not cacheable (cache_pipeline.go).
-	cv       *cacheView
-	cacheKey cache.Key
-	flight   *cache.Flight // this request leads identical ones on the node; ended in finish
+	// cv is the request's response-cache view, and cacheKey and
+	// cacheModel the key its answer is stored under and the public model
+	// that key answers for; cv is nil when it is not cacheable
+	// (cache_pipeline.go).
+	cv         *cacheView
+	cacheKey   cache.Key
+	cacheModel string
+	flight     *cache.Flight // this request leads identical ones on the node; ended in finish
 
 	// rs is the Responses API state (responses.go); nil for other formats.
 	rs *responsesCall

@@ -94,6 +94,11 @@ type Server struct {
 	cachePolicy *cache.Policy
 	cacheLocal  *cache.Local
 	cacheGroup  *cache.Group // identical requests in flight on this node
+	cachePurges cache.Purges // the purges this node knows of (cache_admin.go)
+	cacheStats  cacheStats   // this node's counts per team and model
+	// cacheShared is the cluster-wide administration; nil on a node
+	// without Redis. Set by SetCacheShared before serving.
+	cacheShared CacheShared
 }
 
 // New builds the server and its routes.

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"switchyard/cache/shared"
 	"switchyard/catalog"
 	"switchyard/cluster"
 	"switchyard/config"
@@ -165,6 +166,9 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 			log.Warn("catalog change notices not subscribed yet; polling every 5s until they are")
 		}
 	}
+	// purges and the cache's counters reach every node (SPEC 18); admin
+	// calls, not the request path: the catalog store's generous timeout
+	n.SetCacheShared(shared.New(c, shared.Config{Prefix: prefix, Timeout: time.Second}))
 	hb := cluster.NewHeartbeat(c, prefix, 2*time.Second, func() cluster.NodeInfo {
 		return cluster.NodeInfo{Node: cfg.Server.NodeID, Version: opt.Version, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started(),
 			Health: gn.HealthJSON()}

@@ -182,3 +182,21 @@ func EachMember(obj []byte, fn func(key, value []byte) bool) bool {
 
 // errStopped ends an EachMember walk whose callback said stop.
 var errStopped = errors.New("wire: walk stopped")
+
+// EachElement calls fn with the raw span of each element of the JSON array
+// arr (already valid JSON: a body wire.Parse accepted, or a span of one),
+// in order, without allocating, until fn returns false. It reports whether
+// arr was an array it could walk to its end and fn never said stop.
+func EachElement(arr []byte, fn func(elem []byte) bool) bool {
+	return eachElement(arr, func(_ int, e []byte) error {
+		if !fn(e) {
+			return errStopped
+		}
+		return nil
+	}) == nil
+}
+
+// DecodeString decodes the JSON string literal q (valid JSON) with
+// encoding/json's semantics: escapes resolved, an invalid byte or a lone
+// surrogate becomes U+FFFD. It allocates the result only.
+func DecodeString(q []byte) string { return decodeString(q) }

@@ -182,6 +182,10 @@ Try:
   curl -s http://%[3]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
     -d '{"model":"normal","reasoning_effort":"high","messages":[{"role":"user","content":"Prove that there are infinitely many primes."}]}' -i
 
+  # the response cache is on for claude-sonnet: run it twice, a miss then a hit (X-Switchyard-Cache, Age)
+  curl -s http://%[3]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
+    -d '{"model":"claude-sonnet","messages":[{"role":"user","content":"What is a response cache?"}]}' -D - -o /dev/null | grep -i -e x-switchyard-cache -e '^age'
+
   curl -s http://%[3]s/v1/embeddings -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" \
     -d '{"model":"text-embedding-3-small","input":"hello"}'
 

@@ -39,11 +39,13 @@ deployments:
   - {id: chat-mock, model: chat, provider: upstream, price: {input: 0.4, output: 1.2}}
   - {id: big-sim, model: big, provider: sim-big, price: {input: 3, output: 15}}
   - {id: embed-sim, model: embed, provider: sim-fast, operations: [embeddings]}
+  - {id: cached-sim, model: cached, provider: sim-fast, price: {input: 1, output: 2}}
 models:
   - {name: chat, strategy: round_robin}
   - {name: big, strategy: latency}
+  - {name: cached, cache: {enabled: true}} # with alpha's switch: the one model and team the cache is on for
 teams:
-  - {name: alpha, keys: ["${ALPHA}"], models: ["*"], rpm: 600, tpm: 1000000, max_parallel: 8, budget: {usd: 5, period: 24h}}
+  - {name: alpha, keys: ["${ALPHA}"], models: ["*"], rpm: 600, tpm: 1000000, max_parallel: 8, budget: {usd: 5, period: 24h}, cache: {enabled: true}}
   - {name: beta, keys: ["${BETA}"], models: [chat, auto], rpm: 60}
 routing:
   cooldown_base: 2s
@@ -423,9 +425,49 @@ test('requests: filter the list and open a degraded request’s timeline', async
   await shot('requests-timeline');
 });
 
+test('cache: hit rate and savings per model and team; a purge asks first, then reaches every node', async () => {
+  const q = 'what does the cache keep?';
+  const cacheOf = (r) => r.headers.get('x-switchyard-cache') + ' ' + r.status;
+  assert.equal(cacheOf(await chat(ALPHA, 'cached', q)), 'miss 200');
+  // the entry reaches Redis through the writer; then every node answers it
+  await waitFor(async () => cacheOf(await chat(ALPHA, 'cached', q, { 'Cache-Control': 'only-if-cached' })) === 'hit 200', 'the stored entry', 5000, 50);
+  for (const n of env.nodes) assert.equal(cacheOf(await chat(ALPHA, 'cached', q, {}, n.url)), 'hit 200', n.node);
+
+  await view('Cache');
+  await page.locator('.card', { hasText: 'Scope' }).filter({ hasText: env.redisPort ? 'cluster' : 'this node' }).waitFor();
+  const modelRow = page.getByRole('table', { name: 'By model', exact: true }).locator('tbody > tr', { hasText: 'cached' });
+  await modelRow.waitFor();
+  const teamRow = page.getByRole('table', { name: 'By team', exact: true }).locator('tbody > tr', { hasText: 'alpha' });
+  await teamRow.waitFor();
+  // every node's hits are counted once its counts are sent (every 2 s)
+  await waitFor(async () => Number((await modelRow.locator('td').nth(1).textContent()).replace(/\D/g, '')) >= env.nodes.length + 1, 'the hits of every node', 10_000);
+  assert.match(await modelRow.locator('td').nth(6).textContent(), /^\$0\.0\d|^\$\d/, 'USD saved');
+  assert.notEqual(await page.locator('.card', { hasText: 'Hit rate' }).locator('dd').textContent(), '0.0%');
+  await assertControlsNamedByLabel('cache');
+  await shot('cache');
+
+  // a purge of alpha's "cached" entries: cancelled first, then confirmed
+  await page.getByLabel('Team', { exact: true }).selectOption('alpha');
+  await page.getByLabel('Model', { exact: true }).selectOption('cached');
+  await page.getByRole('button', { name: 'Purge…' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Purge cached answers?' });
+  await dialog.getByText('the cached answers of team alpha for model cached').waitFor();
+  await shot('cache-confirm');
+  await dialog.getByRole('button', { name: 'Cancel' }).click();
+  await dialog.waitFor({ state: 'hidden' });
+  assert.equal(cacheOf(await chat(ALPHA, 'cached', q, { 'Cache-Control': 'only-if-cached' })), 'hit 200', 'a cancelled purge removes nothing');
+  await page.getByRole('button', { name: 'Purge…' }).click();
+  await dialog.getByRole('button', { name: 'Purge', exact: true }).click();
+  await page.getByRole('status').filter({ hasText: 'Purged the cached answers of team alpha for model cached: 1 entry removed' }).waitFor();
+  for (const n of env.nodes) {
+    assert.equal(cacheOf(await chat(ALPHA, 'cached', q, { 'Cache-Control': 'only-if-cached' }, n.url)), 'miss 504', 'after the purge on ' + n.node);
+  }
+  await shot('cache-purged');
+});
+
 test('phone width: no view scrolls sideways as a page', async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const name of ['Cluster', 'Models', 'Teams', 'Usage', 'Requests']) {
+  for (const name of ['Cluster', 'Models', 'Teams', 'Usage', 'Requests', 'Cache']) {
     await view(name);
     const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(over <= 1, `${name} overflows the phone width by ${over}px`);

@@ -13,9 +13,10 @@ import teams from './views/teams.js';
 import smart from './views/smart.js';
 import requests from './views/requests.js';
 import usage from './views/usage.js';
+import cache from './views/cache.js';
 
 const REFRESH_MS = 2000;
-const VIEWS = [cluster, models, fallbacks, teams, usage, smart, requests];
+const VIEWS = [cluster, models, fallbacks, teams, usage, smart, requests, cache];
 
 const $ = (id) => document.getElementById(id);
 
