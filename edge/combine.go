@@ -260,14 +260,14 @@ func (c *beginCall) script() *redis.Script {
 
 // leanGroup reports whether g fits gcraLua: its team has RPM and TPM
 // limits only (so no slot releases), and its admissions meet no other
-// level and read no pin.
+// level.
 func leanGroup(g *teamBatch) bool {
 	t := g.calls[0].q.Team
 	if t.MaxParallel > 0 || t.Budget.USD > 0 {
 		return false
 	}
 	for _, a := range g.calls {
-		if a.nsub > 0 || len(a.pins) > 0 {
+		if a.nsub > 0 {
 			return false
 		}
 	}
@@ -357,18 +357,23 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 
 // appendLean builds c's keys and arguments for gcraLua.
 func (r *Redis) appendLean(c *beginCall) {
-	na := 1
+	na, nk := 1, 0
 	for _, g := range c.groups {
-		na += 5 + len(g.calls)
+		na += 5 + 2*len(g.calls)
+		nk++
 		for _, a := range g.calls {
 			c.results += a.results()
+			nk += len(a.pins)
 		}
 	}
-	c.keys, c.args = make([]string, 0, len(c.groups)), make([]any, 0, na)
+	c.keys, c.args = make([]string, 0, nk), make([]any, 0, na)
 	c.args = append(c.args, len(c.groups))
 	for _, g := range c.groups {
 		ts, t := g.calls[0].ts, g.calls[0].q.Team
 		c.keys = append(c.keys, ts.keys.begin[0])
+		for _, a := range g.calls {
+			c.keys = append(c.keys, a.pins...)
+		}
 		la := ts.keys.limitArgs(t)
 		var lr, lt int64
 		if g.carried = ts.unshared.Load() && ts.unshared.Swap(false); g.carried {
@@ -377,7 +382,7 @@ func (r *Redis) appendLean(c *beginCall) {
 		}
 		c.args = append(c.args, la.args[0], la.args[1], lr, lt, len(g.calls))
 		for _, a := range g.calls {
-			c.args = append(c.args, a.cost)
+			c.args = append(c.args, a.cost, len(a.pins))
 		}
 	}
 }

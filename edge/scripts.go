@@ -326,36 +326,38 @@ return out
 `)
 
 // gcraLua is beginLua for a call whose every team has RPM and TPM limits
-// only (no max_parallel, budget, key or user level) and whose admissions
-// read no pin: the common shape, which then pays for the GCRA and nothing
-// else (SPEC 16). Its arithmetic and answers are beginLua's for that shape
-// (the scenario table runs every team-only case through both), and it
-// reads and writes the same TAT key.
+// only (no max_parallel, budget, key or user level): the common shape,
+// which then pays for the GCRA and the pins it reads and nothing else
+// (SPEC 16). Its arithmetic and answers are beginLua's for that shape (the
+// scenario table runs every team-only case through both), and it reads
+// and writes the same TAT key.
 //
-//	KEYS: per team: its rpm+tpm TATs
+//	KEYS: per team: its rpm+tpm TATs, then each admission's pins, in order
 //	ARGV: 1 number of teams, then per team: rpm, tpm, the local fallback's
-//	      rpm and tpm resets (us), number of admissions, and each one's
-//	      tokens to reserve
-//	returns for each admission beginLua's values for a team-only admission
+//	      rpm and tpm resets (us), number of admissions, and for each:
+//	      tokens to reserve, number of pins
+//	returns for each admission beginLua's values for a team-only
+//	         admission, then its pin values ('' when absent)
 var gcraLua = tatLua + `
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local W = 60000000
 local TOL = 1
 local out = {}
-local i = 2
+local i, k = 2, 1
 for team = 1, tonumber(ARGV[1]) do
   local rpm, tpm = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local lr, lt, n = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
   i = i + 5
-  local k = KEYS[team]
-  local rraw, traw = gettat(k)
+  local ktat = KEYS[k]
+  k = k + 1
+  local rraw, traw = gettat(ktat)
   local prev, write = max(rraw, traw), false
   if rpm > 0 and lr > 0 and now + lr > rraw then rraw, write = now + lr, true end
   if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
   for a = 1, n do
-    local cost = tonumber(ARGV[i])
-    i = i + 1
+    local cost, np = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+    i = i + 2
     local wait, kind, rnext, tnext = 0, 0, 0, 0
     if rpm > 0 then
       rnext = max(rraw, now) + W / rpm
@@ -386,8 +388,12 @@ for team = 1, tonumber(ARGV[1]) do
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, kind, ceil(wait), 0, rrem
     out[o + 6], out[o + 7], out[o + 8], out[o + 9], out[o + 10] = rres, trem, tres, ceil(ttat), 0
+    for j = 1, np do
+      out[o + 10 + j] = call('GET', KEYS[k]) or ''
+      k = k + 1
+    end
   end
-  if write then settat(k, rraw, traw, now, prev) end
+  if write then settat(ktat, rraw, traw, now, prev) end
 end
 return out
 `

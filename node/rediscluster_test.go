@@ -37,8 +37,8 @@ func (h *beginCounter) count(cmd redis.Cmder) {
 	k1, _ := a[3].(string)
 	k2, _ := a[4].(string)
 	// beginLua's keys start tat, par; gcraLua's (a team with RPM and TPM
-	// only) are one tat key, then ARGV: 1 (one team on Cluster), rpm,
-	// tpm, two resets, the number of admissions
+	// only, no pins here) are one tat key, then ARGV: 1 (one team on
+	// Cluster), rpm, tpm, two resets, the number of admissions
 	lean := asInt(a[2]) == 1 && strings.HasSuffix(k1, "}:tat") && len(a) >= 10 && asInt(a[4]) == 1
 	if !lean && (!strings.HasSuffix(k1, "}:tat") || !strings.HasSuffix(k2, "}:par")) {
 		return
