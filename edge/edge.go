@@ -121,6 +121,15 @@ func (k LevelKind) String() string {
 // limited reports whether l has limits to check.
 func (l *Level) limited() bool { return l.Limits.Any() }
 
+// levelsOf is q's key and user levels when either has limits, else nil
+// (Begun keeps them only then: they are 96 bytes in every request).
+func levelsOf(q *Request) *[2]Level {
+	if !q.Key.limited() && !q.User.limited() {
+		return nil
+	}
+	return &[2]Level{q.Key, q.User}
+}
+
 // PinQuery names the pins a request can use (SPEC 9: only those), and the
 // response-cache entries it may be answered with (SPEC 18: read in the
 // same round trip). An empty Session reads no pin.
@@ -183,7 +192,7 @@ type Begun struct {
 	team   *catalog.Team
 	ts     *teamState // the Redis state's record of team (looked up once per request)
 	tokens int64      // the estimate at admission
-	lv     [2]Level   // the request's key and user levels
+	lv     *[2]Level  // the request's key and user levels (nil: neither has limits)
 	t      ticket
 }
 
@@ -199,7 +208,7 @@ func (b *Begun) Deployment(model string) string {
 
 // Limited reports whether Begin decided an admission: the team has limits.
 func (b *Begun) Limited() bool {
-	return b.team != nil && (limited(b.team) || b.lv[0].limited() || b.lv[1].limited())
+	return b.team != nil && (limited(b.team) || b.lv != nil)
 }
 
 // ticket is what Finish needs to undo or correct an admission.
@@ -218,7 +227,7 @@ type ticket struct {
 	// it failed in an unknown state (a timeout): Finish removes the slot in
 	// Redis too, at every level.
 	remote *admitCall
-	subs   [2]subTicket // the key and user levels Redis decided, the first nsub
+	subs   *[2]subTicket // the key and user levels Redis decided, the first nsub (nil: none)
 	nsub   int
 }
 

@@ -84,7 +84,7 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 			a.Levels[j] = ratelimit.Level{Key: localLevelKey(q.Team.Name, lv), Name: lv.Name, Limits: lv.Limits}
 		}
 	}
-	b.lv = [2]Level{q.Key, q.User}
+	b.lv = levelsOf(q)
 	d, err := l.lim.Admit(ctx, a)
 	if err != nil {
 		return b, err

@@ -256,7 +256,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	}
 	t := q.Team
 	ts := r.team(t)
-	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, lv: [2]Level{q.Key, q.User}}
+	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, lv: levelsOf(q)}
 	// pins to read: names, and this node's own writes not yet in Redis
 	var names [5]string
 	var slots [5]int // index into Pins: 0 tier, 1+i dep i, 3+i cache entry i
@@ -344,6 +344,9 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	b.t = ticket{admitted: true, slot: ac.slot, teamSlot: t.MaxParallel > 0, end: resInt(res, levelAt(0)+4), usd: ac.usd, window: resInt(res, levelAt(0)+5)}
 	if t.TPM > 0 {
 		b.t.reserved = ac.cost
+	}
+	if ac.nsub > 0 {
+		b.t.subs = new([2]subTicket)
 	}
 	for j := range ac.nsub {
 		sc := &ac.subs[j]
@@ -479,7 +482,11 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 				w.slot = ac.slot
 			}
 		}
-		for _, lv := range [2]*Level{&b.lv[0], &b.lv[1]} {
+		for j := range 2 {
+			if b.lv == nil {
+				break
+			}
+			lv := &b.lv[j]
 			if !lv.limited() {
 				continue
 			}

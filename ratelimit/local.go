@@ -297,7 +297,7 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			levels[i].rNext, levels[i].tNext = levels[i].st.rpmTAT, levels[i].st.tpmTAT // nothing is charged
 		}
 	} else {
-		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, team: a.Team}
+		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, team: a.Team, lv: &ticketLevels{}}
 		slot := ""
 		for i := range levels {
 			v := &levels[i]
@@ -334,8 +334,8 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			if v.kind == 0 {
 				d.Ticket.Reserved, d.Ticket.End, d.Ticket.ReservedUSD, d.Ticket.Window = lt.reserved, lt.end, lt.usd, lt.window
 			}
-			d.Ticket.levels[d.Ticket.n] = lt
-			d.Ticket.n++
+			d.Ticket.lv.l[d.Ticket.lv.n] = lt
+			d.Ticket.lv.n++
 		}
 		d.Ticket.Slot = slot
 	}
@@ -393,11 +393,11 @@ func (st *localTeam) purgeLocked(now int64) {
 // Release frees the ticket's slot at every level; extra calls and the zero
 // Ticket are no-ops.
 func (l *Local) Release(t Ticket) {
-	if t.Slot == "" {
+	if t.Slot == "" || t.lv == nil {
 		return
 	}
-	for i := range t.n {
-		lt := &t.levels[i]
+	for i := range t.lv.n {
+		lt := &t.lv.l[i]
 		if !lt.slot {
 			continue
 		}
@@ -412,8 +412,11 @@ func (l *Local) Release(t Ticket) {
 // what the reservation still holds (its End minus now): one that arrives
 // after its reservation has decayed returns nothing (SPEC 3).
 func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
-	for i := range t.n {
-		lt := &t.levels[i]
+	if t.lv == nil {
+		return
+	}
+	for i := range t.lv.n {
+		lt := &t.lv.l[i]
 		lim := lt.lim
 		if lim.tpm <= 0 && lim.budget <= 0 {
 			continue

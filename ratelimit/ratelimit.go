@@ -94,9 +94,16 @@ type Ticket struct {
 	ReservedUSD float64
 	Window      int64
 
-	team   *catalog.Team // limits at admission
-	levels [3]levelTicket
-	n      int
+	team *catalog.Team // limits at admission
+	// lv is the levels' part, made only for an admitted request: a Ticket
+	// sits in every request's state, admitted locally or not.
+	lv *ticketLevels
+}
+
+// ticketLevels are the levels of an admission, the first n.
+type ticketLevels struct {
+	l [3]levelTicket
+	n int
 }
 
 // IsZero reports whether t is the zero Ticket (nothing to release).
