@@ -113,7 +113,6 @@ type Redis struct {
 	local   *ratelimit.Local
 	pins    *sessions.Local
 	ring    *telemetry.Ring
-	book    *Book // this node's usage by level (SPEC 3.1): the answer while Redis is away
 	obs     Observer
 	node    string // random per process: slot ids and the applied-batch mark
 	timeout time.Duration
@@ -152,7 +151,6 @@ func (r *Redis) ForgetTeams(drop func(team string) bool) {
 		name, ts := k.(string), v.(*teamState)
 		if drop(name) && ts.idle() && r.teams.CompareAndDelete(name, ts) {
 			r.local.Forget(name)
-			r.book.forget(name)
 		}
 		return true
 	})
@@ -190,7 +188,6 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		local: ratelimit.NewLocal(cfg.Clock, cfg.Divisor),
 		pins:  sessions.NewLocal(cfg.Clock, sessions.DefaultMaxEntries),
 		ring:  ring, lease: cfg.SlotLease.Milliseconds(), teamsPerCall: maxTeamsPerCall,
-		book: NewBook(),
 	}
 	if kh, ok := health.(KeyHealth); ok {
 		r.keys = kh
@@ -556,7 +553,6 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	}
 	if k, s, ok := rowOf(o, r.cfg.Clock()); ok {
 		w.lvRow, w.lvSums, w.lvOK = k, s, true
-		r.book.add(t.Name, k, &s)
 	}
 	visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
 	if o.Audit != nil {

@@ -25,12 +25,14 @@ const (
 // pipelines of HGETALL. Rows this node's writer holds and has not sent yet
 // (at most redis usage_every, 10s by default, or an outage's worth) are not
 // counted, as in Usage: every replica then answers the same. When Redis does
-// not answer (breaker open, an error, the timeout), the answer is this
-// node's own book with Shared false.
+// not answer (breaker open, an error, the timeout), the answer is what this
+// node holds for Redis, with Shared false: the rows it served since Redis
+// went away (and up to one usage_every before), which the writer sends when
+// Redis is back. A node keeps no copy of the cluster's rows: with 10,000
+// teams one was 10 MB and a lock per request.
 func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error) {
-	own := UsageReport{Rows: r.book.Rows(&q), Folded: r.book.Folded()}
 	if !r.Shared() {
-		return own, nil
+		return r.pendingRows(&q), nil
 	}
 	from, to := dayOf(q.From), dayOf(q.To)
 	type hash struct {
@@ -56,7 +58,7 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 		})
 		var re redis.Error
 		if err != nil && !errors.As(err, &re) { // a reply error (a key of another type) spoils its hash alone
-			return own, nil
+			return r.pendingRows(&q), nil
 		}
 	}
 	rep := UsageReport{Shared: true, Folded: r.w.rowFolded.Load()}
@@ -88,4 +90,25 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 		}
 	}
 	return rep, nil
+}
+
+// pendingRows is the usage rows this node holds for Redis (pending and in
+// flight), as q asks for them: the answer while Redis is away.
+func (r *Redis) pendingRows(q *UsageQuery) UsageReport {
+	b := NewBook()
+	r.teams.Range(func(k, v any) bool {
+		name, ts := k.(string), v.(*teamState)
+		ts.mu.Lock()
+		for rk, s := range ts.byLevel {
+			b.add(name, rk, s)
+		}
+		if ts.flight != nil {
+			for rk, s := range ts.flight.byLevel {
+				b.add(name, rk, s)
+			}
+		}
+		ts.mu.Unlock()
+		return true
+	})
+	return UsageReport{Rows: b.Rows(q), Folded: r.w.rowFolded.Load()}
 }
