@@ -33,6 +33,12 @@ type teamState struct {
 	live      map[string]struct{}
 	usage     map[string]*usageRow
 	byLevel   rowSet              // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
+	// row1 is the first pending usage row, kept inline (has1): most teams
+	// have one row a flush, and a map of one held 600 bytes a team for
+	// usage_every (6 MB with 10,000 teams)
+	row1  rowKey
+	sums1 UsageSums
+	has1  bool
 	pins      map[string]pinWrite // coalesced per key: the last write wins
 	flight    *batch              // sent and not acknowledged; resent as is
 	dirty     bool                // queued in writer.dirty
@@ -229,20 +235,42 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 // per team (maxTeamRows) and per node (maxNodeRows, wr.rowCount); it
 // reports whether the row's user (or key) was folded into OtherUser.
 func (ts *teamState) rowLocked(w *finishWrite, wr *writer) bool {
+	switch {
+	case !ts.has1:
+		ts.row1, ts.sums1, ts.has1 = w.lvRow, w.lvSums, true
+		wr.rowCount.Add(1)
+		return false
+	case ts.row1 == w.lvRow:
+		ts.sums1.Add(&w.lvSums)
+		return false
+	}
 	if ts.byLevel == nil {
 		ts.byLevel = rowSet{}
 	}
-	made, folded := ts.byLevel.add(w.lvRow, &w.lvSums, wr.rowCount.Load() >= maxNodeRows)
+	made, folded := ts.byLevel.addBeside(w.lvRow, &w.lvSums, wr.rowCount.Load() >= maxNodeRows, 1)
 	wr.rowCount.Add(int64(made))
 	return folded
 }
 
 // hasUsage reports whether ts holds usage rows of either kind (ts.mu held).
-func (ts *teamState) hasUsage() bool { return len(ts.usage) > 0 || len(ts.byLevel) > 0 }
+func (ts *teamState) hasUsage() bool { return len(ts.usage) > 0 || ts.has1 || len(ts.byLevel) > 0 }
 
 // takeRowsLocked moves at most maxBatchRows of the pending level rows
 // into a batch's map (ts.mu held).
 func (ts *teamState) takeRowsLocked(wr *writer) rowSet {
+	if ts.has1 {
+		if ts.byLevel == nil {
+			ts.byLevel = make(rowSet, 1)
+		}
+		if s := ts.byLevel[ts.row1]; s != nil { // folded rows may have met it
+			s.Add(&ts.sums1)
+			wr.rowCount.Add(-1)
+		} else {
+			c := ts.sums1
+			ts.byLevel[ts.row1] = &c
+		}
+		ts.has1, ts.row1, ts.sums1 = false, rowKey{}, UsageSums{}
+	}
 	l := ts.byLevel
 	if len(l) > maxBatchRows {
 		l = make(rowSet, maxBatchRows)
@@ -445,7 +473,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
 		}
 		ts.usage = nil
-		if len(ts.byLevel) == 0 { // rows left over go in the next batch, not after another wait
+		if len(ts.byLevel) == 0 && !ts.has1 { // rows left over go in the next batch, not after another wait
 			ts.usageDue = time.Time{}
 		}
 	}

@@ -144,18 +144,23 @@ type rowSet map[rowKey]*UsageSums
 // OtherUser, and past twice that (or when full) its key too. It returns
 // how many rows it made (0 or 1) and whether it folded.
 func (m rowSet) add(k rowKey, s *UsageSums, full bool) (made int, folded bool) {
+	return m.addBeside(k, s, full, 0)
+}
+
+// addBeside is add for a set that extra rows held elsewhere count toward.
+func (m rowSet) addBeside(k rowKey, s *UsageSums, full bool, extra int) (made int, folded bool) {
 	if r := m[k]; r != nil {
 		r.Add(s)
 		return 0, false
 	}
-	if full || len(m) >= maxTeamRows {
+	if full || len(m)+extra >= maxTeamRows {
 		folded = true
 		k.user = OtherUser
 		if r := m[k]; r != nil {
 			r.Add(s)
 			return 0, true
 		}
-		if full || len(m) >= 2*maxTeamRows {
+		if full || len(m)+extra >= 2*maxTeamRows {
 			k.key = OtherUser
 			if r := m[k]; r != nil {
 				r.Add(s)

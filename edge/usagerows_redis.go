@@ -99,6 +99,9 @@ func (r *Redis) pendingRows(q *UsageQuery) UsageReport {
 	r.teams.Range(func(k, v any) bool {
 		name, ts := k.(string), v.(*teamState)
 		ts.mu.Lock()
+		if ts.has1 {
+			b.add(name, ts.row1, &ts.sums1)
+		}
 		for rk, s := range ts.byLevel {
 			b.add(name, rk, s)
 		}
