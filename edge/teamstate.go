@@ -24,21 +24,21 @@ type teamState struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	team      *catalog.Team // latest limits seen (TPM converts tokens to time)
-	charge    int64         // tokens to add to the TPM TAT
-	refunds   []refund      // bounded refunds not yet sent
-	usd       float64       // budget spend not yet sent
-	alert     bool          // a spend to check against the budget alert
-	releases  []string      // slot ids to remove
-	live      map[string]struct{}
-	usage     map[string]*usageRow
-	byLevel   rowSet              // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
+	team     *catalog.Team // latest limits seen (TPM converts tokens to time)
+	charge   int64         // tokens to add to the TPM TAT
+	refunds  []refund      // bounded refunds not yet sent
+	usd      float64       // budget spend not yet sent
+	alert    bool          // a spend to check against the budget alert
+	releases []string      // slot ids to remove
+	live     map[string]struct{}
+	usage    map[string]*usageRow
+	byLevel  rowSet // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
 	// row1 is the first pending usage row, kept inline (has1): most teams
 	// have one row a flush, and a map of one held 600 bytes a team for
 	// usage_every (6 MB with 10,000 teams)
-	row1  rowKey
-	sums1 UsageSums
-	has1  bool
+	row1      rowKey
+	sums1     UsageSums
+	has1      bool
 	pins      map[string]pinWrite // coalesced per key: the last write wins
 	flight    *batch              // sent and not acknowledged; resent as is
 	dirty     bool                // queued in writer.dirty
