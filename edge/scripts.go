@@ -29,6 +29,19 @@ const tatLua = `
 local call, tonumber, unpack = redis.call, tonumber, unpack
 local max, min, floor, ceil = math.max, math.min, math.floor, math.ceil
 local fmt, match = string.format, string.match
+-- The GCRA of SPEC 3 on the window W (us), one copy for both admission
+-- scripts and the finish: gcra is the TAT charging cost units at limit
+-- would leave and the wait that puts on the request (refused past TOL);
+-- left is a TAT's header values: units left at now and us until full.
+local W, TOL = 60000000, 1
+local function gcra(raw, now, cost, limit)
+  local t = max(raw, now) + cost * W / limit
+  return t, t - W - now
+end
+local function left(tat, now, limit)
+  if limit <= 0 or tat <= now then return limit, 0 end
+  return max(0, min(limit, floor((W - (tat - now) + TOL) * limit / W))), ceil(tat - now)
+end
 local function gettat(k)
   local v = call('GET', k)
   if not v then return 0, 0 end
@@ -160,8 +173,6 @@ end
 var beginLua = arrayFields(tatLua + periodLua + `
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local W = 60000000
-local TOL = 1
 local USDTOL = 1e-9 -- sums of decimal prices are not exact in binary
 local lease = tonumber(ARGV[1])
 local out = {}
@@ -195,17 +206,13 @@ end
 local function check(L, cost, usd)
   local wait, kind, rnext, tnext = 0, 0, 0, 0
   if L.rpm > 0 then
-    local rtat = L.rraw
-    if rtat < now then rtat = now end
-    rnext = rtat + W / L.rpm
-    local w = rnext - W - now
-    if w > TOL and w > wait then wait, kind = w, 1 end
+    local w
+    rnext, w = gcra(L.rraw, now, 1, L.rpm)
+    if w > TOL then wait, kind = w, 1 end
   end
   if L.tpm > 0 then
-    local ttat = L.traw
-    if ttat < now then ttat = now end
-    tnext = ttat + cost * W / L.tpm
-    local w = tnext - W - now
+    local w
+    tnext, w = gcra(L.traw, now, cost, L.tpm)
     if w > TOL and w > wait then wait, kind = w, 2 end
   end
   if L.par > 0 and L.pcount >= L.par then
@@ -235,17 +242,9 @@ end
 -- report appends L's header values: units left at now, microseconds until
 -- the bucket is full, the TPM TAT and the budget window
 local function report(L)
-  local rtat, ttat = max(L.rraw, now), max(L.traw, now)
-  local rpm, tpm = L.rpm, L.tpm
-  local rrem, rres, trem, tres = rpm, 0, tpm, 0
-  if rpm > 0 and rtat > now then
-    rres = ceil(rtat - now)
-    rrem = max(0, min(rpm, floor((W - (rtat - now) + TOL) * rpm / W)))
-  end
-  if tpm > 0 and ttat > now then
-    tres = ceil(ttat - now)
-    trem = max(0, min(tpm, floor((W - (ttat - now) + TOL) * tpm / W)))
-  end
+  local ttat = max(L.traw, now)
+  local rrem, rres = left(L.rraw, now, L.rpm)
+  local trem, tres = left(ttat, now, L.tpm)
   local o = #out
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = rrem, rres, trem, tres, ceil(ttat), L.bid
 end
@@ -341,8 +340,6 @@ return out
 var gcraLua = tatLua + `
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local W = 60000000
-local TOL = 1
 local out = {}
 local i, k = 2, 1
 for team = 1, tonumber(ARGV[1]) do
@@ -360,13 +357,13 @@ for team = 1, tonumber(ARGV[1]) do
     i = i + 2
     local wait, kind, rnext, tnext = 0, 0, 0, 0
     if rpm > 0 then
-      rnext = max(rraw, now) + W / rpm
-      local w = rnext - W - now
+      local w
+      rnext, w = gcra(rraw, now, 1, rpm)
       if w > TOL then wait, kind = w, 1 end
     end
     if tpm > 0 then
-      tnext = max(traw, now) + cost * W / tpm
-      local w = tnext - W - now
+      local w
+      tnext, w = gcra(traw, now, cost, tpm)
       if w > TOL and w > wait then wait, kind = w, 2 end
     end
     local allowed = 0
@@ -375,16 +372,9 @@ for team = 1, tonumber(ARGV[1]) do
       if rpm > 0 then rraw, write = rnext, true end
       if tpm > 0 and cost > 0 then traw, write = tnext, true end
     end
-    local rtat, ttat = max(rraw, now), max(traw, now)
-    local rrem, rres, trem, tres = rpm, 0, tpm, 0
-    if rpm > 0 and rtat > now then
-      rres = ceil(rtat - now)
-      rrem = max(0, min(rpm, floor((W - (rtat - now) + TOL) * rpm / W)))
-    end
-    if tpm > 0 and ttat > now then
-      tres = ceil(ttat - now)
-      trem = max(0, min(tpm, floor((W - (ttat - now) + TOL) * tpm / W)))
-    end
+    local ttat = max(traw, now)
+    local rrem, rres = left(rraw, now, rpm)
+    local trem, tres = left(ttat, now, tpm)
     local o = #out
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, kind, ceil(wait), 0, rrem
     out[o + 6], out[o + 7], out[o + 8], out[o + 9], out[o + 10] = rres, trem, tres, ceil(ttat), 0
@@ -448,7 +438,6 @@ local last = tonumber(call('GET', KEYS[1]) or -1)
 if seq <= last then return 0 end
 call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 
-local W = 60000000
 local lease = tonumber(ARGV[3])
 -- Redis's clock, read only when a part needs it (usage and pins do not)
 local now = nil
