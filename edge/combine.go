@@ -62,14 +62,7 @@ func levelAt(j int) int { return beginHead + levelResults*j }
 // level that binds, and for the headers, per dimension, the level with
 // the least remaining (SPEC 3.1).
 func decision(c *admitCall) ratelimit.Decision {
-	res := c.res
-	num := func(i int) int64 {
-		if i >= len(res) {
-			return 0
-		}
-		v, _ := res[i].(int64)
-		return v
-	}
+	num := func(i int) int64 { return resInt(c.res, i) }
 	d := ratelimit.Decision{Allowed: num(0) == 1}
 	if !d.Allowed {
 		k := num(1)
@@ -82,17 +75,17 @@ func decision(c *admitCall) ratelimit.Decision {
 		}
 	}
 	t := c.q.Team
-	header(&d, t.RPM, t.TPM, res, levelAt(0), num)
+	header(&d, t.RPM, t.TPM, levelAt(0), num)
 	for j := range c.nsub {
 		l := c.subs[j].lv.Limits
-		header(&d, l.RPM, l.TPM, res, levelAt(1+j), num)
+		header(&d, l.RPM, l.TPM, levelAt(1+j), num)
 	}
 	return d
 }
 
-// header puts a level's values into d's headers where it has less
-// remaining than the levels before it.
-func header(d *ratelimit.Decision, rpm, tpm int64, _ []any, at int, num func(int) int64) {
+// header puts a level's values (from index at) into d's headers where it
+// has less remaining than the levels before it.
+func header(d *ratelimit.Decision, rpm, tpm int64, at int, num func(int) int64) {
 	if rpm > 0 && (d.LimitRequests == 0 || num(at) < d.RemainingRequests) {
 		d.LimitRequests, d.RemainingRequests, d.ResetRequests = rpm, num(at), micros(num(at+1))
 	}

@@ -8,11 +8,7 @@ package edge
 // pending or slots live: a million end users cost memory only while they
 // are active.
 
-import (
-	"time"
-
-	"switchyard/ratelimit"
-)
+import "switchyard/ratelimit"
 
 // levelKeys are a key or user level's Redis keys.
 type levelKeys struct {
@@ -169,5 +165,3 @@ func (b *levelBatch) args(args []any) []any {
 
 // budgetCode is a level's budget period code.
 func budgetCode(l *Level) int64 { return ratelimit.PeriodCode(ratelimit.BudgetPeriod(l.Limits.Budget)) }
-
-var _ = time.Second
