@@ -9,7 +9,6 @@
 package catalog
 
 import (
-	"crypto/subtle"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -186,7 +185,7 @@ type Snapshot struct {
 	Global      []string // routing.fallback_models
 	State       *State   // the admin-managed part it was built from
 
-	keys  map[[32]byte]keyRef
+	keys  map[[32]byte]*KeyInfo
 	teams map[string]*Team
 }
 
@@ -195,9 +194,9 @@ type Snapshot struct {
 func (s *Snapshot) Authenticate(key string) *Team { return s.AuthenticateAt(key, time.Now()) }
 
 // AuthenticateAt resolves a presented key to its team, or nil when the key
-// is unknown or expired at now. The lookup is by SHA-256 digest and the
-// stored digest is then compared in constant time, so no timing depends on
-// how much of a secret matched. It reads only the snapshot: no store call.
+// is unknown or expired at now. The lookup is by SHA-256 digest, so what
+// its timing could tell is how much of a digest matched, never of the key
+// itself. It reads only the snapshot: no store call.
 func (s *Snapshot) AuthenticateAt(key string, now time.Time) *Team {
 	t, _ := s.AuthenticateKey(key, now)
 	return t
@@ -208,41 +207,35 @@ func (s *Snapshot) AuthenticateKey(key string, now time.Time) (*Team, *KeyInfo) 
 	if key == "" {
 		return nil, nil
 	}
-	h := HashKey(key)
-	k, ok := s.keys[h]
-	if !ok || subtle.ConstantTimeCompare(k.digest[:], h[:]) != 1 {
+	k := s.keys[HashKey(key)]
+	if k == nil || (k.expires != 0 && now.UnixNano() >= k.expires) {
 		return nil, nil
 	}
-	if k.expires != 0 && now.UnixNano() >= k.expires {
-		return nil, nil
-	}
-	return k.team, k.key
+	return k.team, k
 }
 
-// keyRef is one key of the snapshot's index.
-type keyRef struct {
-	digest  [32]byte
-	team    *Team
-	expires int64 // unix ns; 0 = never
-	key     *KeyInfo
-}
-
-// KeyInfo is what a request learns of the key it authenticated with.
+// KeyInfo is what a request learns of the key it authenticated with. A
+// snapshot holds one per key (100,000 keys are 100,000 of them, SPEC 16),
+// so it is kept small: its limits are shared by every key that sets the
+// same ones, and the records of one snapshot are one allocation.
 type KeyInfo struct {
 	ID, Name string
 	// Models narrows the team's allowlist (SPEC 3.1); nil allows what the
 	// team allows.
 	Models map[string]bool
-	// Limits are the key level's (SPEC 3.1); none set: no key level.
-	Limits config.Limits
+	limits *config.Limits // the key level's (SPEC 3.1); nil: no key level; shared, never written
+	team   *Team
+	// unix ns; 0 = never
+	expires int64
 }
 
-// Level is the key's limits, nil when it sets none.
+// Level is the key's limits, nil when it sets none. The caller must not
+// change them: keys with equal limits share them.
 func (k *KeyInfo) Level() *config.Limits {
-	if k == nil || !k.Limits.Any() {
+	if k == nil {
 		return nil
 	}
-	return &k.Limits
+	return k.limits
 }
 
 // Allows reports whether the key may call the public model or alias (its
@@ -303,7 +296,6 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		Chains:      map[ChainKey][]string{},
 		Global:      cfg.Routing.FallbackModels,
 		State:       st,
-		keys:        map[[32]byte]keyRef{},
 		teams:       map[string]*Team{},
 	}
 	for i := range cfg.Providers {
@@ -334,6 +326,13 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		m.Pool = append(m.Pool, d)
 		m.Ops |= d.Ops
 	}
+	nkeys := 0
+	for _, ts := range st.Teams {
+		nkeys += len(ts.Keys)
+	}
+	s.keys = make(map[[32]byte]*KeyInfo, nkeys)
+	keyArena := keyInfos(make([]KeyInfo, 0, nkeys))
+	interned := limitsPool{}
 	for _, ts := range st.Teams {
 		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
 			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period, AlertAt: ts.Budget.AlertAt}, RequireUser: ts.RequireUser,
@@ -352,21 +351,19 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 			t.Allowed[m] = true
 		}
 		for _, k := range ts.Keys {
-			d, ok := parseDigest(k.Digest)
-			if !ok {
-				continue
-			}
-			ref := keyRef{digest: d, team: t, key: &KeyInfo{ID: k.ID, Name: k.Name, Limits: k.LimitsSpec.Level()}}
+			d := [32]byte(k.Digest)
+			ki := keyArena.next()
+			*ki = KeyInfo{ID: k.ID, Name: k.Name, limits: interned.of(k.LimitsSpec.Level()), team: t}
 			if len(k.Models) > 0 {
-				ref.key.Models = map[string]bool{}
+				ki.Models = make(map[string]bool, len(k.Models))
 				for _, m := range k.Models {
-					ref.key.Models[m] = true
+					ki.Models[m] = true
 				}
 			}
 			if k.ExpiresAt != nil {
-				ref.expires = k.ExpiresAt.UnixNano()
+				ki.expires = k.ExpiresAt.UnixNano()
 			}
-			s.keys[d] = ref
+			s.keys[d] = ki
 		}
 		s.Teams = append(s.Teams, t)
 		s.teams[t.Name] = t
@@ -414,4 +411,31 @@ func (s *Snapshot) CostBound(model string, in, out int) float64 {
 		pool(f)
 	}
 	return (float64(in)*pin + float64(out)*pout) / 1e6
+}
+
+// keyInfos hands out the KeyInfo records of one snapshot from one
+// allocation (its capacity is the number of keys: it never grows, so the
+// pointers it hands out stay valid).
+type keyInfos []KeyInfo
+
+func (a *keyInfos) next() *KeyInfo {
+	*a = append(*a, KeyInfo{})
+	return &(*a)[len(*a)-1]
+}
+
+// limitsPool shares one copy of each distinct key-level limits within a
+// snapshot: keys issued in tiers mostly set the same few.
+type limitsPool map[config.Limits]*config.Limits
+
+// of returns the shared copy of l, nil when l sets no limit.
+func (p limitsPool) of(l config.Limits) *config.Limits {
+	if !l.Any() {
+		return nil
+	}
+	if c, ok := p[l]; ok {
+		return c
+	}
+	c := &l
+	p[l] = c
+	return c
 }

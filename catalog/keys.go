@@ -36,8 +36,32 @@ func ParseKey(k string) (digest [32]byte, ok bool) {
 	return d, err == nil
 }
 
-// parseDigest reads a stored Key.Digest.
-func parseDigest(s string) ([32]byte, bool) { return ParseKey("sha256:" + s) }
+// Digest is a key's SHA-256, the only form in which a key is stored (SPEC
+// 15). It reads and writes as 64 hex digits (written in lower case, read in
+// either), and is 32 bytes in memory, not a 64-byte string: a catalog may
+// hold 100,000 keys (SPEC 16).
+type Digest [32]byte
+
+// String is the lower-case hex form.
+func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Digest) MarshalText() ([]byte, error) {
+	b := make([]byte, hex.EncodedLen(len(d)))
+	hex.Encode(b, d[:])
+	return b, nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Digest) UnmarshalText(b []byte) error {
+	if len(b) != hex.EncodedLen(len(d)) {
+		return fmt.Errorf("stored key digest is not 64 hex digits (got %d characters)", len(b))
+	}
+	if _, err := hex.Decode(d[:], b); err != nil {
+		return fmt.Errorf("stored key digest is not 64 hex digits: %v", err)
+	}
+	return nil
+}
 
 // NewKey draws a fresh API key from rnd (crypto/rand.Reader in production):
 // KeyPrefix and 43 base62 characters, with rejection sampling so every
@@ -62,8 +86,7 @@ func NewKey(rnd io.Reader, name string, now time.Time, expires *time.Time) (clea
 		}
 	}
 	clear = b.String()
-	sum := HashKey(clear)
-	digest := hex.EncodeToString(sum[:])
+	digest := Digest(HashKey(clear))
 	var id [8]byte
 	if _, err := io.ReadFull(rnd, id[:]); err != nil {
 		return "", Key{}, fmt.Errorf("drawing a key id: %w", err)
@@ -80,21 +103,21 @@ func NewKey(rnd io.Reader, name string, now time.Time, expires *time.Time) (clea
 // replica seeding the same file agrees on them. A key object's name,
 // models and expiry come with it.
 func configKeys(keys []config.KeySpec, now time.Time) []Key {
-	out := []Key{}
-	seen := map[[32]byte]bool{}
+	out := make([]Key, 0, len(keys))
+	seen := make(map[[32]byte]bool, len(keys))
 	for i, ks := range keys {
 		d, ok := ParseKey(ks.Key)
 		if !ok || seen[d] {
 			continue
 		}
 		seen[d] = true
-		h := hex.EncodeToString(d[:])
-		name := ks.Name
+		h := hex.EncodeToString(d[:8])
+		name := strings.Clone(ks.Name) // not a string of the parsed file: its pages go back at once
 		if name == "" {
 			name = fmt.Sprintf("config key %d", i+1)
 		}
 		k := Key{
-			ID: "cfg_" + h[:16], Name: name, Digest: h, Prefix: "sha256:" + h[:8], CreatedAt: now,
+			ID: "cfg_" + h, Name: name, Digest: d, Prefix: "sha256:" + h[:8], CreatedAt: now,
 			ExpiresAt: ks.Expires(), Models: append([]string(nil), ks.Models...), Source: SourceConfig,
 		}
 		if l := limitsSpec(ks.Level()); l != nil {

@@ -35,7 +35,7 @@ func TestIssueKeyWithLimitsAndModels(t *testing.T) {
 		t.Fatalf("%+v budget %+v", k, k.Budget)
 	}
 	_, info := Build(&config.Config{}, next).AuthenticateKey(iss.Key, t0)
-	if info == nil || info.Level() == nil || info.Limits.RPM != 5 || info.Allows("normal") || !info.Allows("a") {
+	if info == nil || info.Level() == nil || info.Level().RPM != 5 || info.Allows("normal") || !info.Allows("a") {
 		t.Fatalf("the snapshot's key: %+v", info)
 	}
 	// a budget of usd 0 is none: the key has no level
@@ -146,7 +146,7 @@ func TestPatchKey(t *testing.T) {
 		t.Fatal("PatchKey changed its input state")
 	}
 	_, info := Build(&config.Config{}, next).AuthenticateKey(iss.Key, t0)
-	if info.Limits.RPM != 11 || !info.Allows("a") || info.Allows("normal") {
+	if info.Level() == nil || info.Level().RPM != 11 || !info.Allows("a") || info.Allows("normal") {
 		t.Fatalf("the snapshot does not carry the patch: %+v", info)
 	}
 

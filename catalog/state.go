@@ -138,7 +138,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 type Key struct {
 	ID        string     `json:"id"`
 	Name      string     `json:"name"`
-	Digest    string     `json:"sha256"` // lower-case hex of the key's SHA-256
+	Digest    Digest     `json:"sha256"` // the key's SHA-256, as lower-case hex
 	Prefix    string     `json:"prefix"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at"`

@@ -207,11 +207,11 @@ func RevokeKey(cur *State, team, id string) (*State, error) {
 func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State, changed bool, problems []string) {
 	next = cur.Clone()
 	index := make(map[string]int, len(next.Teams))
-	owner := map[string]string{} // lower-case digest -> team holding it
+	owner := map[Digest]string{} // digest -> team holding it
 	for i, t := range next.Teams {
 		index[t.Name] = i
 		for _, k := range t.Keys {
-			owner[strings.ToLower(k.Digest)] = t.Name
+			owner[k.Digest] = t.Name
 		}
 	}
 	for _, ft := range cfg.Teams {
@@ -220,18 +220,21 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 			continue
 		}
 		old := next.Teams[i].Keys
-		kept := []Key{}
-		was := map[string]Key{}
+		fresh := configKeys(ft.Keys, now)
+		was := map[string]*Key{}
+		for j := range old {
+			if old[j].Source == SourceConfig {
+				was[old[j].ID] = &old[j]
+			}
+		}
+		kept := make([]Key, 0, len(old)-len(was)+len(fresh)) // the state keeps it: no slack
 		for _, k := range old {
-			if k.Source == SourceConfig {
-				was[k.ID] = k
-			} else {
+			if k.Source != SourceConfig {
 				kept = append(kept, k)
 			}
 		}
-		fresh := configKeys(ft.Keys, now)
 		for _, k := range fresh {
-			if o, held := owner[strings.ToLower(k.Digest)]; held && o != ft.Name {
+			if o, held := owner[k.Digest]; held && o != ft.Name {
 				problems = append(problems, fmt.Sprintf("teams[%s].keys: a key is also held by team %q; it was not applied", ft.Name, o))
 				continue
 			}
@@ -246,11 +249,11 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 				changed = true
 			}
 			kept = append(kept, k)
-			owner[strings.ToLower(k.Digest)] = ft.Name
+			owner[k.Digest] = ft.Name
 		}
 		for _, k := range was { // config keys the file no longer lists
 			changed = true
-			if d := strings.ToLower(k.Digest); owner[d] == ft.Name {
+			if d := k.Digest; owner[d] == ft.Name {
 				delete(owner, d)
 			}
 		}
@@ -259,23 +262,23 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 	return next, changed, problems
 }
 
-// KeyProblems checks the key rules over the whole state: every digest is
-// well formed and held once (so a key names one team), every key id is
-// unique within its team.
+// KeyProblems checks the key rules over the whole state: every key has a
+// digest (a malformed one does not decode: Digest.UnmarshalText) held once
+// (so a key names one team), every key id is unique within its team.
 func (s *State) KeyProblems() []string {
 	var p []string
-	owner := map[string]string{}
+	owner := map[Digest]string{}
 	for _, t := range s.Teams {
 		ids := map[string]bool{}
 		for _, k := range t.Keys {
-			if _, ok := parseDigest(k.Digest); !ok {
-				p = append(p, fmt.Sprintf("teams[%s].keys[%s]: stored digest is not 64 hex digits", t.Name, k.ID))
+			if k.Digest == (Digest{}) {
+				p = append(p, fmt.Sprintf("teams[%s].keys[%s]: the key has no digest", t.Name, k.ID))
 			}
 			if ids[k.ID] {
 				p = append(p, fmt.Sprintf("teams[%s].keys[%s]: id used twice", t.Name, k.ID))
 			}
 			ids[k.ID] = true
-			d := strings.ToLower(k.Digest)
+			d := k.Digest
 			if o, dup := owner[d]; dup {
 				if o == t.Name {
 					p = append(p, fmt.Sprintf("teams[%s].keys[%s]: the same key is held twice", t.Name, k.ID))

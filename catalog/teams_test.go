@@ -121,7 +121,7 @@ func TestIssueKey(t *testing.T) {
 		t.Fatalf("prefix %q of %q", iss.Entry.Prefix, iss.Key)
 	}
 	sum := HashKey(iss.Key)
-	if iss.Entry.Digest != hex.EncodeToString(sum[:]) || iss.Entry.Source != SourceAPI || !iss.Entry.CreatedAt.Equal(t0) {
+	if iss.Entry.Digest.String() != hex.EncodeToString(sum[:]) || iss.Entry.Source != SourceAPI || !iss.Entry.CreatedAt.Equal(t0) {
 		t.Fatalf("%+v", iss.Entry)
 	}
 	b, _ := json.Marshal(next)
@@ -218,10 +218,9 @@ func TestKeyProblems(t *testing.T) {
 	}{
 		{"clean", []TeamSpec{{Name: "a", Keys: []Key{k}}, {Name: "b"}}, ""},
 		{"digest in two teams", []TeamSpec{{Name: "a", Keys: []Key{k}}, {Name: "b", Keys: []Key{k}}}, `also held by team "a"`},
-		{"upper-case digest is the same key", []TeamSpec{{Name: "a", Keys: []Key{k}}, {Name: "b", Keys: []Key{{ID: "x", Digest: strings.ToUpper(k.Digest)}}}}, "also held"},
 		{"twice in one team", []TeamSpec{{Name: "a", Keys: []Key{k, {ID: "y", Digest: k.Digest}}}}, "held twice"},
-		{"id twice", []TeamSpec{{Name: "a", Keys: []Key{{ID: "x", Digest: k.Digest}, {ID: "x", Digest: strings.Repeat("0", 64)}}}}, "id used twice"},
-		{"bad digest", []TeamSpec{{Name: "a", Keys: []Key{{ID: "x", Digest: "zz"}}}}, "not 64 hex"},
+		{"id twice", []TeamSpec{{Name: "a", Keys: []Key{{ID: "x", Digest: k.Digest}, {ID: "x", Digest: Digest{1}}}}}, "id used twice"},
+		{"no digest", []TeamSpec{{Name: "a", Keys: []Key{{ID: "x"}}}}, "has no digest"},
 	}
 	for _, tc := range cases {
 		p := (&State{Teams: tc.teams}).KeyProblems()
@@ -229,6 +228,29 @@ func TestKeyProblems(t *testing.T) {
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Fatalf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestDigestText: a stored digest reads in either case and writes in lower
+// case; anything else is refused with what is wrong.
+func TestDigestText(t *testing.T) {
+	k := configKeys(config.PlainKeys("same"), t0)[0]
+	lower, _ := k.Digest.MarshalText()
+	if string(lower) != strings.ToLower(string(lower)) || len(lower) != 64 {
+		t.Fatalf("%s", lower)
+	}
+	var d Digest
+	if err := d.UnmarshalText([]byte(strings.ToUpper(string(lower)))); err != nil || d != k.Digest {
+		t.Fatalf("upper case: %v %x", err, d)
+	}
+	for _, bad := range []string{"zz", strings.Repeat("g", 64), strings.Repeat("0", 63)} {
+		if err := d.UnmarshalText([]byte(bad)); err == nil || !strings.Contains(err.Error(), "64 hex digits") {
+			t.Fatalf("%q: %v", bad, err)
+		}
+	}
+	var st State
+	if err := json.Unmarshal([]byte(`{"teams":[{"name":"a","keys":[{"id":"x","sha256":"zz"}]}]}`), &st); err == nil {
+		t.Fatal("a malformed stored digest decoded")
 	}
 }
 

@@ -58,6 +58,11 @@ type Server struct {
 	// default) is DefaultMaxInflightBodyBytes(MaxBodyBytes); set, it must be
 	// at least twice MaxBodyBytes, so one largest body always fits.
 	MaxInflightBodyBytes int64 `koanf:"max_inflight_body_bytes"`
+	// MemoryLimitSpec is the Go runtime's soft memory limit: "auto" (the
+	// default: 90% of the container's cgroup limit, none without one),
+	// "off", or a size such as "512MiB" (MemoryLimit). GOMEMLIMIT in the
+	// environment wins over it. Changing it needs a restart.
+	MemoryLimitSpec string `koanf:"memory_limit"`
 }
 
 // DefaultMaxInflightBodyBytes is server.max_inflight_body_bytes when it is

@@ -44,6 +44,7 @@ func defaults() map[string]any {
 		"server.max_messages":              10000,
 		"server.max_input_items":           2048,
 		"server.max_inflight_body_bytes":   0, // derived from max_body_bytes in applyItemDefaults
+		"server.memory_limit":              MemoryLimitAuto,
 		"data_dir":                         "./data",
 		"redis.timeout":                    "50ms",
 		"redis.slot_lease":                 "30s",

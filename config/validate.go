@@ -42,6 +42,9 @@ func Validate(c *Config) Problems {
 			add("server.metrics_listen: %q is server.listen itself; leave it empty to serve /metrics there, or name another address", m)
 		}
 	}
+	if _, err := ParseMemoryLimit(c.Server.MemoryLimitSpec); err != nil {
+		add("server.memory_limit: %v", err)
+	}
 	if c.Server.MaxBodyBytes <= 0 {
 		add("server.max_body_bytes: must be > 0, got %d", c.Server.MaxBodyBytes)
 	}

@@ -69,8 +69,8 @@ func TestAdminKeyLimits(t *testing.T) {
 		t.Fatalf("list after patch: %+v", listed)
 	}
 	_, info := n.Catalog.Load().AuthenticateKey(k.Key, time.Now())
-	if info == nil || info.Name != "robot" || info.Limits.RPM != 9 || info.Limits.TPM != 0 || info.Limits.MaxParallel != 2 ||
-		info.Limits.Budget.USD != 4 || info.Models != nil {
+	if info == nil || info.Level() == nil || info.Name != "robot" || info.Level().RPM != 9 || info.Level().TPM != 0 || info.Level().MaxParallel != 2 ||
+		info.Level().Budget.USD != 4 || info.Models != nil {
 		t.Fatalf("the request's KeyInfo: %+v", info)
 	}
 	if chat(t, n, k.Key, "normal") != 200 {
@@ -81,7 +81,7 @@ func TestAdminKeyLimits(t *testing.T) {
 		t.Fatal(w.Body)
 	}
 	if _, info := n.Catalog.Load().AuthenticateKey(k.Key, time.Now()); info.Level() != nil {
-		t.Fatalf("no limits left: %+v", info.Limits)
+		t.Fatalf("no limits left: %+v", info.Level())
 	}
 
 	cfgID := ""

@@ -107,7 +107,7 @@ func TestClusterKeyPatchAndUserLimitsLiveEverywhere(t *testing.T) {
 		t.Fatalf("a key narrowed away from m through node 2 must be 403 on every node within a second: %v", got)
 	}
 	for _, n := range nodes {
-		if _, info := n.Catalog.Load().AuthenticateKey(k.Key, time.Now()); info == nil || info.Limits.RPM != 7 {
+		if _, info := n.Catalog.Load().AuthenticateKey(k.Key, time.Now()); info == nil || info.Level() == nil || info.Level().RPM != 7 {
 			t.Fatalf("%s: the key's rpm is not the patched one: %+v", n.Config.Server.NodeID, info)
 		}
 	}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"log/slog"
+	"runtime/debug"
+
+	"switchyard/config"
+)
+
+// applyMemoryLimit sets the runtime's soft memory limit from
+// server.memory_limit (cgroups mounted at root for "auto"), unless
+// GOMEMLIMIT (env) is set: the runtime has applied that one already and an
+// operator who sets it means it. It returns the limit in force (0: none).
+func applyMemoryLimit(s config.Server, env, root string, log *slog.Logger) int64 {
+	if env != "" {
+		n := debug.SetMemoryLimit(-1)
+		log.Info("memory limit from GOMEMLIMIT", "bytes", n, "server.memory_limit", s.MemoryLimitSpec)
+		return n
+	}
+	n, from := s.MemoryLimit(root)
+	if n <= 0 {
+		return 0
+	}
+	debug.SetMemoryLimit(n)
+	log.Info("memory limit set", "bytes", n, "from", from)
+	return n
+}
