@@ -46,11 +46,16 @@
 # one at a time with 100,000 keys and users against one of each, on the same
 # gateway, and its memory.
 #
-#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h] [-l]
+# With -g SIZE every gateway runs with server.memory_limit SIZE (the Go
+# runtime's soft limit, e.g. 128MiB), as "auto" would give it in a
+# container with a limit of SIZE/0.9; without it the gateways run with the
+# default ("auto": no limit on a machine without a cgroup limit).
+#
+#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h] [-l] [-g SIZE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0; LEVELS=0
-while getopts "d:c:k:rtmhl" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; l) LEVELS=1;; *) exit 2;; esac; done
+D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0; LEVELS=0; MEMLIMIT=auto
+while getopts "d:c:k:rtmhlg:" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; l) LEVELS=1;; g) MEMLIMIT=$OPTARG;; *) exit 2;; esac; done
 command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install -y wrk)"; exit 1; }
 [ $REDIS = 0 ] || command -v redis-server >/dev/null || { echo "bench: -r needs redis-server"; exit 1; }
 
@@ -96,7 +101,7 @@ if [ $MANY = 1 ]; then
 fi
 gwyaml() { # listen-address teams-file
   cat <<YAML
-server: {listen: "$1"}
+server: {listen: "$1", memory_limit: "$MEMLIMIT"}
 data_dir: ""
 $redis_yaml
 providers: [{name: mock, kind: openai, base_url: "http://$MOCK/v1", api_key: "x"}]
@@ -356,7 +361,7 @@ fi
 # memory (SPEC 16: steady memory under 100 MB RSS at saturation): the peak
 # resident set over the whole run (VmHWM: warm-up and every phase), and now
 rss() { awk '/^VmHWM/ {h=$2} /^VmRSS/ {r=$2} END {printf "%.0f MB peak, %.0f MB now", h/1024, r/1024}' "/proc/$1/status"; }
-line="  memory (RSS): gateway $(rss $GWPID); floor $(rss $FLOORPID)"
+line="  memory (RSS, server.memory_limit $MEMLIMIT): gateway $(rss $GWPID); floor $(rss $FLOORPID)"
 [ $MANY = 0 ] || line="$line; 10,000 teams $(rss $GWMPID)"
 [ $LEVELS = 0 ] || line="$line; 100,000 keys and users $(rss $GWLPID)"
 echo "$line"
