@@ -72,6 +72,9 @@ type Config struct {
 	UsageEvery time.Duration
 	MaxPins    int // pending pin writes kept while Redis is away (default 100,000)
 	MaxAudit   int // audit entries queued for the stream (default 10,000)
+	// CoalescePoll is how often a follower of another node's lease looks
+	// for its entry, besides the leader's notice (default 100ms; SPEC 18).
+	CoalescePoll time.Duration
 	// OneShard is set when every key lives on one Redis server (standalone
 	// or Sentinel, not Cluster): concurrent admissions of different teams
 	// then share one script call, and the writer sends one call per flush
@@ -90,6 +93,7 @@ type Client interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
 // Redis is the cluster-wide edge state (SPEC 3, 9). Begin is one EVALSHA of
@@ -116,7 +120,9 @@ type Redis struct {
 	obs     Observer
 	node    string // random per process: slot ids and the applied-batch mark
 	timeout time.Duration
-	lease   any // cfg.SlotLease in ms, boxed once (ARGV 1 of beginLua)
+	lease   any    // cfg.SlotLease in ms, boxed once (ARGV 1 of beginLua)
+	channel string // the coalescing leases' notice channel (noticeChannel)
+	notices *notices
 	// teamsPerCall is how many teams one beginLua call carries on one shard
 	// (maxTeamsPerCall; tests lower it)
 	teamsPerCall int
@@ -177,6 +183,9 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.CoalescePoll <= 0 {
+		cfg.CoalescePoll = defaultCoalescePoll
+	}
 	if obs == nil {
 		obs = NopObserver{}
 	}
@@ -188,7 +197,9 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		local: ratelimit.NewLocal(cfg.Clock, cfg.Divisor),
 		pins:  sessions.NewLocal(cfg.Clock, sessions.DefaultMaxEntries),
 		ring:  ring, lease: cfg.SlotLease.Milliseconds(), teamsPerCall: maxTeamsPerCall,
+		channel: noticeChannel(cfg.Prefix),
 	}
+	r.notices = newNotices(c, r.channel)
 	if kh, ok := health.(KeyHealth); ok {
 		r.keys = kh
 	}
@@ -277,35 +288,50 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		}
 	}
 	n = ts.ownPins(&names, &slots, n, &b.Pins)
+	var ls *leaseReq // the coalescing lease to take or find (SPEC 18): the entry is read first
+	if q.Pins.Coalesce && n > 0 && slots[0] == 3 {
+		ls = r.newLease(ctx, ts, q.Pins.Cache[0])
+		r.notices.start() // subscribed before this node's first follower waits
+	}
 	lim := limited(t) || q.Key.limited() || q.User.limited()
 	if !lim && n == 0 {
 		return b, nil
 	}
 	if !r.sharedFor(ts.keys.base) {
-		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen, nil)
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen, nil, ls)
 	}
-	keys := make([]string, n)
+	keys := make([]string, n, n+1)
 	for i, nm := range names[:n] {
 		keys[i] = ts.keys.base + nm
 	}
 	if !lim {
-		cctx, cancel := context.WithTimeout(ctx, r.timeout)
-		vals, err := r.c.MGet(cctx, keys...).Result()
-		cancel()
-		if err == nil && len(vals) != n {
-			err = errors.New("edge: MGET returned " + strconv.Itoa(len(vals)) + " values")
+		var vals []any
+		var role int64
+		var err error
+		if ls != nil {
+			vals, role, err = r.readLease(ctx, keys, ls)
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, r.timeout)
+			vals, err = r.c.MGet(cctx, keys...).Result()
+			cancel()
+			if err == nil && len(vals) != n {
+				err = errors.New("edge: MGET returned " + strconv.Itoa(len(vals)) + " values")
+			}
 		}
 		if err != nil {
-			return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, nil)
+			return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, nil, ls)
 		}
 		for i, v := range vals {
 			s, _ := v.(string)
 			b.Pins.set(slots[i], s)
 		}
+		if ls != nil {
+			r.leaseRole(&b, ts, ls, role)
+		}
 		return b, nil
 	}
 
-	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys, until: time.Now().Add(r.timeout)}
+	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys, lease: ls, until: time.Now().Add(r.timeout)}
 	if t.Budget.USD > 0 {
 		ac.usd = max(0, q.CostUSD)
 	}
@@ -327,12 +353,15 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	}
 	res, err := r.admit(ctx, ac) // settleCall checked its length and decoded ac.d
 	if err != nil {
-		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, ac)
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, ac, ls)
 	}
 	at := ac.pinsAt()
 	for i := range n {
 		s, _ := res[at+i].(string)
 		b.Pins.set(slots[i], s)
+	}
+	if ls != nil {
+		r.leaseRole(&b, ts, ls, resInt(res, at+n))
 	}
 	b.Decision = ac.d
 	if !ac.d.Allowed {
@@ -363,9 +392,13 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 // beginLocal answers Begin from local state after the shared call failed
 // (err) or was not tried (the breaker is open). ac is the admission of a
 // failed call (nil for the other paths): settleCall has decided it already,
-// and its slot may have been taken by the script.
-func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, ac *admitCall) (Begun, error) {
+// and its slot may have been taken by the script. ls is the coalescing
+// lease the call asked for (nil: none): the request leads without it.
+func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, ac *admitCall, ls *leaseReq) (Begun, error) {
 	b.Local = true
+	if ls != nil {
+		r.lostLease(&b, b.stateOf(r), q.Team, ls, err)
+	}
 	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		r.obs.OnFallback("ratelimit") // not when the caller itself gave up: Redis was not at fault
 	}
@@ -548,6 +581,9 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	if o.CacheKey != "" && o.CacheTTL > 0 {
 		w.cacheKey, w.cacheVal, w.cacheTTL = o.CacheKey, string(o.CacheValue), o.CacheTTL
 	}
+	if b.tok != "" {
+		w.lease = b.endLease(o)
+	}
 	if o.Served && o.Deployment != "" {
 		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
 	}
@@ -639,7 +675,10 @@ func (r *Redis) Release(ctx context.Context, b *Begun) {
 
 // Close implements State: it stops the writer and sends what is pending,
 // bounded by ctx.
-func (r *Redis) Close(ctx context.Context) error { return r.w.close(ctx) }
+func (r *Redis) Close(ctx context.Context) error {
+	r.notices.close()
+	return r.w.close(ctx)
+}
 
 func micros(us int64) time.Duration { return time.Duration(max(0, us)) * time.Microsecond }
 

@@ -75,6 +75,24 @@ local function settat(k, r, t, now, prev)
 end
 `
 
+// leaseLua is the coalescing lease of SPEC 18, shared by the scripts that
+// read response-cache entries (beginLua, gcraLua, readLua): claim is a
+// request's role for the lease key k with token tok and ttl (ms) when its
+// entry is missing (miss): 1 it took the lease and leads; 2 another request
+// holds it, and the lease is marked ('+' appended to its token, once) so
+// that its holder publishes a notice when it ends; 0 the entry was found
+// (or the request was refused): nothing is taken. The holder alone renews
+// or ends a lease (finishLua compares the token).
+const leaseLua = `
+local function claim(k, tok, ttl, miss)
+  if not miss then return 0 end
+  if redis.call('SET', k, tok, 'NX', 'PX', ttl) then return 1 end
+  local v = redis.call('GET', k)
+  if v and string.sub(v, -1) ~= '+' then redis.call('APPEND', k, '+') end
+  return 2
+end
+`
+
 // periodLua is the budget window of a period code on Redis's clock (µs),
 // ratelimit.PeriodWindow's twin (TestWindowParity): -3 days, -1 weeks from
 // Monday, -2 calendar months, all UTC; > 0 a duration of that many seconds
@@ -135,13 +153,15 @@ end
 //	KEYS: per team: 1 rpm+tpm TATs, 2 parallel slots (zset id -> lease
 //	      expiry), 3 budget (hash p, usd), then per admission in order: the
 //	      same three keys of each of its key and user levels, then the pins
-//	      it reads
+//	      it reads (a response-cache entry first), then its coalescing
+//	      lease when it asks for one
 //	ARGV: 1 slot lease (ms), 2 number of teams, then per team: its level
 //	      (below) without the last two, number of releases and the slot ids
 //	      to release, number of admissions and for each: tokens to reserve
 //	      at the team level (capped at its tpm), usd to reserve against its
-//	      budget, slot id, number of pins, number of other levels and each
-//	      one's level
+//	      budget, slot id, number of pins, number of other levels, the
+//	      lease's ttl (ms; 0 = no lease) and, with a lease, its token, then
+//	      each other level's level
 //	      a level: rpm, tpm, max_parallel, budget usd, budget period code
 //	      (periodLua), the local fallback's rpm and tpm resets (us; 0 =
 //	      nothing to learn), then for a key or user level: tokens and usd
@@ -150,7 +170,8 @@ end
 //	         level (0 team, j the j-th other level), then per level, team
 //	         first: rpm remaining, rpm reset us, tpm remaining, tpm reset us,
 //	         tpm TAT after the charge us, budget window id; then the pin
-//	         values ('' when absent)...}
+//	         values ('' when absent), then with a lease the request's role
+//	         (leaseLua; nothing is taken for a refused admission)...}
 //
 // A budget admits a request only when its spend in the window plus the
 // request's reservation (its highest possible cost) stays within the
@@ -170,7 +191,7 @@ end
 // whose node stopped renewing it is past its score within one lease and is
 // dropped when the set is full. The set's TTL is set to two leases when
 // less than one is left, so it always outlives the slots in it.
-var beginLua = arrayFields(tatLua + periodLua + `
+var beginLua = arrayFields(tatLua + periodLua + leaseLua + `
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local USDTOL = 1e-9 -- sums of decimal prices are not exact in binary
@@ -272,8 +293,10 @@ for team = 1, tonumber(ARGV[2]) do
   local n = tonumber(ARGV[i]); i = i + 1
   for a = 1, n do
     local cost, usd, slot = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
-    local np, nsub = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-    i = i + 5
+    local np, nsub, lt = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+    local tok = ARGV[i + 6]
+    i = i + 6
+    if lt > 0 then i = i + 1 end
     local wait, kind, rnext, tnext = check(T, cost, usd)
     local level = 0
     local subs = nil
@@ -311,8 +334,13 @@ for team = 1, tonumber(ARGV[2]) do
     if subs then
       for s = 1, nsub do report(subs[s][1]) end
     end
+    local p1 = #out + 1
     for j = 1, np do
       out[#out + 1] = call('GET', KEYS[k]) or ''
+      k = k + 1
+    end
+    if lt > 0 then
+      out[#out + 1] = claim(KEYS[k], tok, lt, allowed == 1 and out[p1] == '')
       k = k + 1
     end
   end
@@ -331,13 +359,16 @@ return out
 // scenario table runs every team-only case through both), and it reads
 // and writes the same TAT key.
 //
-//	KEYS: per team: its rpm+tpm TATs, then each admission's pins, in order
+//	KEYS: per team: its rpm+tpm TATs, then each admission's pins (a
+//	      response-cache entry first) and its coalescing lease, in order
 //	ARGV: 1 number of teams, then per team: rpm, tpm, the local fallback's
 //	      rpm and tpm resets (us), number of admissions, and for each:
-//	      tokens to reserve, number of pins
+//	      tokens to reserve, number of pins, the lease's ttl (ms; 0 = no
+//	      lease) and, with a lease, its token
 //	returns for each admission beginLua's values for a team-only
-//	         admission, then its pin values ('' when absent)
-var gcraLua = tatLua + `
+//	         admission, then its pin values ('' when absent), then with a
+//	         lease its role (leaseLua)
+var gcraLua = tatLua + leaseLua + `
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out = {}
@@ -353,8 +384,8 @@ for team = 1, tonumber(ARGV[1]) do
   if rpm > 0 and lr > 0 and now + lr > rraw then rraw, write = now + lr, true end
   if tpm > 0 and lt > 0 and now + lt > traw then traw, write = now + lt, true end
   for a = 1, n do
-    local cost, np = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-    i = i + 2
+    local cost, np, lt = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+    i = i + 3
     local wait, kind, rnext, tnext = 0, 0, 0, 0
     if rpm > 0 then
       local w
@@ -382,9 +413,28 @@ for team = 1, tonumber(ARGV[1]) do
       out[o + 10 + j] = call('GET', KEYS[k]) or ''
       k = k + 1
     end
+    if lt > 0 then
+      out[o + 11 + np] = claim(KEYS[k], ARGV[i], lt, allowed == 1 and out[o + 11] == '')
+      k, i = k + 1, i + 1
+    end
   end
   if write then settat(ktat, rraw, traw, now, prev) end
 end
+return out
+`
+
+// readLua is Begin's round trip for a team without limits whose request
+// asks for a coalescing lease (without one, an MGET reads its pins): the
+// pins, and the lease when the entry is missing, in one call.
+//
+//	KEYS: the pins to read (the response-cache entry first), then the lease
+//	ARGV: 1 the lease's ttl (ms), 2 its token
+//	returns the pin values ('' when absent), then the role (leaseLua)
+const readLua = leaseLua + `
+local n = #KEYS - 1
+local out = {}
+for j = 1, n do out[j] = redis.call('GET', KEYS[j]) or '' end
+out[n + 1] = claim(KEYS[n + 1], ARGV[2], tonumber(ARGV[1]), out[1] == '')
 return out
 `
 
@@ -414,6 +464,7 @@ func arrayFields(src string) string {
 var (
 	beginScript  = redis.NewScript(beginLua)
 	gcraScript   = redis.NewScript(gcraLua)
+	readScript   = redis.NewScript(readLua)
 	finishScript = redis.NewScript(finishLua)
 )
 

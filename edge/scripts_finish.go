@@ -8,9 +8,11 @@ package edge
 //	KEYS: 1 the applied-batch mark (the team's on Cluster, the node's on one
 //	      shard), then per team: rpm+tpm TATs, budget hash, parallel slots,
 //	      usage hash, the usage-by-level hash of each day it writes, the
-//	      pins to write, then the TATs, budget hash and parallel slots of
-//	      each key or user level it writes
-//	ARGV: 1 call seq, 2 mark ttl (ms), 3 slot lease (ms), 4 number of teams,
+//	      pins to write, the coalescing leases it renews or ends, then the
+//	      TATs, budget hash and parallel slots of each key or user level it
+//	      writes
+//	ARGV: 1 call seq, 2 mark ttl (ms), 3 slot lease (ms), 4 the leases'
+//	      notice channel, 5 number of teams,
 //	      then per team: the number of its arguments after these two and
 //	            of its keys, number of pins, usage ttl (s; negative when its
 //	            renewal is not due: only a new field sets it), number of
@@ -21,7 +23,9 @@ package edge
 //	            ('<model>|<key>|<user>|', escaped) and its sums (req, in,
 //	            cin, out, usd, creq, saved; 0 is skipped),
 //	            for each pin key: (value, ttl ms, mode: 0 set, 1 keep a
-//	            higher tier, 2 delete), then each key or user level's level
+//	            higher tier, 2 delete), n leases and for each (token, op:
+//	            0 renew, 1 end with the entry stored, 2 end without it,
+//	            ttl ms), then each key or user level's level
 //	      a level: tpm, tokens to charge (>= 0), usd (the real cost minus
 //	            the budget reservations: < 0 is a refund), budget period
 //	            code, the budget alert's spend (usd x alert_at; 0 = no
@@ -44,6 +48,13 @@ package edge
 // still ahead of now (end - now), so a refund that arrives after its
 // reservation has decayed returns nothing, and the TAT never moves below
 // now (SPEC 3). The rpm part is kept as it is.
+//
+// A coalescing lease (SPEC 18) is renewed or ended only by its holder: its
+// value is the holder's token, with '+' once a follower has marked it. An
+// end deletes it and, when a follower marked it, publishes the outcome and
+// the lease's name on the notice channel; it comes after the team's pins,
+// so a notice that says the entry is stored is published after the SET
+// that stored it, in the same script: a woken follower finds the entry.
 const finishLua = tatLua + periodLua + `
 local seq = tonumber(ARGV[1])
 local last = tonumber(call('GET', KEYS[1]) or -1)
@@ -51,6 +62,7 @@ if seq <= last then return 0 end
 call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 
 local lease = tonumber(ARGV[3])
+local CHAN = ARGV[4]
 -- Redis's clock, read only when a part needs it (usage and pins do not)
 local now = nil
 local function clock()
@@ -200,6 +212,20 @@ local function apply(i, k)
     end
     k = k + 1
   end
+  local nl = tonumber(ARGV[i]); i = i + 1
+  for j = 1, nl do
+    local kl, tok, op = KEYS[k], ARGV[i], ARGV[i + 1]
+    local v = call('GET', kl)
+    if v and (v == tok or v == tok .. '+') then
+      if op == '0' then
+        call('PEXPIRE', kl, ARGV[i + 2])
+      else
+        call('DEL', kl)
+        if v ~= tok then call('PUBLISH', CHAN, op .. kl) end
+      end
+    end
+    i, k = i + 3, k + 1
+  end
   for s = 1, nsub do
     i, a = level(i, k)
     if a then alerts[#alerts + 1] = s end
@@ -212,8 +238,8 @@ end
 -- key of another type) stops that team's part alone, and the call reports
 -- it (team number, error) instead of dropping the teams after it
 local out, alerts = {1}, {}
-local i, k = 5, 2
-for team = 1, tonumber(ARGV[4]) do
+local i, k = 6, 2
+for team = 1, tonumber(ARGV[5]) do
   local na, nk = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local ok, res = pcall(apply, i + 2, k)
   if not ok then
