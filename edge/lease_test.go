@@ -102,6 +102,8 @@ func TestCoalesceLeadFollow(t *testing.T) {
 			// warm: the connection open and the script loaded
 			warm := coalesceReq(teamtest.Team("warm", tc.lim))
 			beginQ(t, g.r, warm)
+			t.Cleanup(g.r.notices.close)
+			waitSubscribed(t, g, 1) // its connection opened too
 			trips := &tripHook{}
 			g.c.AddHook(trips)
 			lead := beginQ(t, g.r, q)
@@ -325,10 +327,11 @@ func waitErr(t *testing.T, ch <-chan error, within time.Duration) error {
 	}
 }
 
-// waitSubscribed waits (bounded) until st's notice subscription is live.
-func waitSubscribed(t *testing.T, g *miniRig) {
+// waitSubscribed waits (bounded) until n nodes' notice subscriptions are
+// live.
+func waitSubscribed(t *testing.T, g *miniRig, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); g.m.PubSubNumSub(noticeChannel("sy:"))[noticeChannel("sy:")] == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); g.m.PubSubNumSub(noticeChannel("sy:"))[noticeChannel("sy:")] < n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("notice channel not subscribed within 5s")
 		}
@@ -346,9 +349,10 @@ func TestCoalesceAwait(t *testing.T) {
 	team := teamtest.Team("a", teamtest.Limits{})
 	q := coalesceReq(team)
 
+	t.Cleanup(g.r.notices.close)
 	lead := beginQ(t, g.r, q)
 	f := beginQ(t, other, q)
-	waitSubscribed(t, g)
+	waitSubscribed(t, g, 2) // the leader's node's and the follower's
 	done := await(other, &f, 10*time.Second)
 	for other.notices.waiters(f.lease) == 0 {
 		time.Sleep(time.Millisecond)

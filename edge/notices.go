@@ -51,6 +51,7 @@ type notices struct {
 	ps      *redis.PubSub                     // guarded by mu; nil before start and after close
 	closed  bool                              // guarded by mu
 	waiting map[string]map[chan bool]struct{} // guarded by mu; lease name -> its waiters
+	count   int                               // guarded by mu; the waiters of every lease
 }
 
 func newNotices(c Client, channel string) *notices {
@@ -104,6 +105,7 @@ func (n *notices) watch(lease string) chan bool {
 		n.waiting[lease] = w
 	}
 	w[ch] = struct{}{}
+	n.count++
 	n.mu.Unlock()
 	return ch
 }
@@ -111,7 +113,10 @@ func (n *notices) watch(lease string) chan bool {
 func (n *notices) unwatch(lease string, ch chan bool) {
 	n.mu.Lock()
 	if w := n.waiting[lease]; w != nil {
-		delete(w, ch)
+		if _, ok := w[ch]; ok {
+			delete(w, ch)
+			n.count--
+		}
 		if len(w) == 0 {
 			delete(n.waiting, lease)
 		}
@@ -124,6 +129,14 @@ func (n *notices) waiters(lease string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return len(n.waiting[lease])
+}
+
+// Following is how many of this node's requests wait now for the answer
+// of another node's request (Await).
+func (r *Redis) Following() int {
+	r.notices.mu.Lock()
+	defer r.notices.mu.Unlock()
+	return r.notices.count
 }
 
 func (n *notices) close() {
