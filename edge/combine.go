@@ -299,10 +299,13 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 		nk, na := 0, 2
 		for _, g := range c.groups {
 			nk += 3
-			na += 10 + 7*len(g.calls)
+			na += 10 + 6*len(g.calls)
 			for _, a := range g.calls {
 				nk += len(a.pins) + 3*a.nsub
 				na += 9 * a.nsub
+				if a.lease != nil {
+					nk, na = nk+1, na+1
+				}
 				c.results += a.results()
 			}
 		}
@@ -367,11 +370,14 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 func (r *Redis) appendLean(c *beginCall) {
 	na, nk := 1, 0
 	for _, g := range c.groups {
-		na += 5 + 4*len(g.calls)
+		na += 5 + 3*len(g.calls)
 		nk++
 		for _, a := range g.calls {
 			c.results += a.results()
-			nk += len(a.pins) + 1
+			nk += len(a.pins)
+			if a.lease != nil {
+				nk, na = nk+1, na+1
+			}
 		}
 	}
 	c.keys, c.args = make([]string, 0, nk), make([]any, 0, na)

@@ -300,7 +300,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if !r.sharedFor(ts.keys.base) {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen, nil, ls)
 	}
-	keys := make([]string, n, n+1)
+	keys := make([]string, n)
 	for i, nm := range names[:n] {
 		keys[i] = ts.keys.base + nm
 	}
