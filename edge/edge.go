@@ -3,7 +3,10 @@
 // the admission (team RPM, TPM, max_parallel, budget) and reads only the
 // session pins this request can use, in one Redis round trip; Finish hands
 // the outcome (reconcile, slot release, pin writes, usage, audit entry) to
-// one background writer and never blocks. A Redis and a local
+// one background writer and never blocks. For the response cache (SPEC 18)
+// Begin also reads the entries a request may be answered with and takes
+// or finds the coalescing lease of a missing one (lease.go), and Await
+// waits for another node's answer (notices.go). A Redis and a local
 // implementation sit behind the interface, and the switch to local state
 // when Redis is unreachable lives inside the Redis one, so the gateway has
 // one path whatever Redis does.

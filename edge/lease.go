@@ -137,8 +137,9 @@ func (ts *teamState) holdLease(t *catalog.Team, key string, h leaseHold) {
 // entry past the writer's bound was not: the lease then ends without it).
 // It reports whether the end is urgent: a failure releases the followers
 // at once (SPEC 18), while an end with the entry goes with the next flush,
-// beside the entry's SET.
-func (ts *teamState) endLeaseLocked(op leaseOp, stored bool) (urgent bool) {
+// beside the entry's SET; and whether an older end was dropped to bound
+// the pending ones (while Redis is away: that lease runs out instead).
+func (ts *teamState) endLeaseLocked(op leaseOp, stored bool) (urgent, dropped bool) {
 	if h, ok := ts.leases[op.key]; ok && h.tok == op.tok {
 		delete(ts.leases, op.key)
 	}
@@ -146,10 +147,10 @@ func (ts *teamState) endLeaseLocked(op leaseOp, stored bool) (urgent bool) {
 		op.op = leaseFail
 	}
 	if len(ts.leaseOps) >= maxReleases {
-		ts.leaseOps = ts.leaseOps[1:] // the oldest: its lease runs out first
+		ts.leaseOps, dropped = ts.leaseOps[1:], true // the oldest: its lease runs out first
 	}
 	ts.leaseOps = append(ts.leaseOps, op)
-	return op.op == leaseFail
+	return op.op == leaseFail, dropped
 }
 
 // takeLeasesLocked is the lease writes of a batch (ts.mu held, after the

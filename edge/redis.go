@@ -37,8 +37,9 @@ type Observer interface {
 	// OnFallback: a Redis call failed and local state answered (component
 	// "ratelimit" or "sessions").
 	OnFallback(component string)
-	// OnDropped: n writes of a kind ("audit", "pins", "releases") were not
-	// kept for Redis because the writer's bound was reached. (The node's
+	// OnDropped: n writes of a kind ("audit", "pins", "releases": slot
+	// releases and coalescing lease ends, which their leases then free) were
+	// not kept for Redis because the writer's bound was reached. (The node's
 	// deployment usage writer reports "usage" to the same observer.)
 	OnDropped(kind string, n int)
 	// OnWriteError: Redis rejected one team's post-response writes (its

@@ -219,8 +219,12 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		cacheDropped = ts.pinLocked(w.cacheKey, pinWrite{value: w.cacheVal, ttl: w.cacheTTL, cache: true}, wr, maxPins)
 		dropped += cacheDropped
 	}
-	if w.lease.key != "" && ts.endLeaseLocked(w.lease, cacheDropped == 0) {
-		urgent = true
+	if w.lease.key != "" {
+		u, d := ts.endLeaseLocked(w.lease, cacheDropped == 0)
+		urgent = urgent || u
+		if d {
+			relDropped++
+		}
 	}
 	visit = ts.unsent(false)
 	ts.mu.Unlock()
@@ -443,7 +447,8 @@ func (ts *teamState) unhold(tk *ticket) {
 	ts.mu.Unlock()
 }
 
-// hasLive reports whether ts holds live slots at any level (ts.mu held).
+// hasLive reports whether ts holds live slots at any level, or coalescing
+// leases: what the writer renews (ts.mu held).
 func (ts *teamState) hasLive() bool { return len(ts.live) > 0 || ts.subLive > 0 || len(ts.leases) > 0 }
 
 // batch is one script call: an immutable snapshot of a team's writes.
