@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/config"
 	"switchyard/edge"
+	"switchyard/internal/redistest"
 )
 
 // herdUpstream is an OpenAI-compatible upstream that counts its calls per
@@ -244,4 +247,65 @@ func counterValue(t *testing.T, n *Node, name, match string) float64 {
 		}
 	}
 	return sum
+}
+
+// Cross-node coalescing on Redis Cluster (SPEC 18): the lease sits beside
+// its entry on the team's shard, the leader's notice is published from the
+// finish script on that shard and reaches the subscription each gateway
+// holds on whichever node serves it. A herd over three gateways makes one
+// upstream call per team.
+func TestRedisClusterCoalescing(t *testing.T) {
+	rc := redistest.StartCluster(t, 3) // about 11 s of the test: creating the Cluster; the herds take one
+	up, upSrv := newHerdUpstream(t, 300*time.Millisecond)
+	yml := fmt.Sprintf(`
+server: {node_id: "%%s"}
+redis: {addrs: [%s], timeout: 1s, key_prefix: "sycc:"}
+cache: {enabled: true, coalesce_wait: 8s}
+providers:
+  - {name: up, kind: openai, base_url: "%s/v1", api_key: k}
+deployments:
+  - {id: u1, model: herd, provider: up}
+teams:
+  - {name: a, keys: [sk-a], models: ['*']}
+  - {name: b, keys: [sk-b], models: ['*'], rpm: 100000}
+`, strings.Join(rc.Addrs(), ", "), upSrv.URL)
+	var srvs []*httptest.Server
+	for i := range 3 {
+		cfg, err := config.Load([]byte(fmt.Sprintf(yml, fmt.Sprintf("c%d", i))), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: int64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(n.Handler())
+		t.Cleanup(func() {
+			srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = n.Close(ctx)
+		})
+		srvs = append(srvs, srv)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, key := range []string{"sk-a", "sk-b"} {
+		prompt := "cluster herd " + key
+		out := make(chan herdAnswer, 12)
+		for i := range 12 {
+			go func() { out <- ask(ctx, srvs, i%3, key, prompt) }()
+		}
+		got := map[string]int{}
+		for range 12 {
+			a := <-out
+			if a.status != 200 {
+				t.Errorf("node %d: %d %s", a.node+1, a.status, a.body)
+			}
+			got[a.cache]++
+		}
+		if n := len(up.arrivals(prompt)); n != 1 || got["coalesced"]+got["hit"] != 11 {
+			t.Fatalf("%s: 12 identical requests over 3 gateways on Redis Cluster made %d upstream calls; cache headers %v", key, n, got)
+		}
+	}
 }
