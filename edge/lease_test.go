@@ -427,3 +427,29 @@ func TestCoalesceLocal(t *testing.T) {
 		l.Finish(&b, &Outcome{})
 	}
 }
+
+// TestCoalesceEndOrder: an end with the entry never goes out before the
+// entry's SET (a batch that left the entry for a later one, past
+// maxBatchItems pins, keeps the end for that one too), and an entry the
+// writer could not keep (its bound) ends the lease without it, at once.
+func TestCoalesceEndOrder(t *testing.T) {
+	ts := newTeamState(newTeamKeys("sy:", "o", "n"))
+	ts.pins = map[string]pinWrite{entryName: {value: "later", ttl: time.Minute, cache: true}}
+	ts.leaseOps = []leaseOp{
+		{key: "sy:{team:o}:" + leaseName(entryName), tok: "n:1", op: leaseDone, entry: entryName},
+		{key: "sy:{team:o}:rl:m:other", tok: "n:2", op: leaseFail, entry: CacheKey("m", "other")},
+	}
+	ops := ts.takeLeasesLocked(time.Now(), false, time.Second)
+	if len(ops) != 1 || ops[0].tok != "n:2" || len(ts.leaseOps) != 1 || ts.leaseOps[0].tok != "n:1" {
+		t.Fatalf("taken %+v, kept %+v: the end with the entry must wait for its SET", ops, ts.leaseOps)
+	}
+	delete(ts.pins, entryName) // the entry's SET went in a batch
+	if ops = ts.takeLeasesLocked(time.Now(), false, time.Second); len(ops) != 1 || ops[0].tok != "n:1" || ts.leaseOps != nil {
+		t.Fatalf("taken %+v, kept %+v", ops, ts.leaseOps)
+	}
+
+	urgent, _ := ts.endLeaseLocked(leaseOp{key: "k", tok: "n:3", op: leaseDone, entry: entryName}, false)
+	if !urgent || ts.leaseOps[0].op != leaseFail {
+		t.Fatalf("an entry not kept for Redis ended its lease as %+v (urgent %v), want a failure at once", ts.leaseOps[0], urgent)
+	}
+}
