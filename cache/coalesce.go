@@ -110,6 +110,15 @@ func (g *Group) Lead(k Key, stream bool) (*Flight, *Follower) {
 	return nil, fl
 }
 
+// InFlight reports whether a flight of k is in progress on this node (one
+// a request could follow now).
+func (g *Group) InFlight(k Key) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.flights[k]
+	return ok
+}
+
 // Len is the number of flights in progress.
 func (g *Group) Len() int {
 	g.mu.Lock()

@@ -29,6 +29,7 @@ type admitCall struct {
 	subs  [2]subCall // its key and user levels with limits, the first nsub
 	nsub  int
 	pins  []string      // full pin keys to read
+	lease *leaseReq     // the coalescing lease to take or find (nil: none)
 	until time.Time     // arrival + redis.timeout: the latest its answer may come
 	done  chan struct{} // capacity 1: the result is in, or this call leads the next batch
 	lead  bool
@@ -52,8 +53,14 @@ const (
 // pinsAt is the index of c's first pin value in its results.
 func (c *admitCall) pinsAt() int { return beginHead + levelResults*(1+c.nsub) }
 
-// results is how many values beginLua returns for c.
-func (c *admitCall) results() int { return c.pinsAt() + len(c.pins) }
+// results is how many values beginLua returns for c: with a lease, its
+// role follows the pins.
+func (c *admitCall) results() int {
+	if c.lease != nil {
+		return c.pinsAt() + len(c.pins) + 1
+	}
+	return c.pinsAt() + len(c.pins)
+}
 
 // levelAt is the index of level j's values (0 the team) in c's results.
 func levelAt(j int) int { return beginHead + levelResults*j }
@@ -292,10 +299,13 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 		nk, na := 0, 2
 		for _, g := range c.groups {
 			nk += 3
-			na += 10 + 5*len(g.calls)
+			na += 10 + 6*len(g.calls)
 			for _, a := range g.calls {
 				nk += len(a.pins) + 3*a.nsub
 				na += 9 * a.nsub
+				if a.lease != nil {
+					nk, na = nk+1, na+1
+				}
 				c.results += a.results()
 			}
 		}
@@ -320,6 +330,9 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 			c.keys = append(c.keys, k.tat, k.par, k.bud)
 		}
 		c.keys = append(c.keys, a.pins...)
+		if a.lease != nil {
+			c.keys = append(c.keys, a.lease.key)
+		}
 	}
 	g.rel, g.taken = ts.takeReleases()
 	la := ts.keys.limitArgs(t)
@@ -335,6 +348,11 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	c.args = append(c.args, len(g.calls))
 	for _, a := range g.calls {
 		c.args = append(c.args, a.cost, a.usd, a.slot, len(a.pins), a.nsub)
+		if a.lease != nil {
+			c.args = append(c.args, a.lease.ttl, a.lease.tok)
+		} else {
+			c.args = append(c.args, 0)
+		}
 		for j := range a.nsub {
 			sc := &a.subs[j]
 			l := sc.lv.Limits
@@ -352,11 +370,14 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 func (r *Redis) appendLean(c *beginCall) {
 	na, nk := 1, 0
 	for _, g := range c.groups {
-		na += 5 + 2*len(g.calls)
+		na += 5 + 3*len(g.calls)
 		nk++
 		for _, a := range g.calls {
 			c.results += a.results()
 			nk += len(a.pins)
+			if a.lease != nil {
+				nk, na = nk+1, na+1
+			}
 		}
 	}
 	c.keys, c.args = make([]string, 0, nk), make([]any, 0, na)
@@ -366,6 +387,9 @@ func (r *Redis) appendLean(c *beginCall) {
 		c.keys = append(c.keys, ts.keys.begin[0])
 		for _, a := range g.calls {
 			c.keys = append(c.keys, a.pins...)
+			if a.lease != nil {
+				c.keys = append(c.keys, a.lease.key)
+			}
 		}
 		la := ts.keys.limitArgs(t)
 		var lr, lt int64
@@ -375,7 +399,11 @@ func (r *Redis) appendLean(c *beginCall) {
 		}
 		c.args = append(c.args, la.args[0], la.args[1], lr, lt, len(g.calls))
 		for _, a := range g.calls {
-			c.args = append(c.args, a.cost, len(a.pins))
+			if a.lease != nil {
+				c.args = append(c.args, a.cost, len(a.pins), a.lease.ttl, a.lease.tok)
+			} else {
+				c.args = append(c.args, a.cost, len(a.pins), 0)
+			}
 		}
 	}
 }

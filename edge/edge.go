@@ -3,7 +3,10 @@
 // the admission (team RPM, TPM, max_parallel, budget) and reads only the
 // session pins this request can use, in one Redis round trip; Finish hands
 // the outcome (reconcile, slot release, pin writes, usage, audit entry) to
-// one background writer and never blocks. A Redis and a local
+// one background writer and never blocks. For the response cache (SPEC 18)
+// Begin also reads the entries a request may be answered with and takes
+// or finds the coalescing lease of a missing one (lease.go), and Await
+// waits for another node's answer (notices.go). A Redis and a local
 // implementation sit behind the interface, and the switch to local state
 // when Redis is unreachable lives inside the Redis one, so the gateway has
 // one path whatever Redis does.
@@ -45,6 +48,15 @@ type State interface {
 	// breaker is open, Finish hands the release to the writer as before.
 	// Optional: Finish releases whatever Release did not.
 	Release(ctx context.Context, b *Begun)
+	// Await waits for the response-cache entry whose coalescing lease b
+	// follows (b.Coalesce is CoalesceFollow: another node's request is
+	// calling the upstream for it, SPEC 18) and returns it encoded. It ends
+	// when the leader's completion notice or a poll finds the entry, and
+	// with an error when the leader failed, its lease is gone without an
+	// entry, ctx ends (the gateway gives it cache.coalesce_wait) or Redis
+	// does not answer: the request then goes on alone. Every Redis call is
+	// bounded by redis.timeout.
+	Await(ctx context.Context, b *Begun) (string, error)
 	// Shared reports whether decisions are currently taken in Redis.
 	Shared() bool
 	// Usage reads the team's live state against its limits for the admin
@@ -140,6 +152,13 @@ type PinQuery struct {
 	// Cache names the entries to read, as CacheKey gives them: the model's,
 	// or a tier alias's easy and hard ones ("" = none).
 	Cache [2]string
+	// Coalesce asks Begin, when Cache[0] is missing, to take that entry's
+	// coalescing lease in the same round trip, or to report another
+	// request's (SPEC 18: cross-node coalescing; Begun.Coalesce). Set it
+	// only for a request that may read the entry and would call the
+	// upstream on a miss, with one entry to read (Cache[1] empty: a tier
+	// alias's entry is known only after Begin).
+	Coalesce bool
 }
 
 // CacheKey is the name of a response-cache entry under its team's hash
@@ -173,6 +192,37 @@ func (q *PinQuery) Count() int {
 	return n
 }
 
+// Role is a request's part in cross-node coalescing (SPEC 18), as Begin
+// found it.
+type Role uint8
+
+// The roles of Begun.Coalesce.
+const (
+	// CoalesceNone: coalescing was not asked for, or the entry was found.
+	CoalesceNone Role = iota
+	// CoalesceLead: the entry is missing and this request calls the
+	// upstream; other nodes' identical requests wait for its answer. Its
+	// Finish ends the lease: with the entry (Outcome.CacheKey names it) the
+	// followers are woken to read it, without it they are released. A node
+	// without Redis, or with Redis unreachable, always leads (its own
+	// requests coalesce in process).
+	CoalesceLead
+	// CoalesceFollow: another request holds the entry's lease; Await waits
+	// for its answer.
+	CoalesceFollow
+)
+
+// String is the role's name.
+func (r Role) String() string {
+	switch r {
+	case CoalesceLead:
+		return "lead"
+	case CoalesceFollow:
+		return "follow"
+	}
+	return "none"
+}
+
 // Pins are the pins Begin found ("" when absent), aligned with the query.
 type Pins struct {
 	Tier  string
@@ -187,6 +237,9 @@ type Begun struct {
 	// Local is set when node-local state answered Begin: a node without
 	// Redis, or Redis unreachable (the request's trace shows it).
 	Local bool
+	// Coalesce is the request's part in cross-node coalescing when
+	// PinQuery.Coalesce asked for it (SPEC 18).
+	Coalesce Role
 
 	q      PinQuery
 	team   *catalog.Team
@@ -194,6 +247,8 @@ type Begun struct {
 	tokens int64      // the estimate at admission
 	lv     *[2]Level  // the request's key and user levels (nil: neither has limits)
 	t      ticket
+	lease  string // the full name of the coalescing lease it leads or follows ("" = none)
+	tok    string // the lease's token when this request holds it in Redis ("" = it does not)
 }
 
 // Deployment returns the deployment pin Begin read for model.

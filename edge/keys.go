@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"strings"
 	"sync/atomic"
 
 	"switchyard/catalog"
@@ -23,6 +24,8 @@ import (
 //	<prefix>{team:<name>}:pt:<session>|<alias>   tier pin
 //	<prefix>{team:<name>}:pd:<session>|<model>   deployment pin
 //	<prefix>{team:<name>}:rc:<model>:<64 hex>    response-cache entry (CacheKey)
+//	<prefix>{team:<name>}:rl:<model>:<64 hex>    its coalescing lease (leaseName)
+//	<prefix>coalesce                             channel of the leases' end notices (noticeChannel)
 //
 // Session keys from sessions.Detect are themselves scoped by team, so a pin
 // key never names another team's session. The pin keys are built here and
@@ -65,6 +68,25 @@ func tierPinKey(session, alias string) string { return "pt:" + session + "|" + a
 // session that moves to another pool must not look up a deployment of the
 // old one, SPEC 8).
 func depPinKey(session, model string) string { return "pd:" + session + "|" + model }
+
+// leaseName names the coalescing lease of the response-cache entry named
+// entry (CacheKey): "rl:" where the entry has "rc:", so it sits beside the
+// entry under the team's hash tag (one script reads both) and a purge's
+// SCAN MATCH of "rc:<model>:*" never counts or deletes a lease.
+func leaseName(entry string) string {
+	return leasePrefix + strings.TrimPrefix(entry, CacheKeyPrefix)
+}
+
+const leasePrefix = "rl:"
+
+// noticeChannel is the one channel on which leaders announce the end of
+// their leases (SPEC 18): a message is the outcome ('1' the entry is
+// stored, '2' the leader failed) followed by the lease's full name. One
+// channel for the cluster, subscribed once per node, instead of one per
+// entry: a follower never waits for a SUBSCRIBE of its own (nor misses a
+// notice published before it took effect), and a leader publishes only
+// when a follower marked its lease, so the channel carries herds only.
+func noticeChannel(prefix string) string { return prefix + "coalesce" }
 
 // boxedLimits are ARGV 1-5 of beginLua for one team config, converted to
 // interfaces once instead of on every call.

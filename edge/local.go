@@ -65,6 +65,9 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 		return Begun{}, errNoTeam
 	}
 	b := Begun{q: q.Pins, team: q.Team, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, Local: true}
+	if q.Pins.Coalesce {
+		b.Coalesce = CoalesceLead // no other node: the node's own requests coalesce in process (SPEC 18)
+	}
 	if s := q.Pins.Session; s != "" {
 		if a := q.Pins.TierAlias; a != "" {
 			b.Pins.Tier, _, _ = l.pins.GetTier(ctx, tierPinKey(s, a))
@@ -138,6 +141,9 @@ func (l *Local) Release(_ context.Context, b *Begun) {
 		b.t.released = true
 	}
 }
+
+// Await implements State: a local node has no lease to follow.
+func (l *Local) Await(context.Context, *Begun) (string, error) { return "", ErrNotFollowing }
 
 // Shared implements State: a local node never shares.
 func (l *Local) Shared() bool { return false }

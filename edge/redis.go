@@ -37,8 +37,9 @@ type Observer interface {
 	// OnFallback: a Redis call failed and local state answered (component
 	// "ratelimit" or "sessions").
 	OnFallback(component string)
-	// OnDropped: n writes of a kind ("audit", "pins", "releases") were not
-	// kept for Redis because the writer's bound was reached. (The node's
+	// OnDropped: n writes of a kind ("audit", "pins", "releases": slot
+	// releases and coalescing lease ends, which their leases then free) were
+	// not kept for Redis because the writer's bound was reached. (The node's
 	// deployment usage writer reports "usage" to the same observer.)
 	OnDropped(kind string, n int)
 	// OnWriteError: Redis rejected one team's post-response writes (its
@@ -72,6 +73,9 @@ type Config struct {
 	UsageEvery time.Duration
 	MaxPins    int // pending pin writes kept while Redis is away (default 100,000)
 	MaxAudit   int // audit entries queued for the stream (default 10,000)
+	// CoalescePoll is how often a follower of another node's lease looks
+	// for its entry, besides the leader's notice (default 100ms; SPEC 18).
+	CoalescePoll time.Duration
 	// OneShard is set when every key lives on one Redis server (standalone
 	// or Sentinel, not Cluster): concurrent admissions of different teams
 	// then share one script call, and the writer sends one call per flush
@@ -90,6 +94,7 @@ type Client interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
 // Redis is the cluster-wide edge state (SPEC 3, 9). Begin is one EVALSHA of
@@ -116,7 +121,9 @@ type Redis struct {
 	obs     Observer
 	node    string // random per process: slot ids and the applied-batch mark
 	timeout time.Duration
-	lease   any // cfg.SlotLease in ms, boxed once (ARGV 1 of beginLua)
+	lease   any    // cfg.SlotLease in ms, boxed once (ARGV 1 of beginLua)
+	channel string // the coalescing leases' notice channel (noticeChannel)
+	notices *notices
 	// teamsPerCall is how many teams one beginLua call carries on one shard
 	// (maxTeamsPerCall; tests lower it)
 	teamsPerCall int
@@ -177,6 +184,9 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.CoalescePoll <= 0 {
+		cfg.CoalescePoll = defaultCoalescePoll
+	}
 	if obs == nil {
 		obs = NopObserver{}
 	}
@@ -188,7 +198,9 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		local: ratelimit.NewLocal(cfg.Clock, cfg.Divisor),
 		pins:  sessions.NewLocal(cfg.Clock, sessions.DefaultMaxEntries),
 		ring:  ring, lease: cfg.SlotLease.Milliseconds(), teamsPerCall: maxTeamsPerCall,
+		channel: noticeChannel(cfg.Prefix),
 	}
+	r.notices = newNotices(c, r.channel)
 	if kh, ok := health.(KeyHealth); ok {
 		r.keys = kh
 	}
@@ -277,35 +289,50 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		}
 	}
 	n = ts.ownPins(&names, &slots, n, &b.Pins)
+	var ls *leaseReq // the coalescing lease to take or find (SPEC 18): the entry is read first
+	if q.Pins.Coalesce && n > 0 && slots[0] == 3 {
+		ls = r.newLease(ctx, ts, q.Pins.Cache[0])
+		r.notices.start() // subscribed before this node's first follower waits
+	}
 	lim := limited(t) || q.Key.limited() || q.User.limited()
 	if !lim && n == 0 {
 		return b, nil
 	}
 	if !r.sharedFor(ts.keys.base) {
-		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen, nil)
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen, nil, ls)
 	}
 	keys := make([]string, n)
 	for i, nm := range names[:n] {
 		keys[i] = ts.keys.base + nm
 	}
 	if !lim {
-		cctx, cancel := context.WithTimeout(ctx, r.timeout)
-		vals, err := r.c.MGet(cctx, keys...).Result()
-		cancel()
-		if err == nil && len(vals) != n {
-			err = errors.New("edge: MGET returned " + strconv.Itoa(len(vals)) + " values")
+		var vals []any
+		var role int64
+		var err error
+		if ls != nil {
+			vals, role, err = r.readLease(ctx, keys, ls)
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, r.timeout)
+			vals, err = r.c.MGet(cctx, keys...).Result()
+			cancel()
+			if err == nil && len(vals) != n {
+				err = errors.New("edge: MGET returned " + strconv.Itoa(len(vals)) + " values")
+			}
 		}
 		if err != nil {
-			return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, nil)
+			return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, nil, ls)
 		}
 		for i, v := range vals {
 			s, _ := v.(string)
 			b.Pins.set(slots[i], s)
 		}
+		if ls != nil {
+			r.leaseRole(&b, ts, ls, role)
+		}
 		return b, nil
 	}
 
-	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys, until: time.Now().Add(r.timeout)}
+	ac := &admitCall{ts: ts, q: q, cost: ratelimit.Reservation(q.Tokens, t.TPM), pins: keys, lease: ls, until: time.Now().Add(r.timeout)}
 	if t.Budget.USD > 0 {
 		ac.usd = max(0, q.CostUSD)
 	}
@@ -327,12 +354,15 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	}
 	res, err := r.admit(ctx, ac) // settleCall checked its length and decoded ac.d
 	if err != nil {
-		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, ac)
+		return r.beginLocal(ctx, q, b, names[:n], slots[:n], err, ac, ls)
 	}
 	at := ac.pinsAt()
 	for i := range n {
 		s, _ := res[at+i].(string)
 		b.Pins.set(slots[i], s)
+	}
+	if ls != nil {
+		r.leaseRole(&b, ts, ls, resInt(res, at+n))
 	}
 	b.Decision = ac.d
 	if !ac.d.Allowed {
@@ -363,9 +393,13 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 // beginLocal answers Begin from local state after the shared call failed
 // (err) or was not tried (the breaker is open). ac is the admission of a
 // failed call (nil for the other paths): settleCall has decided it already,
-// and its slot may have been taken by the script.
-func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, ac *admitCall) (Begun, error) {
+// and its slot may have been taken by the script. ls is the coalescing
+// lease the call asked for (nil: none): the request leads without it.
+func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []string, slots []int, err error, ac *admitCall, ls *leaseReq) (Begun, error) {
 	b.Local = true
+	if ls != nil {
+		r.lostLease(&b, b.stateOf(r), q.Team, ls, err)
+	}
 	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		r.obs.OnFallback("ratelimit") // not when the caller itself gave up: Redis was not at fault
 	}
@@ -445,201 +479,12 @@ func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error
 	return d, err
 }
 
-// Finish implements State: every exit reconciles (SPEC 3).
-func (r *Redis) Finish(b *Begun, o *Outcome) {
-	t := b.team
-	if t == nil {
-		if o.Audit != nil {
-			r.ring.Record(o.Audit)
-			r.w.audit(o.Audit)
-		}
-		return
-	}
-	ts := b.stateOf(r)
-	tk := &b.t
-	actual := int64(0)
-	cost := 0.0 // the real cost a budget is charged
-	if o.Served {
-		actual = int64(o.PromptTokens + o.CompletionTokens)
-		cost = max(0, o.CostUSD)
-	}
-	w := finishWrite{}
-	if tk.admitted && tk.local {
-		if !tk.released {
-			r.local.Release(tk.lt)
-		}
-		r.local.Reconcile(tk.lt, actual, cost)
-		// Redis reserved nothing: it is owed the whole cost at every level
-		// with a budget (SPEC 9: replayed)
-		if t.Budget.USD > 0 {
-			w.usd = cost
-		}
-		if ac := tk.remote; ac != nil {
-			if t.MaxParallel > 0 {
-				w.slot = ac.slot
-			}
-		}
-		for j := range 2 {
-			if b.lv == nil {
-				break
-			}
-			lv := &b.lv[j]
-			if !lv.limited() {
-				continue
-			}
-			sw := subWrite{lv: *lv, keys: newLevelKeys(ts.keys.base, lv)}
-			if lv.Limits.Budget.USD > 0 {
-				sw.usd = cost
-			}
-			if ac := tk.remote; ac != nil && lv.Limits.MaxParallel > 0 {
-				sw.slot = ac.slot
-			}
-			if sw.usd != 0 || sw.slot != "" {
-				w.subs[w.nsub] = sw
-				w.nsub++
-			}
-		}
-	} else if tk.admitted {
-		now := r.cfg.Clock().UnixNano()
-		if t.Budget.USD > 0 {
-			w.spent = cost > 0
-			w.usd = budgetDelta(cost, tk.usd, tk.window, now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget)))
-			if cost > 0 {
-				r.local.Spend(t, nil, cost) // the fallback knows this node's share of the spend
-			}
-		}
-		if tk.teamSlot {
-			w.slot = tk.slot
-		}
-		if t.TPM > 0 {
-			w.delta, w.end = actual-tk.reserved, tk.end
-		}
-		for j := range tk.nsub {
-			st := &tk.subs[j]
-			sw := subWrite{lv: st.lv, keys: st.keys}
-			if st.slot {
-				sw.slot = tk.slot
-			}
-			if st.lv.Limits.TPM > 0 {
-				sw.delta, sw.end = actual-st.reserved, st.end
-			}
-			if st.lv.Limits.Budget.USD > 0 {
-				sw.spent = cost > 0
-				sw.usd = budgetDelta(cost, st.usd, st.window, now, budgetCode(&st.lv))
-				if cost > 0 {
-					r.local.Spend(t, &ratelimit.Level{Key: st.keys.base, Limits: st.lv.Limits}, cost)
-				}
-			}
-			w.subs[w.nsub] = sw
-			w.nsub++
-		}
-	}
-	var tierKey, depKey string
-	if s := b.q.Session; s != "" {
-		if o.TierPin != "" && b.q.TierAlias != "" {
-			tierKey = r.keepPin(b, tierPinKey(s, b.q.TierAlias), o.TierPin, b.Pins.Tier, o.TierTTL)
-		}
-		if o.DepPin != "" && o.DepModel != "" {
-			depKey = r.keepPin(b, depPinKey(s, o.DepModel), o.DepPin, b.Deployment(o.DepModel), o.DepTTL)
-		}
-	}
-	w.tierKey, w.tier, w.tierTTL = tierKey, o.TierPin, o.TierTTL
-	w.depKey, w.dep, w.depTTL = depKey, o.DepPin, o.DepTTL
-	if o.CacheKey != "" && o.CacheTTL > 0 {
-		w.cacheKey, w.cacheVal, w.cacheTTL = o.CacheKey, string(o.CacheValue), o.CacheTTL
-	}
-	if o.Served && o.Deployment != "" {
-		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
-	}
-	if k, s, ok := rowOf(o, r.cfg.Clock()); ok {
-		w.lvRow, w.lvSums, w.lvOK = k, s, true
-	}
-	visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
-	if o.Audit != nil {
-		r.ring.Record(o.Audit)
-		r.w.audit(o.Audit)
-	}
-	if visit {
-		r.w.markDirty(ts, urgent)
-	}
-}
-
-// keepPin stores the pin key = value in the local copy and returns the key
-// the writer is to send to Redis, or "" when Redis already has it: Begin
-// read the same value there (read), and this node wrote it under a quarter
-// of its TTL ago (then neither copy is touched, so the local one keeps the
-// expiry it has in Redis). A busy session costs one renewal per quarter
-// TTL instead of a write per request (SPEC 9: only the writes the request
-// needs).
-func (r *Redis) keepPin(b *Begun, key, value, read string, ttl time.Duration) string {
-	if !b.Local && read == value {
-		if r.pins.RenewTier(key, value, ttl) {
-			return ""
-		}
-		return key
-	}
-	_ = r.pins.SetTier(context.Background(), key, value, ttl)
-	return key
-}
-
-// Release implements State: one ZREM of the request's shared slot at
-// each level holding it (one pipeline), bounded by redis.timeout; on
-// success Finish has no release left to queue and the writer stops
-// renewing the lease.
-func (r *Redis) Release(ctx context.Context, b *Begun) {
-	tk := &b.t
-	if !tk.admitted || b.team == nil {
-		return
-	}
-	if tk.local {
-		if !tk.released {
-			r.local.Release(tk.lt)
-			tk.released = true
-		}
-		return
-	}
-	if tk.slot == "" {
-		return
-	}
-	ts := b.stateOf(r)
-	if !r.sharedFor(ts.keys.base) {
-		return
-	}
-	var sets [3]string
-	n := 0
-	if tk.teamSlot {
-		sets[n] = ts.keys.begin[1]
-		n++
-	}
-	for j := range tk.nsub {
-		if tk.subs[j].slot {
-			sets[n] = tk.subs[j].keys.par
-			n++
-		}
-	}
-	cctx, cancel := context.WithTimeout(ctx, r.timeout)
-	var err error
-	if n == 1 {
-		err = r.c.ZRem(cctx, sets[0], tk.slot).Err()
-	} else {
-		_, err = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for _, k := range sets[:n] {
-				p.ZRem(cctx, k, tk.slot)
-			}
-			return nil
-		})
-	}
-	cancel()
-	if err != nil {
-		return // Finish queues it for the writer
-	}
-	ts.unhold(tk)
-	tk.slot = ""
-}
-
 // Close implements State: it stops the writer and sends what is pending,
 // bounded by ctx.
-func (r *Redis) Close(ctx context.Context) error { return r.w.close(ctx) }
+func (r *Redis) Close(ctx context.Context) error {
+	r.notices.close()
+	return r.w.close(ctx)
+}
 
 func micros(us int64) time.Duration { return time.Duration(max(0, us)) * time.Microsecond }
 

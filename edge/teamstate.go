@@ -39,12 +39,14 @@ type teamState struct {
 	row1      rowKey
 	sums1     UsageSums
 	has1      bool
-	pins      map[string]pinWrite // coalesced per key: the last write wins
-	flight    *batch              // sent and not acknowledged; resent as is
-	dirty     bool                // queued in writer.dirty
-	usageExp  time.Time           // when the usage hash's TTL is next renewed
-	usageDue  time.Time           // when the usage pending is written (zero: not yet held)
-	usageHeld bool                // on writer.held until usageDue
+	pins      map[string]pinWrite  // coalesced per key: the last write wins
+	leases    map[string]leaseHold // coalescing leases held, by full name (lease.go)
+	leaseOps  []leaseOp            // lease ends not yet sent
+	flight    *batch               // sent and not acknowledged; resent as is
+	dirty     bool                 // queued in writer.dirty
+	usageExp  time.Time            // when the usage hash's TTL is next renewed
+	usageDue  time.Time            // when the usage pending is written (zero: not yet held)
+	usageHeld bool                 // on writer.held until usageDue
 	// subs are the team's key and user levels with writes pending or
 	// slots live (levels.go), by their keys' base; subLive counts their
 	// live slots and subDirty says one has writes not yet taken.
@@ -116,6 +118,8 @@ type finishWrite struct {
 	// a response-cache entry ("" key = none)
 	cacheKey, cacheVal string
 	cacheTTL           time.Duration
+	// the end of a coalescing lease this request held ("" key = none)
+	lease leaseOp
 	// the key and user levels' writes, the first nsub
 	subs [2]subWrite
 	nsub int
@@ -210,8 +214,17 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	if w.depKey != "" {
 		dropped += ts.pinLocked(w.depKey, pinWrite{value: w.dep, ttl: w.depTTL}, wr, maxPins)
 	}
+	cacheDropped := 0
 	if w.cacheKey != "" {
-		dropped += ts.pinLocked(w.cacheKey, pinWrite{value: w.cacheVal, ttl: w.cacheTTL, cache: true}, wr, maxPins)
+		cacheDropped = ts.pinLocked(w.cacheKey, pinWrite{value: w.cacheVal, ttl: w.cacheTTL, cache: true}, wr, maxPins)
+		dropped += cacheDropped
+	}
+	if w.lease.key != "" {
+		u, d := ts.endLeaseLocked(w.lease, cacheDropped == 0)
+		urgent = urgent || u
+		if d {
+			relDropped++
+		}
 	}
 	visit = ts.unsent(false)
 	ts.mu.Unlock()
@@ -434,8 +447,9 @@ func (ts *teamState) unhold(tk *ticket) {
 	ts.mu.Unlock()
 }
 
-// hasLive reports whether ts holds live slots at any level (ts.mu held).
-func (ts *teamState) hasLive() bool { return len(ts.live) > 0 || ts.subLive > 0 }
+// hasLive reports whether ts holds live slots at any level, or coalescing
+// leases: what the writer renews (ts.mu held).
+func (ts *teamState) hasLive() bool { return len(ts.live) > 0 || ts.subLive > 0 || len(ts.leases) > 0 }
 
 // batch is one script call: an immutable snapshot of a team's writes.
 type batch struct {
@@ -452,6 +466,7 @@ type batch struct {
 	byLevel  rowSet
 	usageTTL int64 // seconds; negative when the renewal is not due
 	pins     map[string]pinWrite
+	leases   []leaseOp    // coalescing lease renewals and ends
 	subs     []levelBatch // the key and user levels' parts
 }
 
@@ -502,6 +517,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 			wr.cacheBytes.Add(-int64(len(p.value)))
 		}
 	}
+	b.leases = ts.takeLeasesLocked(now, renew, wr.r.cfg.SlotLease)
 	if renew && len(ts.live) > 0 {
 		// every live slot, however many: one left out would lose its lease
 		// while its request runs and let another request take its place
@@ -533,7 +549,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		}
 	}
 	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && !b.alert && len(b.releases) == 0 &&
-		len(b.renew) == 0 && len(b.usage) == 0 && len(b.byLevel) == 0 && len(b.pins) == 0 && len(b.subs) == 0) {
+		len(b.renew) == 0 && len(b.usage) == 0 && len(b.byLevel) == 0 && len(b.pins) == 0 && len(b.leases) == 0 && len(b.subs) == 0) {
 		return nil
 	}
 	*seq++
@@ -577,5 +593,5 @@ func (ts *teamState) idle() bool {
 // held); usage on w.held counts only with held.
 func (ts *teamState) unsent(held bool) bool {
 	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || ts.alert || len(ts.releases) > 0 ||
-		(ts.hasUsage() && (held || !ts.usageHeld)) || len(ts.pins) > 0 || ts.subDirty
+		(ts.hasUsage() && (held || !ts.usageHeld)) || len(ts.pins) > 0 || len(ts.leaseOps) > 0 || ts.subDirty
 }

@@ -110,6 +110,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 		keys = append(keys, tk.base+k)
 		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
 	}
+	keys, args = appendLeases(keys, args, b.leases)
 	for i := range b.subs {
 		lb := &b.subs[i]
 		keys = append(keys, lb.keys.tat, lb.keys.bud, lb.keys.par)
@@ -154,11 +155,11 @@ type finishCall struct {
 }
 
 // newFinishCall builds the call applying batches under mark with seq.
-func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishCall {
-	nk, na := 1, 4
+func newFinishCall(mark string, seq int64, lease any, channel string, batches []*batch) *finishCall {
+	nk, na := 1, 5
 	for _, b := range batches {
-		nk += 4 + len(b.pins) + 3*len(b.subs)
-		na += 14 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins) + 1 + 10*len(b.byLevel)
+		nk += 4 + len(b.pins) + len(b.leases) + 3*len(b.subs)
+		na += 15 + 2*len(b.refunds) + len(b.releases) + len(b.renew) + 4*len(b.usage) + 3*len(b.pins) + 3*len(b.leases) + 1 + 10*len(b.byLevel)
 		for i := range b.subs {
 			lb := &b.subs[i]
 			na += 8 + 2*len(lb.refunds) + len(lb.releases) + len(lb.renew)
@@ -167,7 +168,7 @@ func newFinishCall(mark string, seq int64, lease any, batches []*batch) *finishC
 	keys := make([]string, 1, nk)
 	keys[0] = mark
 	args := make([]any, 0, na)
-	args = append(args, seq, markTTL.Milliseconds(), lease, len(batches))
+	args = append(args, seq, markTTL.Milliseconds(), lease, channel, len(batches))
 	for _, b := range batches {
 		keys, args = b.appendTo(keys, args)
 	}
@@ -340,7 +341,7 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 	case !w.r.cfg.OneShard:
 		for _, ts := range dirty {
 			if b := ts.take(&w.seq, now, renew, w); b != nil {
-				calls = append(calls, newFinishCall(ts.keys.mark, b.seq, w.r.lease, []*batch{b}))
+				calls = append(calls, newFinishCall(ts.keys.mark, b.seq, w.r.lease, w.r.channel, []*batch{b}))
 			}
 		}
 	case w.inflight != nil:
@@ -361,7 +362,7 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 		}
 		if len(batches) > 0 {
 			w.seq++
-			w.inflight = newFinishCall(w.mark, w.seq, w.r.lease, batches)
+			w.inflight = newFinishCall(w.mark, w.seq, w.r.lease, w.r.channel, batches)
 			calls = append(calls, w.inflight)
 		}
 	}

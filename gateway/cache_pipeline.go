@@ -5,8 +5,10 @@ package gateway
 // allowlist and the pool (so 403 and 404 come first), a hit answered in the
 // client's format and mode, and a complete answer stored once it has
 // reached the client, in the node's store and through the writer in Redis.
-// Coalescing across nodes is not wired yet; purges and the counters that
-// reach every node are in cache_admin.go.
+// Identical requests in flight coalesce: on one node through cache.Group,
+// across nodes through the lease Begin takes or finds (edge: Coalesce,
+// Await). Purges and the counters that reach every node are in
+// cache_admin.go.
 
 import (
 	"context"
@@ -48,7 +50,19 @@ func (cl *call) cacheView(route *catalog.TierRoute, p *edge.PinQuery) {
 		if route != nil {
 			p.Cache[1] = v.name(1)
 		}
+		// the lease of a plain model's entry, taken or found in the same
+		// round trip (SPEC 18); a tier alias's entry is known only after
+		// Begin, so an alias coalesces on its node alone
+		p.Coalesce = route == nil && cl.coalesces()
 	}
+}
+
+// coalesces reports whether the request may follow an identical one in
+// flight instead of calling the upstream (SPEC 18): coalescing is on and
+// its directives let it read and call an upstream.
+func (cl *call) coalesces() bool {
+	s := cl.s
+	return cl.cv.dir.Read() && !cl.cv.dir.OnlyIfCached && s.cfg().Cache.Coalesce && s.cacheGroup != nil
 }
 
 // cacheLookup answers the request from the cache when it can: the entry
@@ -85,12 +99,16 @@ func (cl *call) cacheLookup() (answered bool) {
 			}
 		}
 	}
-	if v.dir.Read() && !v.dir.OnlyIfCached && s.cfg().Cache.Coalesce && s.cacheGroup != nil {
+	if cl.coalesces() {
+		if cl.begun.Coalesce == edge.CoalesceFollow && !s.cacheGroup.InFlight(cl.cacheKey) && cl.awaitLeader() {
+			return true // another node's request called the upstream (SPEC 18)
+		}
 		// an identical request in flight on this node: follow its answer
 		// instead of calling the upstream again (SPEC 18)
 		flight, fl := s.cacheGroup.Lead(cl.cacheKey, cl.req.Stream)
 		if fl != nil && cl.req.Stream {
 			if cl.followStream(fl) {
+				cl.passLease(fl.Entry())
 				return true
 			}
 		} else if fl != nil {
@@ -98,6 +116,7 @@ func (cl *call) cacheLookup() (answered bool) {
 			e, err := fl.Wait(ctx)
 			cancel()
 			if err == nil && e != nil && cl.serveEntry(e, time.Now(), cacheCoalesced) {
+				cl.passLease(e)
 				return true
 			}
 			// the leader failed or took too long: go on alone
@@ -113,6 +132,47 @@ func (cl *call) cacheLookup() (answered bool) {
 	}
 	cl.hdr.str("X-Switchyard-Cache", v.dir.Result())
 	return false
+}
+
+// awaitLeader waits, at most cache.coalesce_wait, for the answer of the
+// request on another node that holds the entry's lease, and serves it as a
+// coalesced answer (accounted like a hit). It reports false when the
+// leader failed or was cut off, its lease ran out, the wait ended or Redis
+// did not answer: the request then goes on alone (it does not look for
+// the lease again).
+func (cl *call) awaitLeader() bool {
+	s := cl.s
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(cl.ctx, s.cfg().Cache.CoalesceWait)
+	raw, err := s.Edge.Await(ctx, &cl.begun)
+	cancel()
+	if err == nil {
+		now := time.Now()
+		e, derr := cache.Decode([]byte(raw))
+		if derr == nil && cl.cv.usable(e, now) && !s.cachePurges.Purged(cl.team.Name, e.Model, e.StoredAt) && cl.serveEntry(e, now, cacheCoalesced) {
+			return true
+		}
+		err = derr
+	}
+	if cl.ctx.Err() == nil {
+		s.Logger.Debug("coalescing follower goes on alone: the leader on another node did not share its answer",
+			"request_id", cl.reqID, "team", cl.team.Name, "model", cl.cacheModel, "waited", time.Since(start), "error", err)
+	}
+	return false
+}
+
+// passLease hands an answer this request followed on its node to the
+// writer as its own entry when the request holds the entry's lease (SPEC
+// 18): ending the lease with the entry wakes the other nodes' followers to
+// read it instead of releasing them to call the upstream. The local leader
+// stores the same entry; the writer keeps one write per key.
+func (cl *call) passLease(e *cache.Entry) {
+	if e == nil || cl.begun.Coalesce != edge.CoalesceLead || !cl.cv.dir.Store() {
+		return
+	}
+	if b, ok := e.EncodeLimited(cl.s.cfg().Cache.MaxEntryBytes); ok {
+		cl.out.CacheKey, cl.out.CacheValue, cl.out.CacheTTL = cl.cv.name(cl.cv.slot), b, cl.cv.ttl
+	}
 }
 
 // serveEntry writes a stored answer, or another request's (result hit or

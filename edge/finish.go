@@ -1,0 +1,209 @@
+package edge
+
+// The end of a request in the Redis edge state: Finish folds the outcome
+// into its team's pending writes for the one writer, and Release frees a
+// shared slot before the answer's last byte leaves.
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/ratelimit"
+)
+
+// Finish implements State: every exit reconciles (SPEC 3).
+func (r *Redis) Finish(b *Begun, o *Outcome) {
+	t := b.team
+	if t == nil {
+		if o.Audit != nil {
+			r.ring.Record(o.Audit)
+			r.w.audit(o.Audit)
+		}
+		return
+	}
+	ts := b.stateOf(r)
+	tk := &b.t
+	actual := int64(0)
+	cost := 0.0 // the real cost a budget is charged
+	if o.Served {
+		actual = int64(o.PromptTokens + o.CompletionTokens)
+		cost = max(0, o.CostUSD)
+	}
+	w := finishWrite{}
+	if tk.admitted && tk.local {
+		if !tk.released {
+			r.local.Release(tk.lt)
+		}
+		r.local.Reconcile(tk.lt, actual, cost)
+		// Redis reserved nothing: it is owed the whole cost at every level
+		// with a budget (SPEC 9: replayed)
+		if t.Budget.USD > 0 {
+			w.usd = cost
+		}
+		if ac := tk.remote; ac != nil {
+			if t.MaxParallel > 0 {
+				w.slot = ac.slot
+			}
+		}
+		for j := range 2 {
+			if b.lv == nil {
+				break
+			}
+			lv := &b.lv[j]
+			if !lv.limited() {
+				continue
+			}
+			sw := subWrite{lv: *lv, keys: newLevelKeys(ts.keys.base, lv)}
+			if lv.Limits.Budget.USD > 0 {
+				sw.usd = cost
+			}
+			if ac := tk.remote; ac != nil && lv.Limits.MaxParallel > 0 {
+				sw.slot = ac.slot
+			}
+			if sw.usd != 0 || sw.slot != "" {
+				w.subs[w.nsub] = sw
+				w.nsub++
+			}
+		}
+	} else if tk.admitted {
+		now := r.cfg.Clock().UnixNano()
+		if t.Budget.USD > 0 {
+			w.spent = cost > 0
+			w.usd = budgetDelta(cost, tk.usd, tk.window, now, ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget)))
+			if cost > 0 {
+				r.local.Spend(t, nil, cost) // the fallback knows this node's share of the spend
+			}
+		}
+		if tk.teamSlot {
+			w.slot = tk.slot
+		}
+		if t.TPM > 0 {
+			w.delta, w.end = actual-tk.reserved, tk.end
+		}
+		for j := range tk.nsub {
+			st := &tk.subs[j]
+			sw := subWrite{lv: st.lv, keys: st.keys}
+			if st.slot {
+				sw.slot = tk.slot
+			}
+			if st.lv.Limits.TPM > 0 {
+				sw.delta, sw.end = actual-st.reserved, st.end
+			}
+			if st.lv.Limits.Budget.USD > 0 {
+				sw.spent = cost > 0
+				sw.usd = budgetDelta(cost, st.usd, st.window, now, budgetCode(&st.lv))
+				if cost > 0 {
+					r.local.Spend(t, &ratelimit.Level{Key: st.keys.base, Limits: st.lv.Limits}, cost)
+				}
+			}
+			w.subs[w.nsub] = sw
+			w.nsub++
+		}
+	}
+	var tierKey, depKey string
+	if s := b.q.Session; s != "" {
+		if o.TierPin != "" && b.q.TierAlias != "" {
+			tierKey = r.keepPin(b, tierPinKey(s, b.q.TierAlias), o.TierPin, b.Pins.Tier, o.TierTTL)
+		}
+		if o.DepPin != "" && o.DepModel != "" {
+			depKey = r.keepPin(b, depPinKey(s, o.DepModel), o.DepPin, b.Deployment(o.DepModel), o.DepTTL)
+		}
+	}
+	w.tierKey, w.tier, w.tierTTL = tierKey, o.TierPin, o.TierTTL
+	w.depKey, w.dep, w.depTTL = depKey, o.DepPin, o.DepTTL
+	if o.CacheKey != "" && o.CacheTTL > 0 {
+		w.cacheKey, w.cacheVal, w.cacheTTL = o.CacheKey, string(o.CacheValue), o.CacheTTL
+	}
+	if b.tok != "" {
+		w.lease = b.endLease(o)
+	}
+	if o.Served && o.Deployment != "" {
+		w.dep0, w.tokens, w.cost = o.Deployment, actual, o.CostUSD
+	}
+	if k, s, ok := rowOf(o, r.cfg.Clock()); ok {
+		w.lvRow, w.lvSums, w.lvOK = k, s, true
+	}
+	visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
+	if o.Audit != nil {
+		r.ring.Record(o.Audit)
+		r.w.audit(o.Audit)
+	}
+	if visit {
+		r.w.markDirty(ts, urgent)
+	}
+}
+
+// keepPin stores the pin key = value in the local copy and returns the key
+// the writer is to send to Redis, or "" when Redis already has it: Begin
+// read the same value there (read), and this node wrote it under a quarter
+// of its TTL ago (then neither copy is touched, so the local one keeps the
+// expiry it has in Redis). A busy session costs one renewal per quarter
+// TTL instead of a write per request (SPEC 9: only the writes the request
+// needs).
+func (r *Redis) keepPin(b *Begun, key, value, read string, ttl time.Duration) string {
+	if !b.Local && read == value {
+		if r.pins.RenewTier(key, value, ttl) {
+			return ""
+		}
+		return key
+	}
+	_ = r.pins.SetTier(context.Background(), key, value, ttl)
+	return key
+}
+
+// Release implements State: one ZREM of the request's shared slot at
+// each level holding it (one pipeline), bounded by redis.timeout; on
+// success Finish has no release left to queue and the writer stops
+// renewing the lease.
+func (r *Redis) Release(ctx context.Context, b *Begun) {
+	tk := &b.t
+	if !tk.admitted || b.team == nil {
+		return
+	}
+	if tk.local {
+		if !tk.released {
+			r.local.Release(tk.lt)
+			tk.released = true
+		}
+		return
+	}
+	if tk.slot == "" {
+		return
+	}
+	ts := b.stateOf(r)
+	if !r.sharedFor(ts.keys.base) {
+		return
+	}
+	var sets [3]string
+	n := 0
+	if tk.teamSlot {
+		sets[n] = ts.keys.begin[1]
+		n++
+	}
+	for j := range tk.nsub {
+		if tk.subs[j].slot {
+			sets[n] = tk.subs[j].keys.par
+			n++
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	var err error
+	if n == 1 {
+		err = r.c.ZRem(cctx, sets[0], tk.slot).Err()
+	} else {
+		_, err = r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
+			for _, k := range sets[:n] {
+				p.ZRem(cctx, k, tk.slot)
+			}
+			return nil
+		})
+	}
+	cancel()
+	if err != nil {
+		return // Finish queues it for the writer
+	}
+	ts.unhold(tk)
+	tk.slot = ""
+}
