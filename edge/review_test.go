@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/config"
 	"switchyard/internal/teamtest"
 )
 
@@ -121,5 +122,35 @@ func TestLostAnswerRefusedLocallyReleasesTheSlot(t *testing.T) {
 	g.step(t)
 	if g.m.Exists("sy:{team:lost}:par") && len(mustZ(t, g.m, "sy:{team:lost}:par")) != 0 {
 		t.Fatal("the slot taken by the lost call is still held")
+	}
+}
+
+// A key or user level whose finish carries nothing to send (its
+// reservation matched the use) was kept in the team's record, never
+// visited by the writer and never evicted: with 100,000 end users the
+// record filled maxLevels with idle levels, and then every level with a
+// real charge was dropped (switchyard_edge_dropped_total{kind="levels"}
+// rose by thousands a second). An idle level is not kept; one with a
+// charge still is, until the writer sends it.
+func TestIdleLevelsAreNotKept(t *testing.T) {
+	g := newMiniRig(t, Config{}, false)
+	team := teamtest.Team("u", teamtest.Limits{TPM: 100_000})
+	ts := g.r.team(team)
+	lim := &config.Limits{TPM: 1_000}
+	for i := range maxLevels + 10 {
+		lv := Level{Kind: LevelUser, ID: fmt.Sprint("u", i), Limits: lim}
+		w := &finishWrite{nsub: 1}
+		w.subs[0] = subWrite{lv: lv, keys: newLevelKeys(ts.keys.base, &lv)}
+		ts.add(team, w, g.r.w, 10)
+	}
+	if n := len(ts.subs); n != 0 {
+		t.Fatalf("%d idle levels kept", n)
+	}
+	lv := Level{Kind: LevelUser, ID: "charged", Limits: lim}
+	w := &finishWrite{nsub: 1}
+	w.subs[0] = subWrite{lv: lv, keys: newLevelKeys(ts.keys.base, &lv), delta: 5}
+	ts.add(team, w, g.r.w, 10)
+	if ls := ts.subs[w.subs[0].keys.base]; ls == nil || ls.charge != 5 || !ts.subDirty {
+		t.Fatalf("a level with a charge was not kept for the writer: %+v", ls)
 	}
 }

@@ -188,6 +188,13 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		}
 		ls.usd += sw.usd
 		ls.alert = ls.alert || sw.spent
+		if len(ls.live) == 0 && !ls.pending() {
+			// nothing to send (a reservation that matched the use): kept, it
+			// would never be visited, and idle levels filled maxLevels
+			// until real writes were dropped
+			delete(ts.subs, sw.keys.base)
+			continue
+		}
 		ts.subDirty = ts.subDirty || ls.pending()
 	}
 	if w.dep0 != "" {
