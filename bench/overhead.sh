@@ -365,6 +365,13 @@ line="  memory (RSS, server.memory_limit $MEMLIMIT): gateway $(rss $GWPID); floo
 [ $MANY = 0 ] || line="$line; 10,000 teams $(rss $GWMPID)"
 [ $LEVELS = 0 ] || line="$line; 100,000 keys and users $(rss $GWLPID)"
 echo "$line"
+# writes a gateway's bounds dropped (SPEC 9: every writer bound is counted):
+# any here means a figure was measured on a node that lost shared-state
+# writes (usage_folded is a merge into "(other)", not a loss)
+drops() { curl -s "http://$1/metrics" | awk '/^switchyard_(edge|audit|usage)_dropped_total/ && $NF != 0 {printf " %s=%s", $1, $NF}'; }
+line="  dropped writes (nonzero counters):"
+for g in "gateway $GW" ${GWMPID:+"10,000-teams $GWM"} ${GWLPID:+"levels $GWL"} ${GWCPID:+"cache $GWC"}; do line="$line ${g%% *}:[$(drops "${g#* }") ]"; done
+echo "$line"
 if [ "$K" -gt 1 ]; then
   line="  paired per round (median of each round's own ratio): gateway/floor $(paired ratio gateway.rps floor.rps), p50 gateway - floor $(paired diff gateway1.p50 floor1.p50) us"
   [ $REDIS = 0 ] || line="$line, gateway/cfloor $(paired ratio gateway.rps cfloor.rps), p50 gateway - cfloor $(paired diff gateway1.p50 cfloor1.p50) us"
