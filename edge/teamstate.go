@@ -600,5 +600,5 @@ func (ts *teamState) idle() bool {
 // held); usage on w.held counts only with held.
 func (ts *teamState) unsent(held bool) bool {
 	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || ts.alert || len(ts.releases) > 0 ||
-		(ts.hasUsage() && (held || !ts.usageHeld)) || len(ts.pins) > 0 || len(ts.leaseOps) > 0 || ts.subDirty
+		(ts.hasUsage() && (held || !ts.usageHeld || ts.rowPressure())) || len(ts.pins) > 0 || len(ts.leaseOps) > 0 || ts.subDirty
 }

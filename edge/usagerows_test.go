@@ -237,3 +237,34 @@ func TestRowFieldEscaping(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageRowsUnderPressure: a team serving many distinct end users does
+// not hold its rows for usageEvery: past pressureRows they go out with
+// the next flush, so a writer that keeps flushing keeps every user's row
+// (before, they were held, reached maxTeamRows within a second of
+// bench/overhead.sh -l and were folded into OtherUser).
+func TestUsageRowsUnderPressure(t *testing.T) {
+	const users = 3 * maxTeamRows
+	g := newMiniRig(t, Config{}, false)
+	team := teamtest.Team("many", teamtest.Limits{})
+	for i := range users {
+		b := begin(t, g.r, team, 1)
+		g.r.Finish(&b, &Outcome{Served: true, Deployment: "d", Model: "m", KeyID: "k", User: fmt.Sprintf("u%06d", i), PromptTokens: 2, CostUSD: 0.5})
+		if i%200 == 199 {
+			g.step(t) // the writer's rhythm; the clock stays within usageEvery
+		}
+	}
+	if f := g.obs.dropped.Load(); f != 0 {
+		t.Fatalf("%d rows folded while the writer kept flushing", f)
+	}
+	g.advance(defaultUsageEvery)
+	for i := 0; i < 40 && g.r.team(team).pending(); i++ {
+		g.step(t)
+		g.advance(time.Millisecond)
+	}
+	now := g.clk.Now()
+	rep, _ := g.r.UsageRows(context.Background(), UsageQuery{Teams: []string{"many"}, From: now, To: now})
+	if len(rep.Rows) != users || rep.Folded != 0 {
+		t.Fatalf("%d rows, %d folded; want %d rows", len(rep.Rows), rep.Folded, users)
+	}
+}

@@ -50,7 +50,7 @@ func (w *writer) dueUsage(ts *teamState, now time.Time) bool {
 	if ts.usageDue.IsZero() {
 		ts.usageDue = now.Add(w.usageEvery)
 	}
-	if !now.Before(ts.usageDue) {
+	if !now.Before(ts.usageDue) || ts.rowPressure() {
 		return true
 	}
 	if !ts.usageHeld {
