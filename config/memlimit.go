@@ -18,6 +18,9 @@ const (
 	MemoryLimitOff  = "off"  // no soft limit (GOGC alone)
 )
 
+// DefaultGCPercent is server.gc_percent's default (the collector's GOGC).
+const DefaultGCPercent = 70
+
 // autoShare is the part of a cgroup limit that "auto" gives the runtime;
 // the rest is headroom for what the runtime does not count (binary pages,
 // memory the kernel holds for the process).

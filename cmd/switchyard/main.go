@@ -213,6 +213,7 @@ func demoAdminKey() string {
 // nothing to reload). requests writes the request lines (nil: through log).
 func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, requests *telemetry.RequestLog, ready func(addr string)) int {
 	applyMemoryLimit(cfg.Server, os.Getenv("GOMEMLIMIT"), "/sys/fs/cgroup", log)
+	applyGCPercent(cfg.Server, os.Getenv("GOGC"), log)
 	node, err := node.Assemble(cfg, node.Options{Logger: log, RequestLog: requests, ConfigPath: path, Version: version})
 	if err != nil {
 		log.Error("starting gateway", "error", err)

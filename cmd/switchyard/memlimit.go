@@ -7,6 +7,20 @@ import (
 	"switchyard/config"
 )
 
+// applyGCPercent sets the collector's GOGC from server.gc_percent, unless
+// GOGC (env) is set: the runtime has applied that one already. It returns
+// the setting in force.
+func applyGCPercent(s config.Server, env string, log *slog.Logger) int {
+	if env != "" {
+		g := debug.SetGCPercent(-1)
+		debug.SetGCPercent(g)
+		log.Info("collector from GOGC", "gogc", g, "server.gc_percent", s.GCPercent)
+		return g
+	}
+	debug.SetGCPercent(s.GCPercent)
+	return s.GCPercent
+}
+
 // applyMemoryLimit sets the runtime's soft memory limit from
 // server.memory_limit (cgroups mounted at root for "auto"), unless
 // GOMEMLIMIT (env) is set: the runtime has applied that one already and an

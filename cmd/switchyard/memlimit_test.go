@@ -30,3 +30,18 @@ func TestApplyMemoryLimit(t *testing.T) {
 		t.Fatalf("auto without a cgroup limit set %d", n)
 	}
 }
+
+// TestApplyGCPercent: server.gc_percent becomes the collector's GOGC;
+// GOGC in the environment is left as the runtime applied it.
+func TestApplyGCPercent(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if g := applyGCPercent(config.Server{GCPercent: 70}, "", log); g != 70 || debug.SetGCPercent(70) != 70 {
+		t.Fatalf("gc percent %d", g)
+	}
+	debug.SetGCPercent(150) // as GOGC=150 would have set it
+	if g := applyGCPercent(config.Server{GCPercent: 70}, "150", log); g != 150 || debug.SetGCPercent(150) != 150 {
+		t.Fatalf("GOGC overridden: %d", g)
+	}
+}
