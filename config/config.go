@@ -63,8 +63,10 @@ type Server struct {
 	// "off", or a size such as "512MiB" (MemoryLimit). GOMEMLIMIT in the
 	// environment wins over it. Changing it needs a restart.
 	MemoryLimitSpec string `koanf:"memory_limit"`
-	// GCPercent is the Go collector's GOGC: the heap may grow this many
-	// percent past what was live at the last collection. Default 70 (Go's
+	// GCPercent is the Go collector's GOGC for a large heap: the heap may
+	// grow this many percent past what was live at the last collection,
+	// and at least 32 MiB (a small heap is not collected more often than
+	// at Go's default; the node retunes it every second). Default 70 (Go's
 	// is 100): most of a node's heap is long-lived state (the catalog's
 	// keys, the per-team records), and 100 let a node with 10,000 teams or
 	// 100,000 keys hold twice that in RSS (SPEC 16). GOGC in the

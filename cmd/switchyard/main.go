@@ -213,7 +213,6 @@ func demoAdminKey() string {
 // nothing to reload). requests writes the request lines (nil: through log).
 func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, requests *telemetry.RequestLog, ready func(addr string)) int {
 	applyMemoryLimit(cfg.Server, os.Getenv("GOMEMLIMIT"), "/sys/fs/cgroup", log)
-	applyGCPercent(cfg.Server, os.Getenv("GOGC"), log)
 	node, err := node.Assemble(cfg, node.Options{Logger: log, RequestLog: requests, ConfigPath: path, Version: version})
 	if err != nil {
 		log.Error("starting gateway", "error", err)
@@ -224,6 +223,7 @@ func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *s
 	// now, not minutes later through the background scavenger (SPEC 16:
 	// node memory is measured as RSS).
 	debug.FreeOSMemory()
+	startGCTuner(ctx, cfg.Server, os.Getenv("GOGC"), log) // after the start's transient heap is gone
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		log.Error("listening", "addr", cfg.Server.Listen, "error", err)
