@@ -49,13 +49,14 @@
 # With -g SIZE every gateway runs with server.memory_limit SIZE (the Go
 # runtime's soft limit, e.g. 128MiB), as "auto" would give it in a
 # container with a limit of SIZE/0.9; without it the gateways run with the
-# default ("auto": no limit on a machine without a cgroup limit).
+# default ("auto": no limit on a machine without a cgroup limit). With -p
+# PERCENT every gateway runs with server.gc_percent PERCENT (default 100).
 #
-#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h] [-l] [-g SIZE]
+#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h] [-l] [-g SIZE] [-p PERCENT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0; LEVELS=0; MEMLIMIT=auto
-while getopts "d:c:k:rtmhlg:" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; l) LEVELS=1;; g) MEMLIMIT=$OPTARG;; *) exit 2;; esac; done
+D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0; LEVELS=0; MEMLIMIT=auto; GCP=100
+while getopts "d:c:k:rtmhlg:p:" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; l) LEVELS=1;; g) MEMLIMIT=$OPTARG;; p) GCP=$OPTARG;; *) exit 2;; esac; done
 command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install -y wrk)"; exit 1; }
 [ $REDIS = 0 ] || command -v redis-server >/dev/null || { echo "bench: -r needs redis-server"; exit 1; }
 
@@ -101,7 +102,7 @@ if [ $MANY = 1 ]; then
 fi
 gwyaml() { # listen-address teams-file
   cat <<YAML
-server: {listen: "$1", memory_limit: "$MEMLIMIT"}
+server: {listen: "$1", memory_limit: "$MEMLIMIT", gc_percent: $GCP}
 data_dir: ""
 $redis_yaml
 providers: [{name: mock, kind: openai, base_url: "http://$MOCK/v1", api_key: "x"}]
@@ -361,7 +362,7 @@ fi
 # memory (SPEC 16: steady memory under 100 MB RSS at saturation): the peak
 # resident set over the whole run (VmHWM: warm-up and every phase), and now
 rss() { awk '/^VmHWM/ {h=$2} /^VmRSS/ {r=$2} END {printf "%.0f MB peak, %.0f MB now", h/1024, r/1024}' "/proc/$1/status"; }
-line="  memory (RSS, server.memory_limit $MEMLIMIT): gateway $(rss $GWPID); floor $(rss $FLOORPID)"
+line="  memory (RSS, server.memory_limit $MEMLIMIT, gc_percent $GCP): gateway $(rss $GWPID); floor $(rss $FLOORPID)"
 [ $MANY = 0 ] || line="$line; 10,000 teams $(rss $GWMPID)"
 [ $LEVELS = 0 ] || line="$line; 100,000 keys and users $(rss $GWLPID)"
 echo "$line"

@@ -18,8 +18,12 @@ const (
 	MemoryLimitOff  = "off"  // no soft limit (GOGC alone)
 )
 
-// DefaultGCPercent is server.gc_percent's default (the collector's GOGC).
-const DefaultGCPercent = 70
+// DefaultGCPercent is server.gc_percent's default (the collector's GOGC):
+// Go's own. 70 kept a node with 10,000 teams or 100,000 keys under 150 MB
+// RSS (SPEC 16) but cost it 7-10% of its throughput against one team
+// (bench/overhead.sh -m -l, 2026-12-05): a choice for a node short of
+// memory, not a default.
+const DefaultGCPercent = 100
 
 // autoShare is the part of a cgroup limit that "auto" gives the runtime;
 // the rest is headroom for what the runtime does not count (binary pages,

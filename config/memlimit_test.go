@@ -63,7 +63,7 @@ func TestMemoryLimitAuto(t *testing.T) {
 func TestMemoryLimitConfigProblem(t *testing.T) {
 	_, err := Load([]byte("server: {memory_limit: lots, gc_percent: 5}\nproviders: []\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "server.memory_limit: \"lots\" is not auto, off or a positive size such as 512MiB") ||
-		!strings.Contains(err.Error(), "server.gc_percent: must be between 20 and 1000 (default 70; Go's own is 100), got 5") {
+		!strings.Contains(err.Error(), "server.gc_percent: must be between 20 and 1000 (default 100, Go's own; 70 trades throughput for memory), got 5") {
 		t.Fatalf("%v", err)
 	}
 	cfg, err := Load([]byte("providers: []\n"), nil)
