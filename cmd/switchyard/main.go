@@ -133,6 +133,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "switchyard serve: -config FILE is required (run `switchyard` alone for the demo)")
 		return 2
 	}
+	lowerGCForStart(os.Getenv("GOGC")) // until startGCTuner, once the node is assembled
 	cfg, err := config.LoadFile(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", *path, err)

@@ -63,6 +63,20 @@ func tuneGC(ctx context.Context, base int, ticks <-chan time.Time, live func() u
 
 func abs(x int) int { return max(x, -x) }
 
+// startGCPercent is the collector's GOGC while the node starts: reading a
+// config file of 100,000 keys builds a transient tree of about 200 MB
+// live (the YAML parser's document, the decoded map, the catalog built
+// from it), and at Go's 100 the heap grew to twice that. startGCTuner sets
+// the running value once the node is assembled.
+const startGCPercent = 25
+
+// lowerGCForStart sets startGCPercent unless GOGC (env) is set.
+func lowerGCForStart(env string) {
+	if env == "" {
+		debug.SetGCPercent(startGCPercent)
+	}
+}
+
 // startGCTuner runs tuneGC every second for server.gc_percent until ctx
 // ends, unless GOGC (env) is set: the runtime has applied that one and an
 // operator who sets it means it. It reports whether the tuner runs.

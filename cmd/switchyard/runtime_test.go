@@ -85,3 +85,18 @@ func TestStartGCTunerLeavesGOGC(t *testing.T) {
 		t.Fatal("tuner started although GOGC is set")
 	}
 }
+
+// TestLowerGCForStart: the start runs the collector at startGCPercent
+// unless GOGC is set.
+func TestLowerGCForStart(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	lowerGCForStart("")
+	if g := debug.SetGCPercent(100); g != startGCPercent {
+		t.Fatalf("gc percent %d at start, want %d", g, startGCPercent)
+	}
+	lowerGCForStart("150")
+	if g := debug.SetGCPercent(100); g != 100 {
+		t.Fatalf("GOGC set, yet the start changed the collector to %d", g)
+	}
+}

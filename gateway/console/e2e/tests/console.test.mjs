@@ -429,8 +429,12 @@ test('cache: hit rate and savings per model and team; a purge asks first, then r
   const q = 'what does the cache keep?';
   const cacheOf = (r) => r.headers.get('x-switchyard-cache') + ' ' + r.status;
   assert.equal(cacheOf(await chat(ALPHA, 'cached', q)), 'miss 200');
-  // the entry reaches Redis through the writer; then every node answers it
-  await waitFor(async () => cacheOf(await chat(ALPHA, 'cached', q, { 'Cache-Control': 'only-if-cached' })) === 'hit 200', 'the stored entry', 5000, 50);
+  // the entry reaches Redis through the writer (until then another node
+  // finds the first request's coalescing lease and follows it: SPEC 18);
+  // then every node answers it
+  for (const n of env.nodes) {
+    await waitFor(async () => cacheOf(await chat(ALPHA, 'cached', q, { 'Cache-Control': 'only-if-cached' }, n.url)) === 'hit 200', 'the stored entry on ' + n.node, 5000, 50);
+  }
   for (const n of env.nodes) assert.equal(cacheOf(await chat(ALPHA, 'cached', q, {}, n.url)), 'hit 200', n.node);
 
   await view('Cache');
