@@ -69,26 +69,18 @@ type subWrite struct {
 // levelState is a key or user level's pending writes on this node, held
 // by its team's record (guarded by the team's mu).
 type levelState struct {
-	lv       Level
-	keys     levelKeys
-	charge   int64
-	refunds  []refund
-	usd      float64
-	releases []string
-	live     map[string]struct{}
-	alert    bool // a spend to check against the budget alert
+	lv   Level
+	keys levelKeys
+	pendingWrites
+	live map[string]struct{}
 }
 
 // levelBatch is a level's part of a batch.
 type levelBatch struct {
-	lv       Level
-	keys     levelKeys
-	charge   int64
-	refunds  []refund
-	usd      float64
-	releases []string
-	renew    []string
-	alert    bool
+	lv   Level
+	keys levelKeys
+	pendingWrites
+	renew []string
 }
 
 // maxLevels bounds the key and user levels with writes pending per team
@@ -110,22 +102,59 @@ func addRefund(refunds []refund, tokens, end int64) []refund {
 	return append(refunds, refund{tokens: tokens, end: end})
 }
 
-// pending reports whether ls has writes not yet taken into a batch.
-func (ls *levelState) pending() bool {
-	return ls.charge != 0 || len(ls.refunds) > 0 || ls.usd != 0 || len(ls.releases) > 0 || ls.alert
+// pendingWrites is what finished requests leave for the writer at one
+// level (the team, or one of its keys or end users): held by teamState
+// and levelState, taken whole into batch and levelBatch.
+type pendingWrites struct {
+	charge   int64    // tokens to add to the TPM TAT
+	refunds  []refund // bounded refunds not yet sent
+	usd      float64  // budget spend not yet sent
+	alert    bool     // a spend to check against the budget alert
+	releases []string // slot ids to remove
+}
+
+// fold adds one finish's part: a slot to release, the tokens used past
+// (or short of) the reservation that ended at end, the budget spend, and
+// whether the spend is to be checked against the alert. It reports
+// whether the oldest release was dropped to keep maxReleases (its lease
+// frees it).
+func (p *pendingWrites) fold(slot string, delta, end int64, usd float64, spent bool) (dropped bool) {
+	if slot != "" {
+		if len(p.releases) >= maxReleases {
+			p.releases, dropped = p.releases[1:], true // the oldest: its lease runs out first
+		}
+		p.releases = append(p.releases, slot)
+	}
+	if delta > 0 {
+		p.charge += delta
+	} else if delta < 0 {
+		p.refunds = addRefund(p.refunds, -delta, end)
+	}
+	p.usd += usd
+	p.alert = p.alert || spent
+	return dropped
+}
+
+// pending reports whether p holds writes not yet taken into a batch.
+func (p *pendingWrites) pending() bool {
+	return p.charge != 0 || len(p.refunds) > 0 || p.usd != 0 || len(p.releases) > 0 || p.alert
+}
+
+// take moves p's writes out, at most maxBatchItems releases (the rest wait
+// for the next batch).
+func (p *pendingWrites) take() pendingWrites {
+	out := *p
+	*p = pendingWrites{}
+	if n := len(out.releases); n > maxBatchItems {
+		out.releases, p.releases = out.releases[:maxBatchItems:maxBatchItems], out.releases[maxBatchItems:]
+	}
+	return out
 }
 
 // take moves ls's pending writes into a batch part; renew adds its live
 // slots.
 func (ls *levelState) take(renew bool) levelBatch {
-	b := levelBatch{lv: ls.lv, keys: ls.keys, charge: ls.charge, refunds: ls.refunds, usd: ls.usd, alert: ls.alert}
-	ls.charge, ls.refunds, ls.usd, ls.alert = 0, nil, 0, false
-	if n := len(ls.releases); n > maxBatchItems {
-		b.releases = ls.releases[:maxBatchItems:maxBatchItems]
-		ls.releases = ls.releases[maxBatchItems:]
-	} else {
-		b.releases, ls.releases = ls.releases, nil
-	}
+	b := levelBatch{lv: ls.lv, keys: ls.keys, pendingWrites: ls.pendingWrites.take()}
 	if renew && len(ls.live) > 0 {
 		b.renew = make([]string, 0, len(ls.live))
 		for id := range ls.live {
@@ -137,7 +166,7 @@ func (ls *levelState) take(renew bool) levelBatch {
 
 // empty reports whether the part carries nothing.
 func (b *levelBatch) empty() bool {
-	return b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && len(b.releases) == 0 && len(b.renew) == 0 && !b.alert
+	return !b.pending() && len(b.renew) == 0
 }
 
 // args appends the part's level arguments of finishLua.

@@ -24,15 +24,11 @@ type teamState struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	team     *catalog.Team // latest limits seen (TPM converts tokens to time)
-	charge   int64         // tokens to add to the TPM TAT
-	refunds  []refund      // bounded refunds not yet sent
-	usd      float64       // budget spend not yet sent
-	alert    bool          // a spend to check against the budget alert
-	releases []string      // slot ids to remove
-	live     map[string]struct{}
-	usage    map[string]*usageRow
-	byLevel  rowSet // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
+	team *catalog.Team // latest limits seen (TPM converts tokens to time)
+	pendingWrites
+	live    map[string]struct{}
+	usage   map[string]*usageRow
+	byLevel rowSet // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
 	// row1 is the first pending usage row, kept inline (has1): most teams
 	// have one row a flush, and a map of one held 600 bytes a team for
 	// usage_every (6 MB with 10,000 teams)
@@ -140,24 +136,21 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	ts.team = t
 	if w.slot != "" {
 		delete(ts.live, w.slot)
-		if len(ts.releases) >= maxReleases {
-			ts.releases = ts.releases[1:] // the oldest: its lease runs out first
-			relDropped++
-		}
-		ts.releases = append(ts.releases, w.slot)
 		urgent = true
 	}
-	if w.delta > 0 {
-		ts.charge += w.delta
-	} else if w.delta < 0 {
-		ts.refunds = addRefund(ts.refunds, -w.delta, w.end)
+	if ts.fold(w.slot, w.delta, w.end, w.usd, w.spent) {
+		relDropped++
 	}
-	ts.usd += w.usd
-	ts.alert = ts.alert || w.spent
 	for j := range w.nsub {
 		sw := &w.subs[j]
 		ls := ts.subs[sw.keys.base]
 		if ls == nil {
+			if sw.slot == "" && sw.delta == 0 && sw.usd == 0 && !sw.spent {
+				// nothing to send (a reservation that matched the use): a
+				// level made for it would never be visited, and idle levels
+				// filled maxLevels until real writes were dropped
+				continue
+			}
 			if len(ts.subs) >= maxLevels {
 				levelsDropped++
 				continue
@@ -174,26 +167,10 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 				delete(ls.live, sw.slot)
 				ts.subLive--
 			}
-			if len(ls.releases) >= maxReleases {
-				ls.releases = ls.releases[1:]
-				relDropped++
-			}
-			ls.releases = append(ls.releases, sw.slot)
 			urgent = true
 		}
-		if sw.delta > 0 {
-			ls.charge += sw.delta
-		} else if sw.delta < 0 {
-			ls.refunds = addRefund(ls.refunds, -sw.delta, sw.end)
-		}
-		ls.usd += sw.usd
-		ls.alert = ls.alert || sw.spent
-		if len(ls.live) == 0 && !ls.pending() {
-			// nothing to send (a reservation that matched the use): kept, it
-			// would never be visited, and idle levels filled maxLevels
-			// until real writes were dropped
-			delete(ts.subs, sw.keys.base)
-			continue
+		if ls.fold(sw.slot, sw.delta, sw.end, sw.usd, sw.spent) {
+			relDropped++
 		}
 		ts.subDirty = ts.subDirty || ls.pending()
 	}
@@ -460,14 +437,10 @@ func (ts *teamState) hasLive() bool { return len(ts.live) > 0 || ts.subLive > 0 
 
 // batch is one script call: an immutable snapshot of a team's writes.
 type batch struct {
-	ts       *teamState
-	team     *catalog.Team
-	seq      int64
-	charge   int64
-	refunds  []refund
-	usd      float64
-	alert    bool
-	releases []string
+	ts   *teamState
+	team *catalog.Team
+	seq  int64
+	pendingWrites
 	renew    []string
 	usage    map[string]*usageRow
 	byLevel  rowSet
@@ -487,7 +460,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	if ts.flight != nil {
 		return ts.flight
 	}
-	b := &batch{ts: ts, team: ts.team, charge: ts.charge, refunds: ts.refunds, usd: ts.usd, alert: ts.alert}
+	b := &batch{ts: ts, team: ts.team, pendingWrites: ts.pendingWrites.take()}
 	b.usageTTL = -int64(usageTTL.Seconds())
 	if wr.dueUsage(ts, now) {
 		b.usage, b.byLevel = ts.usage, ts.takeRowsLocked(wr)
@@ -498,13 +471,6 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 		if len(ts.byLevel) == 0 && !ts.has1 { // rows left over go in the next batch, not after another wait
 			ts.usageDue = time.Time{}
 		}
-	}
-	ts.charge, ts.refunds, ts.usd, ts.alert = 0, nil, 0, false
-	if n := len(ts.releases); n > maxBatchItems {
-		b.releases = ts.releases[:maxBatchItems:maxBatchItems]
-		ts.releases = ts.releases[maxBatchItems:]
-	} else {
-		b.releases, ts.releases = ts.releases, nil
 	}
 	if len(ts.pins) <= maxBatchItems {
 		b.pins, ts.pins = ts.pins, nil
@@ -555,7 +521,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 			}
 		}
 	}
-	if b.team == nil || (b.charge == 0 && len(b.refunds) == 0 && b.usd == 0 && !b.alert && len(b.releases) == 0 &&
+	if b.team == nil || (!b.pending() &&
 		len(b.renew) == 0 && len(b.usage) == 0 && len(b.byLevel) == 0 && len(b.pins) == 0 && len(b.leases) == 0 && len(b.subs) == 0) {
 		return nil
 	}
@@ -599,6 +565,6 @@ func (ts *teamState) idle() bool {
 // unsent reports whether ts has writes not yet taken into a batch (ts.mu
 // held); usage on w.held counts only with held.
 func (ts *teamState) unsent(held bool) bool {
-	return ts.charge != 0 || len(ts.refunds) > 0 || ts.usd != 0 || ts.alert || len(ts.releases) > 0 ||
+	return ts.pendingWrites.pending() ||
 		(ts.hasUsage() && (held || !ts.usageHeld || ts.rowPressure())) || len(ts.pins) > 0 || len(ts.leaseOps) > 0 || ts.subDirty
 }

@@ -97,7 +97,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	args = append(args, 0, 0) // this part's argument and key counts, filled in below
 	a0 := len(args)
 	args = append(args, len(b.pins), b.usageTTL, len(b.subs))
-	team := levelBatch{charge: b.charge, refunds: b.refunds, usd: b.usd, releases: b.releases, renew: b.renew, alert: b.alert}
+	team := levelBatch{pendingWrites: b.pendingWrites, renew: b.renew}
 	tl := t.Team.Level()
 	team.lv.Limits = &tl
 	args = team.args(args)
