@@ -331,7 +331,7 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		nkeys += len(ts.Keys)
 	}
 	s.keys = make(map[[32]byte]*KeyInfo, nkeys)
-	keyArena := keyInfos(make([]KeyInfo, 0, nkeys))
+	infos := make([]KeyInfo, 0, nkeys) // one allocation; sized, so never moved
 	interned := limitsPool{}
 	for _, ts := range st.Teams {
 		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
@@ -352,8 +352,8 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		}
 		for _, k := range ts.Keys {
 			d := [32]byte(k.Digest)
-			ki := keyArena.next()
-			*ki = KeyInfo{ID: k.ID, Name: k.Name, limits: interned.of(k.LimitsSpec.Level()), team: t}
+			infos = append(infos, KeyInfo{ID: k.ID, Name: k.Name, limits: interned.of(k.LimitsSpec.Level()), team: t})
+			ki := &infos[len(infos)-1]
 			if len(k.Models) > 0 {
 				ki.Models = make(map[string]bool, len(k.Models))
 				for _, m := range k.Models {
@@ -411,16 +411,6 @@ func (s *Snapshot) CostBound(model string, in, out int) float64 {
 		pool(f)
 	}
 	return (float64(in)*pin + float64(out)*pout) / 1e6
-}
-
-// keyInfos hands out the KeyInfo records of one snapshot from one
-// allocation (its capacity is the number of keys: it never grows, so the
-// pointers it hands out stay valid).
-type keyInfos []KeyInfo
-
-func (a *keyInfos) next() *KeyInfo {
-	*a = append(*a, KeyInfo{})
-	return &(*a)[len(*a)-1]
 }
 
 // limitsPool shares one copy of each distinct key-level limits within a
