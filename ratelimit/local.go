@@ -30,14 +30,15 @@ type Local struct {
 	// Immutable after construction.
 	clock func() time.Time
 
-	div     atomic.Int64 // the divisor (>= 1); SetDivisor moves it with the live node count
-	slotTTL atomic.Int64 // ns; set before use
-	seq     atomic.Uint64
-	teams   sync.Map // team name -> *localTeam
-	subs    sync.Map // Level.Key -> *localTeam: key and user levels
-	nsubs   atomic.Int64
-	sweepAt atomic.Int64 // nsubs that triggers the next sweep
-	alert   atomic.Pointer[func(team string, level int, name string)]
+	div      atomic.Int64 // the divisor (>= 1); SetDivisor moves it with the live node count
+	slotTTL  atomic.Int64 // ns; set before use
+	seq      atomic.Uint64
+	teams    sync.Map // team name -> *localTeam
+	subs     sync.Map // Level.Key -> *localTeam: key and user levels
+	nsubs    atomic.Int64
+	sweepAt  atomic.Int64 // nsubs that triggers the next sweep
+	sweeping atomic.Bool  // a sweep runs (at most one at a time)
+	alert    atomic.Pointer[func(team string, level int, name string)]
 }
 
 // SetBudgetAlert names what is called, once per level and period, when a
@@ -130,10 +131,27 @@ func (l *Local) sub(key string) *localTeam {
 		return v.(*localTeam)
 	}
 	v, loaded := l.subs.LoadOrStore(key, &localTeam{})
-	if !loaded && l.nsubs.Add(1) >= l.sweepAt.Load() {
-		l.sweep()
+	if !loaded && l.nsubs.Add(1) >= l.sweepAt.Load() && l.sweeping.CompareAndSwap(false, true) {
+		go func() { // off the request path: a million levels are a million-entry walk
+			l.sweep()
+			l.sweeping.Store(false)
+		}()
 	}
 	return v.(*localTeam)
+}
+
+// lockSub is the key or user level under key, locked, made if new; a level
+// the sweep dropped between its lookup and its lock is looked up again, so
+// nothing is written into a level that is gone.
+func (l *Local) lockSub(key string) *localTeam {
+	for {
+		st := l.sub(key)
+		st.mu.Lock()
+		if !st.gone {
+			return st
+		}
+		st.mu.Unlock()
+	}
 }
 
 // minSweep is the number of key and user levels below which none is swept.
@@ -205,7 +223,7 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 	n := 0
 	if !Unlimited(a.Team) {
 		tl := a.Team.Team.Level()
-		lv[0] = lvl{kind: 0, st: l.team(a.Team.Name), lim: l.scaled(&tl)}
+		lv[0] = lvl{kind: 0, lim: l.scaled(&tl)} // st: looked up below
 		n++
 	}
 	for i, s := range a.Levels {
@@ -425,8 +443,7 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 		st.mu.Lock()
 		if st.gone { // swept (a level at rest): its successor takes the correction
 			st.mu.Unlock()
-			st = l.sub(lt.key)
-			st.mu.Lock()
+			st = l.lockSub(lt.key)
 		}
 		now := l.clock().UnixNano()
 		if lim.tpm > 0 && actualTokens >= 0 {
@@ -497,11 +514,14 @@ func (st *localTeam) enter(code, idx int64) {
 // is nil) only (the shared limiter keeps the fallback aware of this node's
 // share of a shared budget).
 func (l *Local) Spend(t *catalog.Team, lv *Level, usd float64) {
-	st, b := l.team(t.Name), t.Budget
+	var st *localTeam
+	b := t.Budget
 	if lv != nil {
-		st, b = l.sub(lv.Key), lv.Limits.Budget
+		st, b = l.lockSub(lv.Key), lv.Limits.Budget
+	} else {
+		st = l.team(t.Name)
+		st.mu.Lock()
 	}
-	st.mu.Lock()
 	st.spendLocked(l.clock().UnixNano(), PeriodCode(BudgetPeriod(b)), usd)
 	st.mu.Unlock()
 }
@@ -517,11 +537,13 @@ func (st *localTeam) spendLocked(now, code int64, usd float64) {
 // is set), so the fallback keeps rejecting until until (ns) even with a
 // fresh local spend counter.
 func (l *Local) BlockBudget(name string, sub bool, until int64) {
-	st := l.team(name)
+	var st *localTeam
 	if sub {
-		st = l.sub(name)
+		st = l.lockSub(name) // not l.team(name) first: that made a team of every level's key, never swept
+	} else {
+		st = l.team(name)
+		st.mu.Lock()
 	}
-	st.mu.Lock()
 	if until > st.blockedUntil {
 		st.blockedUntil = until
 	}
@@ -586,7 +608,12 @@ func (l *Local) Ref(name string) TeamRef { return TeamRef{l.team(name)} }
 // admitted (SPEC 9: a decision is shared or local, never both). With the
 // divisor the local bucket is as full, in proportion, as the shared one.
 func (l *Local) Mirror(ref TeamRef, t *catalog.Team, rpmReset, tpmReset time.Duration) {
-	l.mirror(ref.st, t.RPM > 0, t.TPM > 0, rpmReset, tpmReset)
+	if rpmReset <= 0 && tpmReset <= 0 {
+		return
+	}
+	ref.st.mu.Lock()
+	mirrorLocked(ref.st, l.clock().UnixNano(), t.RPM > 0, t.TPM > 0, rpmReset, tpmReset)
+	ref.st.mu.Unlock()
 }
 
 // MirrorSub is Mirror for a key or user level.
@@ -594,31 +621,17 @@ func (l *Local) MirrorSub(lv Level, rpmReset, tpmReset time.Duration) {
 	if !lv.Limits.Any() || (rpmReset <= 0 && tpmReset <= 0) {
 		return
 	}
-	for {
-		st := l.sub(lv.Key)
-		if l.mirror(st, lv.Limits.RPM > 0, lv.Limits.TPM > 0, rpmReset, tpmReset) {
-			return
-		}
-	}
+	st := l.lockSub(lv.Key)
+	defer st.mu.Unlock()
+	mirrorLocked(st, l.clock().UnixNano(), lv.Limits.RPM > 0, lv.Limits.TPM > 0, rpmReset, tpmReset)
 }
 
-// mirror moves st's TATs to at least now + the resets; false when st was
-// swept meanwhile (look it up again).
-func (l *Local) mirror(st *localTeam, rpm, tpm bool, rpmReset, tpmReset time.Duration) bool {
-	if rpmReset <= 0 && tpmReset <= 0 {
-		return true
-	}
-	now := l.clock().UnixNano()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.gone {
-		return false
-	}
+// mirrorLocked moves st's TATs to at least now + the resets (st.mu held).
+func mirrorLocked(st *localTeam, now int64, rpm, tpm bool, rpmReset, tpmReset time.Duration) {
 	if r := now + int64(rpmReset); rpm && r > st.rpmTAT {
 		st.rpmTAT = r
 	}
 	if r := now + int64(tpmReset); tpm && r > st.tpmTAT {
 		st.tpmTAT = r
 	}
-	return true
 }
