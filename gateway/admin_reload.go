@@ -196,8 +196,13 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 		r.logRejected(rep)
 		return rep, fmt.Errorf("%w: %d problem(s)", ErrReloadRejected, len(rep.Problems))
 	}
-	rep.Applied = changedSections(cur.Config, &merged)
-	lc := &LiveConfig{Config: &merged, Router: cur.Router.Reconfigure(merged.Routing), Adapters: adapters, Tier: tier.New(merged.SmartRouting)}
+	// the running configuration keeps no key specs: the catalog holds every
+	// key once synced below (with 100,000 keys a second copy is 16 MB);
+	// merged keeps them for the sync and is not published
+	pub := merged
+	pub.Teams = withoutKeys(merged.Teams)
+	rep.Applied = changedSections(cur.Config, &pub)
+	lc := &LiveConfig{Config: &pub, Router: cur.Router.Reconfigure(merged.Routing), Adapters: adapters, Tier: tier.New(merged.SmartRouting)}
 	r.live.p.Store(lc)
 	r.publishLocked(st)
 	rep.Warnings = append(rep.Warnings, catalog.Dangling(st, merged.SmartRouting.Routes)...)
@@ -263,7 +268,7 @@ func changedSections(cur, next *config.Config) []string {
 	}{
 		{"server", cur.Server, next.Server}, {"providers", cur.Providers, next.Providers},
 		{"routing", cur.Routing, next.Routing}, {"smart_routing", cur.SmartRouting, next.SmartRouting},
-		{"teams", withoutKeys(cur.Teams), withoutKeys(next.Teams)}, // keys: the sync says
+		{"teams", cur.Teams, next.Teams}, // neither holds keys (withoutKeys): the sync says
 	} {
 		if !reflect.DeepEqual(s.a, s.b) {
 			out = append(out, s.name)
@@ -272,8 +277,8 @@ func changedSections(cur, next *config.Config) []string {
 	return out
 }
 
-// withoutKeys is teams with no key specs (a running configuration has
-// released them: releaseKeySpecs).
+// withoutKeys is a copy of teams without their key specs, which a running
+// configuration does not keep (the catalog holds the keys).
 func withoutKeys(teams []config.Team) []config.Team {
 	out := make([]config.Team, len(teams))
 	for i, t := range teams {
@@ -302,11 +307,9 @@ func reloadProblems(st *catalog.State, next *config.Config) []string {
 }
 
 // syncConfigKeys stores the file's config keys for the teams the catalog
-// holds (catalog.SyncConfigKeys); no write when nothing changed.
-//
-// Then the file's key specs are dropped from cfg (releaseKeySpecs): the
-// catalog holds every key from here on, and with 100,000 keys a second
-// copy in the running configuration is 16 MB.
+// holds (catalog.SyncConfigKeys); no write when nothing changed. cfg is
+// not changed: a caller whose cfg is the running configuration publishes
+// it without its keys (withoutKeys).
 func (a *Admin) syncConfigKeys(ctx context.Context, cfg *config.Config) (changed bool, problems []string, err error) {
 	_, err = a.apply(ctx, func(cur *catalog.State) (*catalog.State, error) {
 		next, ch, p := catalog.SyncConfigKeys(cur, cfg, a.now())
@@ -320,16 +323,7 @@ func (a *Admin) syncConfigKeys(ctx context.Context, cfg *config.Config) (changed
 	if errors.Is(err, errUnchanged) {
 		err = nil
 	}
-	releaseKeySpecs(cfg)
 	return changed, problems, err
-}
-
-// releaseKeySpecs drops the teams' key specs from a configuration whose
-// keys are in the catalog (see syncConfigKeys).
-func releaseKeySpecs(cfg *config.Config) {
-	for i := range cfg.Teams {
-		cfg.Teams[i].Keys = nil
-	}
 }
 
 var errUnchanged = errors.New("unchanged")
