@@ -133,10 +133,17 @@ func (k LevelKind) String() string {
 // limited reports whether l has limits to check.
 func (l *Level) limited() bool { return l.Limits.Any() }
 
+// levelsLimited reports whether q's key or user level sets a limit.
+func (q *Request) levelsLimited() bool { return q.Key.limited() || q.User.limited() }
+
+// limited reports whether any level of q sets a limit: else nothing of it
+// is admitted, only read.
+func (q *Request) limited() bool { return limited(q.Team) || q.levelsLimited() }
+
 // levelsOf is q's key and user levels when either has limits, else nil
 // (Begun keeps them only then: they are 96 bytes in every request).
 func levelsOf(q *Request) *[2]Level {
-	if !q.Key.limited() && !q.User.limited() {
+	if !q.levelsLimited() {
 		return nil
 	}
 	return &[2]Level{q.Key, q.User}

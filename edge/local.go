@@ -78,7 +78,7 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 			}
 		}
 	}
-	if !limited(q.Team) && !q.Key.limited() && !q.User.limited() {
+	if !q.limited() {
 		return b, nil
 	}
 	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}

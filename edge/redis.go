@@ -294,7 +294,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		ls = r.newLease(ctx, ts, q.Pins.Cache[0])
 		r.notices.start() // subscribed before this node's first follower waits
 	}
-	lim := limited(t) || q.Key.limited() || q.User.limited()
+	lim := q.limited()
 	if !lim && n == 0 {
 		return b, nil
 	}
@@ -408,7 +408,7 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 			b.Pins.set(slots[i], v)
 		}
 	}
-	if !limited(q.Team) && !q.Key.limited() && !q.User.limited() {
+	if !q.limited() {
 		return b, nil
 	}
 	var d ratelimit.Decision

@@ -21,7 +21,6 @@ package edge
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,23 +339,3 @@ func (s *UsageSums) set(i int, v float64) {
 	}
 }
 
-// sortRows orders rows by team, day, model, key, user (tests and a stable
-// answer).
-func sortRows(rows []UsageRow) {
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := &rows[i], &rows[j]
-		if a.Team != b.Team {
-			return a.Team < b.Team
-		}
-		if a.Day != b.Day {
-			return a.Day < b.Day
-		}
-		if a.Model != b.Model {
-			return a.Model < b.Model
-		}
-		if a.Key != b.Key {
-			return a.Key < b.Key
-		}
-		return a.User < b.User
-	})
-}

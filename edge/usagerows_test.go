@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"testing"
 	"time"
 
@@ -267,4 +268,25 @@ func TestUsageRowsUnderPressure(t *testing.T) {
 	if len(rep.Rows) != users || rep.Folded != 0 {
 		t.Fatalf("%d rows, %d folded; want %d rows", len(rep.Rows), rep.Folded, users)
 	}
+}
+
+// sortRows orders rows by team, day, model, key, user (a stable
+// answer).
+func sortRows(rows []UsageRow) {
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := &rows[i], &rows[j]
+		if a.Team != b.Team {
+			return a.Team < b.Team
+		}
+		if a.Day != b.Day {
+			return a.Day < b.Day
+		}
+		if a.Model != b.Model {
+			return a.Model < b.Model
+		}
+		if a.Key != b.Key {
+			return a.Key < b.Key
+		}
+		return a.User < b.User
+	})
 }

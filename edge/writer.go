@@ -294,6 +294,7 @@ func (w *writer) run() {
 	defer close(w.done)
 	_ = beginScript.Load(context.Background(), w.r.c).Err() // preload: the first admissions run one EVALSHA
 	_ = gcraScript.Load(context.Background(), w.r.c).Err()
+	_ = readScript.Load(context.Background(), w.r.c).Err() // a team without limits taking a coalescing lease
 	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	for {
