@@ -58,7 +58,10 @@ func (s *Server) handleUsage(c *gin.Context) {
 		rows = rows[:usageMaxRows]
 		sortUsage(rows, q.groups)
 	}
-	names := keyNames(snap)
+	var names map[string]string
+	if slices.Contains(q.groups, "key") {
+		names = keyNames(snap, rows, slices.Index(q.groups, "key"))
+	}
 	out := make([]gin.H, 0, len(rows))
 	for _, r := range rows {
 		h := gin.H{"requests": r.Requests, "input_tokens": r.InputTokens, "cached_tokens": r.CachedTokens,
@@ -200,15 +203,21 @@ func resolveKey(snap *catalog.Snapshot, teams []string, key string) (id, team st
 	return "", "", errBadRequest("key", "key: no key has the id or name \""+key+"\"; GET /admin/teams/{team}/keys lists them")
 }
 
-// keyNames maps key ids to names, for the answer.
-func keyNames(snap *catalog.Snapshot) map[string]string {
-	m := map[string]string{}
+// keyNames maps the key ids of the answered rows (group g) to their names:
+// a catalog may hold 100,000 keys, an answer at most usageMaxRows.
+func keyNames(snap *catalog.Snapshot, rows []usageOut, g int) map[string]string {
+	m := make(map[string]string, len(rows))
+	for _, r := range rows {
+		m[r.group[g]] = ""
+	}
 	if snap.State == nil {
 		return m
 	}
 	for _, t := range snap.State.Teams {
 		for _, k := range t.Keys {
-			m[k.ID] = k.Name
+			if _, ok := m[k.ID]; ok {
+				m[k.ID] = k.Name
+			}
 		}
 	}
 	return m
