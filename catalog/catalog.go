@@ -335,7 +335,7 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	interned := limitsPool{}
 	for _, ts := range st.Teams {
 		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
-			Budget: config.Budget{USD: ts.Budget.USD, Period: ts.Budget.Period, AlertAt: ts.Budget.AlertAt}, RequireUser: ts.RequireUser,
+			Budget: config.Budget(ts.Budget), RequireUser: ts.RequireUser,
 			UserLimits: ts.UserLimits.Level()}, Allowed: map[string]bool{}}
 		if len(ts.Users) > 0 {
 			t.users = make(map[string]*config.Limits, len(ts.Users))

@@ -59,7 +59,7 @@ func (l *LimitsSpec) Level() config.Limits {
 	}
 	out := config.Limits{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}
 	if l.Budget != nil {
-		out.Budget = config.Budget{USD: l.Budget.USD, Period: l.Budget.Period, AlertAt: l.Budget.AlertAt}
+		out.Budget = config.Budget(*l.Budget)
 	}
 	out.Budget.ApplyDefaults()
 	return out
@@ -72,7 +72,8 @@ func limitsSpec(l config.Limits) *LimitsSpec {
 	}
 	s := &LimitsSpec{RPM: l.RPM, TPM: l.TPM, MaxParallel: l.MaxParallel}
 	if l.Budget.USD > 0 {
-		s.Budget = &Budget{USD: l.Budget.USD, Period: l.Budget.Period, AlertAt: l.Budget.AlertAt}
+		b := Budget(l.Budget)
+		s.Budget = &b
 	}
 	return s
 }
@@ -98,7 +99,7 @@ func (u UserSpec) Over(def config.Limits) config.Limits {
 		def.MaxParallel = *u.MaxParallel
 	}
 	if u.Budget != nil {
-		def.Budget = config.Budget{USD: u.Budget.USD, Period: u.Budget.Period, AlertAt: u.Budget.AlertAt}
+		def.Budget = config.Budget(*u.Budget)
 		def.Budget.ApplyDefaults()
 	}
 	return def
@@ -107,6 +108,8 @@ func (u UserSpec) Over(def config.Limits) config.Limits {
 // Budget is a spend limit per period; its period is, as in the YAML, a
 // string in JSON: daily, weekly, monthly or a Go duration ("720h"; a state
 // written before calendar periods holds that form).
+//
+// Its fields are config.Budget's, so each converts to the other.
 type Budget struct {
 	USD     float64       `json:"usd"`                // 0 = no budget
 	Period  config.Period `json:"period"`             // default 720h
@@ -193,7 +196,7 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 	for _, t := range cfg.Teams {
 		st.Teams = append(st.Teams, TeamSpec{
 			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
-			Budget: Budget{USD: t.Budget.USD, Period: t.Budget.Period, AlertAt: t.Budget.AlertAt}, RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
+			Budget: Budget(t.Budget), RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
 			UserLimits: limitsSpec(t.UserLimits),
 		})
 	}
