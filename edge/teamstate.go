@@ -155,11 +155,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 				levelsDropped++
 				continue
 			}
-			if ts.subs == nil {
-				ts.subs = map[string]*levelState{}
-			}
-			ls = &levelState{keys: sw.keys}
-			ts.subs[sw.keys.base] = ls
+			ls = ts.newLevelLocked(sw.keys)
 		}
 		ls.lv = sw.lv
 		if sw.slot != "" {
@@ -394,12 +390,8 @@ func (ts *teamState) hold(t *catalog.Team, tk *ticket) {
 			continue
 		}
 		ls := ts.subs[st.keys.base]
-		if ls == nil {
-			if ts.subs == nil {
-				ts.subs = map[string]*levelState{}
-			}
-			ls = &levelState{keys: st.keys}
-			ts.subs[st.keys.base] = ls
+		if ls == nil { // not bounded by maxLevels: live slots are bounded by the requests running
+			ls = ts.newLevelLocked(st.keys)
 		}
 		ls.lv = st.lv
 		if ls.live == nil {
@@ -411,6 +403,16 @@ func (ts *teamState) hold(t *catalog.Team, tk *ticket) {
 		}
 	}
 	ts.mu.Unlock()
+}
+
+// newLevelLocked adds the record of the level named by keys (ts.mu held).
+func (ts *teamState) newLevelLocked(keys levelKeys) *levelState {
+	if ts.subs == nil {
+		ts.subs = map[string]*levelState{}
+	}
+	ls := &levelState{keys: keys}
+	ts.subs[keys.base] = ls
+	return ls
 }
 
 // unhold forgets tk's slot at every level: Release freed it in Redis.

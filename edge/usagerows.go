@@ -338,4 +338,3 @@ func (s *UsageSums) set(i int, v float64) {
 		s.SavedUSD = v
 	}
 }
-
