@@ -315,7 +315,7 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			levels[i].rNext, levels[i].tNext = levels[i].st.rpmTAT, levels[i].st.tpmTAT // nothing is charged
 		}
 	} else {
-		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, team: a.Team, lv: &ticketLevels{}}
+		d.Ticket = Ticket{Team: a.Team.Name, RequestID: a.RequestID, lv: &ticketLevels{}}
 		slot := ""
 		for i := range levels {
 			v := &levels[i]
@@ -348,9 +348,6 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 				}
 				st.slots[slot] = now + l.slotTTL.Load()
 				lt.slot = true
-			}
-			if v.kind == 0 {
-				d.Ticket.Reserved, d.Ticket.End, d.Ticket.ReservedUSD, d.Ticket.Window = lt.reserved, lt.end, lt.usd, lt.window
 			}
 			d.Ticket.lv.l[d.Ticket.lv.n] = lt
 			d.Ticket.lv.n++

@@ -84,17 +84,7 @@ type Ticket struct {
 	Team      string // team name; "" for the zero Ticket
 	RequestID string
 	Slot      string // max_parallel slot id, "" when the team has no max_parallel
-	Reserved  int64  // tokens reserved against TPM (the estimate, capped at the limit)
-	// End is the TPM TAT right after this reservation (ns): a refund never
-	// returns more than the reservation still holds at the time of the
-	// refund, End minus now (SPEC 3: bounded refunds).
-	End int64
-	// ReservedUSD is the budget reservation (the admission's CostUSD) and
-	// Window the budget window it was made in (PeriodWindow's id).
-	ReservedUSD float64
-	Window      int64
 
-	team *catalog.Team // limits at admission
 	// lv is the levels' part, made only for an admitted request: a Ticket
 	// sits in every request's state, admitted locally or not.
 	lv *ticketLevels
@@ -138,7 +128,7 @@ func Unlimited(t *catalog.Team) bool {
 
 // unlimitedDecision admits a team without limits.
 func unlimitedDecision(a Admission) Decision {
-	return Decision{Allowed: true, Ticket: Ticket{Team: a.Team.Name, RequestID: a.RequestID, team: a.Team}}
+	return Decision{Allowed: true, Ticket: Ticket{Team: a.Team.Name, RequestID: a.RequestID}}
 }
 
 // Reservation is the TPM charge of an estimate: never negative, and capped at
