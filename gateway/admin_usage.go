@@ -7,6 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"switchyard/config"
+	"switchyard/edge"
 	"switchyard/telemetry"
 )
 
@@ -30,22 +32,36 @@ func (s *Server) handleTeamUsage(c *gin.Context) {
 	}
 	u, err := s.Edge.Usage(c.Request.Context(), t)
 	if err != nil {
-		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "usage unavailable: " + err.Error()})
+		writeError(c, errUsageUnavailable(err))
 		return
 	}
+	h := usageAgainst(t.Team.Level(), u)
+	h["team"], h["node"] = t.Name, s.Config.Server.NodeID
+	c.JSON(http.StatusOK, h)
+}
+
+// errUsageUnavailable is the 503 of a usage read that found neither Redis
+// nor a local answer.
+func errUsageUnavailable(err error) *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "usage unavailable: " + err.Error()}
+}
+
+// usageAgainst is a level's live usage against its limits, as the admin
+// API answers it for a team and for an end user.
+func usageAgainst(l config.Limits, u edge.TeamUsage) gin.H {
 	var resets *time.Time
 	if !u.ResetsAt.IsZero() {
 		r := u.ResetsAt.UTC()
 		resets = &r
 	}
-	c.JSON(http.StatusOK, gin.H{
-		"team": t.Name, "node": s.Config.Server.NodeID, "shared": u.Shared,
-		"rpm":      gin.H{"limit": t.RPM, "used": u.RPMUsed},
-		"tpm":      gin.H{"limit": t.TPM, "used": u.TPMUsed},
-		"parallel": gin.H{"limit": t.MaxParallel, "in_flight": u.InFlight},
-		"budget": gin.H{"usd": t.Budget.USD, "spent": u.SpentUSD, "period": t.Budget.Period.String(),
+	return gin.H{
+		"shared":   u.Shared,
+		"rpm":      gin.H{"limit": l.RPM, "used": u.RPMUsed},
+		"tpm":      gin.H{"limit": l.TPM, "used": u.TPMUsed},
+		"parallel": gin.H{"limit": l.MaxParallel, "in_flight": u.InFlight},
+		"budget": gin.H{"usd": l.Budget.USD, "spent": u.SpentUSD, "period": l.Budget.Period.String(), "alert_at": l.Budget.AlertAt,
 			"resets_at": resets, "alerted": u.Alerted},
-	})
+	}
 }
 
 // handleRequests is GET /admin/requests?team=&model=&status=&limit=: recent

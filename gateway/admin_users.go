@@ -3,7 +3,6 @@ package gateway
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -107,25 +106,13 @@ func (s *Server) handleUser(c *gin.Context) {
 	}
 	u, err := s.Edge.LevelUsage(c.Request.Context(), t, edge.Level{Kind: edge.LevelUser, ID: user, Name: user, Limits: t.UserLevel(user)})
 	if err != nil {
-		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "usage unavailable: " + err.Error()})
+		writeError(c, errUsageUnavailable(err))
 		return
 	}
-	var resets *time.Time
-	if !u.ResetsAt.IsZero() {
-		r := u.ResetsAt.UTC()
-		resets = &r
+	h := usageAgainst(l, u)
+	if l.Budget.USD <= 0 {
+		h["budget"].(gin.H)["period"] = "" // no budget: no period
 	}
-	period := ""
-	if l.Budget.USD > 0 {
-		period = l.Budget.Period.String()
-	}
-	c.JSON(http.StatusOK, gin.H{
-		"team": t.Name, "user": user, "override": override, "own": own,
-		"node": s.Config.Server.NodeID, "shared": u.Shared,
-		"rpm":      gin.H{"limit": l.RPM, "used": u.RPMUsed},
-		"tpm":      gin.H{"limit": l.TPM, "used": u.TPMUsed},
-		"parallel": gin.H{"limit": l.MaxParallel, "in_flight": u.InFlight},
-		"budget": gin.H{"usd": l.Budget.USD, "spent": u.SpentUSD, "period": period, "alert_at": l.Budget.AlertAt,
-			"resets_at": resets},
-	})
+	h["team"], h["user"], h["override"], h["own"], h["node"] = t.Name, user, override, own, s.Config.Server.NodeID
+	c.JSON(http.StatusOK, h)
 }
