@@ -93,8 +93,7 @@ func (cl *call) cacheLookup() (answered bool) {
 			b, ok = s.cacheLocal.Get(cl.cacheKey, now)
 		}
 		if ok {
-			if e, err := cache.Decode(b); err == nil && v.usable(e, now) && !s.cachePurges.Purged(cl.team.Name, e.Model, e.StoredAt) &&
-				cl.serveEntry(e, now, cacheHit) {
+			if served, _ := cl.serveStored(b, now, cacheHit); served {
 				return true
 			}
 		}
@@ -147,18 +146,28 @@ func (cl *call) awaitLeader() bool {
 	raw, err := s.Edge.Await(ctx, &cl.begun)
 	cancel()
 	if err == nil {
-		now := time.Now()
-		e, derr := cache.Decode([]byte(raw))
-		if derr == nil && cl.cv.usable(e, now) && !s.cachePurges.Purged(cl.team.Name, e.Model, e.StoredAt) && cl.serveEntry(e, now, cacheCoalesced) {
+		var served bool
+		if served, err = cl.serveStored([]byte(raw), time.Now(), cacheCoalesced); served {
 			return true
 		}
-		err = derr
 	}
 	if cl.ctx.Err() == nil {
 		s.Logger.Debug("coalescing follower goes on alone: the leader on another node did not share its answer",
 			"request_id", cl.reqID, "team", cl.team.Name, "model", cl.cacheModel, "waited", time.Since(start), "error", err)
 	}
 	return false
+}
+
+// serveStored answers with an encoded entry (result hit or coalesced)
+// when it decodes, the directives accept its age and no purge removed it
+// since it was stored; served false leaves the request to go on (err: the
+// entry did not decode).
+func (cl *call) serveStored(b []byte, now time.Time, result string) (served bool, err error) {
+	e, err := cache.Decode(b)
+	if err != nil || !cl.cv.usable(e, now) || cl.s.cachePurges.Purged(cl.team.Name, e.Model, e.StoredAt) {
+		return false, err
+	}
+	return cl.serveEntry(e, now, result), nil
 }
 
 // passLease hands an answer this request followed on its node to the
