@@ -129,7 +129,7 @@ func checkBudget(prefix string, b Budget) (Budget, error) {
 		return b, errf(http.StatusUnprocessableEntity, prefix+"period", "%speriod: must be daily, weekly, monthly or a positive duration such as \"720h\"", prefix)
 	}
 	if b.Period.IsZero() {
-		b.Period = config.Period{Every: 720 * time.Hour}
+		b.Period = config.DefaultBudgetPeriod
 	}
 	if b.AlertAt < 0 || b.AlertAt > 1 {
 		return b, errf(http.StatusUnprocessableEntity, prefix+"alert_at", "%salert_at: must be within (0, 1] (a share of %susd), got %g", prefix, prefix, b.AlertAt)

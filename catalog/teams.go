@@ -79,7 +79,7 @@ func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (ne
 			return nil, false, err
 		}
 	}
-	b := Budget{Period: config.Period{Every: 720 * time.Hour}}
+	b := Budget{Period: config.DefaultBudgetPeriod}
 	if in.Budget != nil {
 		if b, err = checkBudget("budget.", *in.Budget); err != nil {
 			return nil, false, err

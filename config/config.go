@@ -292,13 +292,16 @@ type Budget struct {
 	AlertAt float64 `koanf:"alert_at"`
 }
 
+// DefaultBudgetPeriod is a budget's period when it names none (SPEC 13).
+var DefaultBudgetPeriod = Period{Every: 720 * time.Hour}
+
 // ApplyDefaults sets alert_at 0.8 and period 720h where they are unset.
 func (b *Budget) ApplyDefaults() {
 	if b.AlertAt == 0 {
 		b.AlertAt = DefaultAlertAt
 	}
 	if b.Period.IsZero() {
-		b.Period = Period{Every: 720 * time.Hour}
+		b.Period = DefaultBudgetPeriod
 	}
 }
 

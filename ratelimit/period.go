@@ -25,7 +25,7 @@ const (
 // BudgetPeriod is a budget's period (default 720h, SPEC 13).
 func BudgetPeriod(b config.Budget) config.Period {
 	if b.Period.IsZero() {
-		return config.Period{Every: 720 * time.Hour}
+		return config.DefaultBudgetPeriod
 	}
 	return b.Period
 }
