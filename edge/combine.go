@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"switchyard/catalog"
 	"switchyard/ratelimit"
 )
 
@@ -181,6 +182,17 @@ type teamBatch struct {
 	carried bool     // it carries the local fallback's TATs (ts.unshared)
 }
 
+// carry takes over what the local fallback admitted for team t that Redis
+// has not heard of (ts.unshared): the fallback's RPM and TPM resets, in µs,
+// which the batch's script adds to the shared TATs (0, 0 when none).
+func (g *teamBatch) carry(r *Redis, ts *teamState, t *catalog.Team) (lr, lt int64) {
+	if g.carried = ts.unshared.Load() && ts.unshared.Swap(false); g.carried {
+		rr, tr := r.local.Resets(t.Name)
+		lr, lt = rr.Microseconds(), tr.Microseconds()
+	}
+	return lr, lt
+}
+
 // runBatch sends the calls of batch in beginLua calls (beginCalls; in
 // one pipeline when there are several), and hands each its part of the
 // answer.
@@ -336,11 +348,7 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	}
 	g.rel, g.taken = ts.takeReleases()
 	la := ts.keys.limitArgs(t)
-	var lr, lt int64 // what the local fallback admitted that Redis has not heard of
-	if g.carried = ts.unshared.Load() && ts.unshared.Swap(false); g.carried {
-		rr, tr := r.local.Resets(t.Name)
-		lr, lt = rr.Microseconds(), tr.Microseconds()
-	}
+	lr, lt := g.carry(r, ts, t)
 	c.args = append(c.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], lr, lt, len(g.rel))
 	for _, id := range g.rel {
 		c.args = append(c.args, id)
@@ -392,11 +400,7 @@ func (r *Redis) appendLean(c *beginCall) {
 			}
 		}
 		la := ts.keys.limitArgs(t)
-		var lr, lt int64
-		if g.carried = ts.unshared.Load() && ts.unshared.Swap(false); g.carried {
-			rr, tr := r.local.Resets(t.Name)
-			lr, lt = rr.Microseconds(), tr.Microseconds()
-		}
+		lr, lt := g.carry(r, ts, t)
 		c.args = append(c.args, la.args[0], la.args[1], lr, lt, len(g.calls))
 		for _, a := range g.calls {
 			if a.lease != nil {
