@@ -3,7 +3,11 @@ package edge
 // Budgets in the Redis edge state (SPEC 3.1): what a finished request still
 // owes its shared budget, and the alert raised once per period.
 
-import "switchyard/ratelimit"
+import (
+	"time"
+
+	"switchyard/ratelimit"
+)
 
 // SetBudgetAlert implements State: the writer reports the crossings the
 // finish script found (once for the cluster), the local fallback its own.
@@ -41,14 +45,21 @@ func budgetDelta(cost, reserved float64, window, now, code int64) float64 {
 	if reserved <= 0 {
 		return cost
 	}
-	if ratelimit.Rolling(code) {
-		if now/1000 >= window+code*1_000_000 {
-			return 0
-		}
-		return cost - reserved
-	}
-	if id, _ := ratelimit.PeriodWindow(now, code, 0); id != window {
+	if !inScriptWindow(now, code, window) {
 		return 0
 	}
 	return cost - reserved
+}
+
+// inScriptWindow reports whether now (ns) falls in the budget window the
+// scripts name by id: a rolling window by the µs it opened at on Redis's
+// clock (0: none open; only its end is checked, so a node clock a little
+// behind Redis's does not leave it), a calendar one by PeriodWindow's
+// number.
+func inScriptWindow(now, code, id int64) bool {
+	if ratelimit.Rolling(code) {
+		return id > 0 && now < id*1000+code*int64(time.Second)
+	}
+	idx, _ := ratelimit.PeriodWindow(now, code, 0)
+	return idx == id
 }

@@ -98,9 +98,8 @@ func (r *Redis) usage(ctx context.Context, keys [3]string, lim *config.Limits, l
 		code := ratelimit.PeriodCode(ratelimit.BudgetPeriod(lim.Budget))
 		stored, _ := strconv.ParseInt(str(res[3]), 10, 64)
 		start := stored * 1000 // a duration's window start, µs in the script
-		idx, resets := ratelimit.BudgetWindow(now, code, start)
-		u.ResetsAt = resets
-		if (ratelimit.Rolling(code) && idx == start && start > 0) || (!ratelimit.Rolling(code) && stored == idx) {
+		_, u.ResetsAt = ratelimit.BudgetWindow(now, code, start)
+		if inScriptWindow(now, code, stored) {
 			u.SpentUSD, _ = strconv.ParseFloat(str(res[4]), 64)
 			a, err := strconv.ParseInt(str(res[5]), 10, 64)
 			u.Alerted = err == nil && a == stored
