@@ -93,7 +93,7 @@ func TestAdminCatalogNeedsAdminKey(t *testing.T) {
 	eps := [][2]string{
 		{"GET", "/admin/models"}, {"PUT", "/admin/models/a"}, {"DELETE", "/admin/models/a"},
 		{"GET", "/admin/teams"}, {"GET", "/admin/teams/web"}, {"PUT", "/admin/teams/web"}, {"DELETE", "/admin/teams/web"},
-		{"GET", "/admin/teams/web/keys"}, {"POST", "/admin/teams/web/keys"}, {"DELETE", "/admin/teams/web/keys/x"}, {"PATCH", "/admin/teams/web/keys/x"},
+		{"GET", "/admin/teams/web/keys"}, {"POST", "/admin/teams/web/keys"}, {"GET", "/admin/teams/web/keys/x/usage"}, {"DELETE", "/admin/teams/web/keys/x"}, {"PATCH", "/admin/teams/web/keys/x"},
 		{"GET", "/admin/teams/web/users/u"}, {"PUT", "/admin/teams/web/users/u"}, {"DELETE", "/admin/teams/web/users/u"},
 		{"GET", "/admin/health"}, {"GET", "/admin/health?node=all"}, {"POST", "/admin/reload"}, {"GET", "/admin/teams/web/usage"}, {"GET", "/admin/requests"}, {"GET", "/admin/requests?team=web"},
 	}

@@ -1,12 +1,16 @@
 package gateway
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/config"
 )
 
 // keyList reads GET /admin/teams/{team}/keys.
@@ -244,4 +248,73 @@ func TestAdminUsers(t *testing.T) {
 			t.Fatalf("%s needs the admin key: %d", m, w.Code)
 		}
 	}
+}
+
+// keyUsageAnswer is GET /admin/teams/{team}/keys/{id}/usage.
+type keyUsageAnswer struct {
+	Team, Key string
+	KeyName   string `json:"key_name"`
+	RPM       struct{ Limit, Used int64 }
+	Budget    struct {
+		USD, Spent float64
+		Period     string
+		Alerted    bool
+	}
+}
+
+// TestAdminKeyUsage: a key's live usage against its own limits, by id or
+// name, with the budget alert the console marks (SPEC 3.1).
+func TestAdminKeyUsage(t *testing.T) {
+	cfg, err := config.Load([]byte(`
+admin: {key: admin-secret}
+providers:
+  - {name: sim, kind: simulated, simulate: {ttfb: 0s, tokens_per_second: 100000, output_tokens: 4}}
+deployments:
+  - {id: a1, model: a, provider: sim, price: {input: 1, output: 2}}
+teams:
+  - name: web
+    models: [a]
+    keys:
+      - sk-plain
+      - {key: sk-ci, name: ci, rpm: 50, budget: {usd: 5, period: daily, alert_at: 0.000001}}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = ""
+	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+
+	var u keyUsageAnswer
+	decodeJSON(t, adm(t, n, "GET", "/admin/teams/web/keys/ci/usage", ""), &u)
+	if u.KeyName != "ci" || u.RPM.Limit != 50 || u.RPM.Used != 0 || u.Budget.USD != 5 || u.Budget.Period != "daily" || u.Budget.Alerted {
+		t.Fatalf("before any request: %+v", u)
+	}
+	id := u.Key
+	if chat(t, n, "sk-ci", "a") != 200 {
+		t.Fatal("the ci key's request failed")
+	}
+	w := adm(t, n, "GET", "/admin/teams/web/keys/"+id+"/usage", "")
+	decodeJSON(t, w, &u)
+	if w.Code != 200 || u.Key != id || u.RPM.Used != 1 || u.Budget.Spent <= 0 || !u.Budget.Alerted {
+		t.Fatalf("after one request, by id: %s", w.Body)
+	}
+	// the plain key meets the team's level alone: no limits, no usage of its own
+	if chat(t, n, "sk-plain", "a") != 200 {
+		t.Fatal("the plain key's request failed")
+	}
+	var plain keyUsageAnswer
+	for id, k := range keyList(t, n, "web") {
+		if k.Name != "ci" {
+			decodeJSON(t, adm(t, n, "GET", "/admin/teams/web/keys/"+id+"/usage", ""), &plain)
+		}
+	}
+	if plain.Key == "" || plain.RPM.Limit != 0 || plain.RPM.Used != 0 || plain.Budget.USD != 0 || plain.Budget.Period != "" {
+		t.Fatalf("a key without a level: %+v", plain)
+	}
+	wantErr(t, adm(t, n, "GET", "/admin/teams/web/keys/nope/usage", ""), 404, "id")
+	wantErr(t, adm(t, n, "GET", "/admin/teams/zz/keys/ci/usage", ""), 404, "name")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"switchyard/catalog"
 	"switchyard/config"
 	"switchyard/edge"
 	"switchyard/telemetry"
@@ -37,6 +38,49 @@ func (s *Server) handleTeamUsage(c *gin.Context) {
 	}
 	h := usageAgainst(t.Team.Level(), u)
 	h["team"], h["node"] = t.Name, s.Config.Server.NodeID
+	c.JSON(http.StatusOK, h)
+}
+
+// handleKeyUsage is GET /admin/teams/{name}/keys/{id}/usage: one key's
+// live usage against its own limits (SPEC 3.1; the key by id or name),
+// cluster-wide when Redis answers. A key without limits of its own answers
+// zero limits and no usage: its requests meet the team's level alone.
+func (s *Server) handleKeyUsage(c *gin.Context) {
+	name, id := c.Param("name"), c.Param("id")
+	snap := s.Catalog.Load()
+	t := snap.Team(name)
+	spec, ok := findTeam(snap.State, name)
+	if t == nil || !ok {
+		writeError(c, errNoTeam(name))
+		return
+	}
+	var key *catalog.Key
+	for i := range spec.Keys {
+		if k := &spec.Keys[i]; k.ID == id || (k.Name != "" && k.Name == id) {
+			key = k
+			break
+		}
+	}
+	if key == nil {
+		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "key_not_found", Param: "id",
+			Message: "team \"" + name + "\" has no key with id or name \"" + id + "\" (GET /admin/teams/" + name + "/keys lists them)"})
+		return
+	}
+	l := key.LimitsSpec.Level()
+	lv := edge.Level{Kind: edge.LevelKey, ID: key.ID, Name: key.Name}
+	if l.Any() {
+		lv.Limits = &l
+	}
+	u, err := s.Edge.LevelUsage(c.Request.Context(), t, lv)
+	if err != nil {
+		writeError(c, errUsageUnavailable(err))
+		return
+	}
+	h := usageAgainst(l, u)
+	if l.Budget.USD <= 0 {
+		h["budget"].(gin.H)["period"] = "" // no budget: no period
+	}
+	h["team"], h["key"], h["key_name"], h["node"] = t.Name, key.ID, key.Name, s.Config.Server.NodeID
 	c.JSON(http.StatusOK, h)
 }
 

@@ -195,6 +195,7 @@ func (s *Server) routes() {
 	admin.POST("/reload", s.handleReload)
 	admin.GET("/requests", s.handleRequests)
 	admin.GET("/teams/:name/usage", s.handleTeamUsage)
+	admin.GET("/teams/:name/keys/:id/usage", s.handleKeyUsage)
 	admin.GET("/teams/:name/users/*user", s.handleUser)
 	admin.GET("/usage", s.handleUsage)
 }

@@ -16,6 +16,7 @@ import {
 const ADMIN = 'e2e-admin-key-7f3a';
 const ALPHA = 'sk-e2e-alpha-team-key';
 const BETA = 'sk-e2e-beta-team-key';
+const GAMMA = 'sk-e2e-gamma-ci-key';
 const DEPLOYMENTS = ['chat-sim', 'chat-mock', 'big-sim', 'embed-sim'];
 const MODELS = ['chat', 'big', 'embed'];
 const TEAMS = ['alpha', 'beta'];
@@ -47,6 +48,10 @@ models:
 teams:
   - {name: alpha, keys: ["${ALPHA}"], models: ["*"], rpm: 600, tpm: 1000000, max_parallel: 8, budget: {usd: 5, period: 24h}, cache: {enabled: true}}
   - {name: beta, keys: ["${BETA}"], models: [chat, auto], rpm: 60}
+  - name: gamma # budgets at the key and end-user levels, alerted by the first request (SPEC 3.1)
+    models: [chat]
+    user_limits: {budget: {usd: 1, period: daily, alert_at: 0.000001}}
+    keys: [{key: "${GAMMA}", name: gamma-ci, budget: {usd: 1, period: daily, alert_at: 0.000001}}]
 routing:
   cooldown_base: 2s
   cooldown_max: 4s
@@ -384,8 +389,22 @@ test('usage: spend per day by model, top keys and users, budgets', async (t) => 
   await users.getByRole('rowheader', { name: user, exact: true }).waitFor();
   await page.getByRole('table', { name: 'Top keys' }).locator('tbody tr').first().waitFor();
   await page.getByLabel('alpha', { exact: true }).waitFor(); // alpha's budget meter
+  // budgets at every level, each marked once its spend crossed alert_at:
+  // gamma's key and its end user
+  const gammaUser = 'e2e-budget-user';
+  assert.equal((await chat(GAMMA, 'chat', 'budget levels', { 'X-Switchyard-User': gammaUser })).status, 200);
+  await waitFor(async () => {
+    const r = await admin('GET', '/admin/usage?group_by=user&team=gamma');
+    return r.status === 200 && r.body.rows.some((x) => x.user === gammaUser);
+  }, "gamma's usage row in the shared state", 30_000);
+  await page.getByLabel('Team', { exact: true }).selectOption('gamma');
+  for (const label of ['key gamma-ci · gamma', `user ${gammaUser} · gamma`]) {
+    const row = page.locator('.budget-row').filter({ has: page.getByLabel(label, { exact: true }) });
+    await row.locator('.budget-alert').waitFor({ timeout: 15_000 });
+  }
+  await page.getByLabel('Team', { exact: true }).selectOption('');
   await page.getByLabel('Team', { exact: true }).selectOption('beta');
-  await page.getByText('No team in view has a budget').waitFor();
+  await page.getByText('No team, key or end user in view has a budget', { exact: false }).waitFor();
   await page.getByLabel('Team', { exact: true }).selectOption('');
   await assertControlsNamedByLabel('usage');
   await shot('usage');

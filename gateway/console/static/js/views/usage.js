@@ -1,6 +1,7 @@
 // Usage view: spend and tokens by level (GET /admin/usage, SPEC 3.1): spend
-// per day stacked by model, the top keys and end users, and each team's
-// budget against its limit (GET /admin/teams/{name}/usage). Usage rows
+// per day stacked by model, the top keys and end users, and the budget of
+// every level in view against its limit, marked once its spend crossed
+// alert_at (the teams', their keys' and their top users' usage answers). Usage rows
 // change slowly (the writer sends them every few seconds), so the view
 // reads them at most every USAGE_EVERY_MS, or at once when a filter changes.
 
@@ -83,16 +84,38 @@ export default {
       }));
       fillTop(keysBody, byKey.rows, (r) => r.team + '\u0000' + r.key, (r) => r.key_name || r.key || '(unknown key)');
       fillTop(usersBody, byUser.rows, (r) => r.team + '\u0000' + r.user, (r) => r.user || '(none named)');
-      await fillBudgets(team ? teams.filter((x) => x.name === team) : teams);
+      await fillBudgets(team ? teams.filter((x) => x.name === team) : teams, byUser.rows);
     }
 
-    async function fillBudgets(list) {
-      const withBudget = list.filter((t) => t.budget && t.budget.usd > 0).slice(0, MAX_BUDGETS);
-      setText(budgetsNote, withBudget.length ? '' : 'No team in view has a budget (teams[].budget).');
-      const rows = await Promise.all(withBudget.map(async (t) => ({
-        team: t, usage: await get(`/admin/teams/${enc(t.name)}/usage`).catch((e) => ({ error: e })),
-      })));
-      syncList(budgets, rows, (r) => r.team.name, (r) => budgetRow(r.team.name), (el, r) => el._update(r));
+    // fillBudgets shows every level in view with a budget against it
+    // (SPEC 3.1): the teams, their keys with budgets of their own, and the
+    // top end users whose team gives users a budget, each marked when its
+    // spend crossed alert_at this period.
+    async function fillBudgets(list, userRows) {
+      const levels = [];
+      for (const t of list) {
+        if (t.budget && t.budget.usd > 0) {
+          levels.push({ id: 'team:' + t.name, kind: 'team', team: t.name, label: t.name, budget: t.budget, path: `/admin/teams/${enc(t.name)}/usage` });
+        }
+        for (const k of t.keys || []) {
+          if (k.budget && k.budget.usd > 0) {
+            levels.push({ id: `key:${t.name}:${k.id}`, kind: 'key', team: t.name, label: `key ${k.name || k.prefix || k.id} · ${t.name}`, budget: k.budget,
+              path: `/admin/teams/${enc(t.name)}/keys/${enc(k.id)}/usage` });
+          }
+        }
+      }
+      const byName = new Map(list.map((t) => [t.name, t]));
+      for (const r of (userRows || []).slice(0, TOP)) {
+        const t = byName.get(r.team);
+        if (!r.user || !t || !(t.user_overrides > 0 || (t.user_limits && t.user_limits.budget && t.user_limits.budget.usd > 0))) continue;
+        levels.push({ id: `user:${r.team}:${r.user}`, kind: 'user', team: r.team, label: `user ${r.user} · ${r.team}`, budget: null,
+          path: `/admin/teams/${enc(r.team)}/users/${enc(r.user)}` });
+      }
+      const rows = (await Promise.all(levels.slice(0, MAX_BUDGETS * 2).map(async (l) => ({
+        ...l, usage: await get(l.path).catch((e) => ({ error: e })),
+      })))).filter((r) => r.usage.error || (r.usage.budget && r.usage.budget.usd > 0) || (r.budget && r.budget.usd > 0)).slice(0, MAX_BUDGETS);
+      setText(budgetsNote, rows.length ? '' : 'No team, key or end user in view has a budget (teams[].budget, keys[].budget, user_limits.budget).');
+      syncList(budgets, rows, (r) => r.id, (r) => budgetRow(r), (el, r) => el._update(r));
     }
     return { refresh };
   },
@@ -129,23 +152,33 @@ function fillTop(body, rows, key, name) {
   else if (body.querySelector('td[colspan]')) body.querySelector('td[colspan]').parentElement.remove();
 }
 
-function budgetRow(name) {
-  const id = 'budget-' + name.replace(/[^A-Za-z0-9_-]/g, '_');
-  const el = h('div', { class: 'bar-row budget-row', 'data-team': name });
-  el._update = ({ team, usage }) => {
+// budgetRow is one level's budget meter: its label names the level (the
+// team, "key <name> · <team>" or "user <id> · <team>"), and a level whose
+// spend crossed alert_at this period carries the budget alert mark.
+function budgetRow(level) {
+  const id = 'budget-' + level.id.replace(/[^A-Za-z0-9_-]/g, '_');
+  const el = h('div', { class: 'bar-row budget-row', 'data-level': level.kind, 'data-team': level.team });
+  el._update = ({ label, budget, usage }) => {
     if (usage.error) {
-      replace(el, h('span', { class: 'bar-label' }, name), h('span', { class: 'error' }, usage.error.message));
+      replace(el, h('span', { class: 'bar-label' }, label), h('span', { class: 'error' }, usage.error.message));
       return;
     }
     const b = usage.budget || {};
-    const limit = b.usd || team.budget.usd;
+    const limit = b.usd || (budget && budget.usd) || 0;
     const spent = Number(b.spent) || 0;
-    const ratio = spent / limit;
+    const ratio = limit > 0 ? spent / limit : 0;
     replace(el,
-      h('label', { class: 'bar-label', for: id }, name),
+      h('label', { class: 'bar-label', for: id }, label),
       h('meter', { id, min: 0, max: limit, value: Math.min(spent, limit), low: limit * 0.7, high: limit * 0.9, optimum: 0 }),
       h('span', { class: 'bar-val' + (ratio >= 1 ? ' bad-text' : ratio >= 0.8 ? ' warn-text' : '') },
-        `${fmtUSD(spent)} / ${fmtUSD(limit)} per ${b.period || team.budget.period || '–'}` + (b.resets_at ? ` · resets ${fmtDateTime(b.resets_at)}` : '')));
+        `${fmtUSD(spent)} / ${fmtUSD(limit)} per ${periodText(b.period || (budget && budget.period))}` + (b.resets_at ? ` · resets ${fmtDateTime(b.resets_at)}` : ''),
+        b.alerted ? h('span', { class: 'warn-text budget-alert', title: `The spend crossed budget.alert_at (${b.alert_at || 0.8} of the budget) this period` }, ' ⚠ Budget alert') : null));
   };
   return el;
+}
+
+// periodText reads a budget period after "per": a calendar period as its
+// unit, a duration as it is.
+function periodText(p) {
+  return { daily: 'day', weekly: 'week', monthly: 'month' }[p] || p || '–';
 }
