@@ -159,13 +159,26 @@ type PinQuery struct {
 	// Cache names the entries to read, as CacheKey gives them: the model's,
 	// or a tier alias's easy and hard ones ("" = none).
 	Cache [2]string
-	// Coalesce asks Begin, when Cache[0] is missing, to take that entry's
-	// coalescing lease in the same round trip, or to report another
+	// Coalesce asks Begin, when Cache[Lease] is missing, to take that
+	// entry's coalescing lease in the same round trip, or to report another
 	// request's (SPEC 18: cross-node coalescing; Begun.Coalesce). Set it
 	// only for a request that may read the entry and would call the
-	// upstream on a miss, with one entry to read (Cache[1] empty: a tier
-	// alias's entry is known only after Begin).
+	// upstream on a miss.
 	Coalesce bool
+	// Lease is the entry Coalesce is about: 0, or 1 for a tier alias whose
+	// tier, as the gateway decides it before Begin, is hard. The session's
+	// tier pin, read in the same round trip, may still move the request to
+	// the other tier; the gateway then ends the lease (LeaseDropper).
+	Lease int
+}
+
+// LeaseDropper is implemented by a State whose leases live beyond the node
+// (Redis): DropLease ends the coalescing lease b leads at once, without an
+// entry, and b no longer takes part in cross-node coalescing (its
+// followers go on alone). A tier alias calls it when the session's pin
+// moved the request off the tier whose entry it leased.
+type LeaseDropper interface {
+	DropLease(b *Begun)
 }
 
 // CacheKey is the name of a response-cache entry under its team's hash

@@ -110,14 +110,29 @@ func (r *Redis) lostLease(b *Begun, ts *teamState, t *catalog.Team, ls *leaseReq
 	}
 }
 
+// DropLease implements LeaseDropper: the end of b's lease goes to the
+// writer at once (urgent, like a failed leader's), and b leaves
+// cross-node coalescing.
+func (r *Redis) DropLease(b *Begun) {
+	if b.Coalesce == CoalesceLead && b.tok != "" && b.team != nil {
+		ts := b.stateOf(r)
+		w := finishWrite{lease: leaseOp{key: b.lease, tok: b.tok, op: leaseFail}}
+		if visit, urgent := ts.add(b.team, &w, r.w, r.cfg.MaxPins); visit {
+			r.w.markDirty(ts, urgent)
+		}
+	}
+	b.Coalesce, b.lease, b.tok = CoalesceNone, "", ""
+}
+
 // endLease is the lease write of Finish for b: ended with the entry when o
 // stores the entry the lease covers, else without it.
 func (b *Begun) endLease(o *Outcome) leaseOp {
 	op := leaseFail
-	if o.CacheKey != "" && o.CacheKey == b.q.Cache[0] && o.CacheTTL > 0 {
+	entry := b.q.Cache[b.q.Lease&1]
+	if o.CacheKey != "" && o.CacheKey == entry && o.CacheTTL > 0 {
 		op = leaseDone
 	}
-	return leaseOp{key: b.lease, tok: b.tok, op: op, entry: b.q.Cache[0]}
+	return leaseOp{key: b.lease, tok: b.tok, op: op, entry: entry}
 }
 
 // holdLease registers a lease this node holds for team t: the writer

@@ -270,9 +270,10 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	var names [5]string
 	var slots [5]int // index into Pins: 0 tier, 1+i dep i, 3+i cache entry i
 	n := 0
-	for i, c := range q.Pins.Cache {
-		if c != "" {
-			names[n], slots[n] = c, 3+i
+	lease := q.Pins.Lease & 1 // the leased entry is read first (the scripts' miss test)
+	for j := range 2 {
+		if i := lease ^ j; q.Pins.Cache[i] != "" {
+			names[n], slots[n] = q.Pins.Cache[i], 3+i
 			n++
 		}
 	}
@@ -290,8 +291,8 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	}
 	n = ts.ownPins(&names, &slots, n, &b.Pins)
 	var ls *leaseReq // the coalescing lease to take or find (SPEC 18): the entry is read first
-	if q.Pins.Coalesce && n > 0 && slots[0] == 3 {
-		ls = r.newLease(ctx, ts, q.Pins.Cache[0])
+	if q.Pins.Coalesce && n > 0 && slots[0] == 3+lease {
+		ls = r.newLease(ctx, ts, q.Pins.Cache[lease])
 		r.notices.start() // subscribed before this node's first follower waits
 	}
 	lim := q.limited()
@@ -502,4 +503,7 @@ func (p *Pins) set(slot int, v string) {
 
 var errNoTeam = errors.New("edge: request without a team")
 
-var _ State = (*Redis)(nil)
+var (
+	_ State        = (*Redis)(nil)
+	_ LeaseDropper = (*Redis)(nil)
+)

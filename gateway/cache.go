@@ -43,6 +43,7 @@ type cacheView struct {
 	models [2]string
 	names  [2]string // the entries' names in Redis, made once (name)
 	slot   int       // which key the request was routed to (cacheLookup)
+	lease  int       // which key Begin's coalescing lease is about (edge.PinQuery.Lease)
 	alias  bool
 }
 

@@ -19,6 +19,7 @@ import (
 	"switchyard/cache"
 	"switchyard/catalog"
 	"switchyard/edge"
+	"switchyard/routing/tier"
 	"switchyard/wire"
 )
 
@@ -50,10 +51,13 @@ func (cl *call) cacheView(route *catalog.TierRoute, p *edge.PinQuery) {
 		if route != nil {
 			p.Cache[1] = v.name(1)
 		}
-		// the lease of a plain model's entry, taken or found in the same
-		// round trip (SPEC 18); a tier alias's entry is known only after
-		// Begin, so an alias coalesces on its node alone
-		p.Coalesce = route == nil && cl.coalesces()
+		// the lease of the entry, taken or found in the same round trip
+		// (SPEC 18): a tier alias's is the entry of the tier it goes to
+		// as far as that is known before Begin (cacheLookup ends it when
+		// the session's pin moves the request to the other tier)
+		if p.Coalesce = cl.coalesces(); p.Coalesce && route != nil && cl.preTier(route) == tier.Hard {
+			p.Lease, v.lease = 1, 1
+		}
 	}
 }
 
@@ -83,6 +87,15 @@ func (cl *call) cacheLookup() (answered bool) {
 		}
 	}
 	cl.cacheKey, cl.cacheModel, v.slot = v.key(tier), v.models[slot], slot
+	if slot != v.lease && cl.begun.Coalesce != edge.CoalesceNone {
+		// the session's tier pin moved a tier alias's request off the
+		// entry Begin leased: end that lease now (its followers, if any,
+		// go on alone) and coalesce on this node alone
+		if d, ok := s.Edge.(edge.LeaseDropper); ok {
+			d.DropLease(&cl.begun)
+		}
+		cl.begun.Coalesce = edge.CoalesceNone
+	}
 	now := time.Now()
 	if v.dir.Read() {
 		b, ok := []byte(cl.begun.Pins.Cache[slot]), cl.begun.Pins.Cache[slot] != ""

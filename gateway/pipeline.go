@@ -48,6 +48,7 @@ type call struct {
 	alias      string // requested name when it was a tier alias
 	model      string // public model after the tier stage
 	verdict    *tier.Verdict
+	classified *tier.Verdict // the classifier's verdict, computed once (classify)
 	session    string
 	sessionSrc string
 	pinnedDep  string
@@ -299,7 +300,7 @@ func (cl *call) tierRoute() bool {
 		return cl.fail(errBadRequest("X-Switchyard-Tier", "X-Switchyard-Tier must be \"easy\" or \"hard\", got \""+forced+"\""))
 	}
 	pin, havePin := tier.ParseTier(cl.begun.Pins.Tier)
-	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, func() tier.Verdict { return s.classifier().Classify(cl.req) }, pin, havePin)
+	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, cl.classify, pin, havePin)
 	if v.Tier == tier.Hard {
 		v.Target = route.Hard
 	} else {
@@ -321,6 +322,33 @@ func (cl *call) tierRoute() bool {
 	cl.hdr.str("X-Switchyard-Tier-Source", v.Source)
 	cl.hdr.str("X-Switchyard-Tier-Target", v.Target)
 	return true
+}
+
+// classify is the classifier's verdict on the request, computed once: a
+// coalescing tier alias needs it before Begin (preTier), the tier stage
+// after.
+func (cl *call) classify() tier.Verdict {
+	if cl.classified == nil {
+		v := cl.s.classifier().Classify(cl.req)
+		cl.classified = &v
+	}
+	return *cl.classified
+}
+
+// preTier is the tier a tier alias's request goes to as far as it is
+// known before Begin: what tier.Decide answers without the session's pin
+// (a forced tier, smart routing off, else the classifier's verdict). The
+// pin Begin reads can only move it from easy to hard.
+func (cl *call) preTier(route *catalog.TierRoute) tier.Tier {
+	h := cl.c.Request.Header
+	if t, ok := tier.ParseTier(headerAny(h, "X-Switchyard-Tier", "X-Gomodel-Tier")); ok {
+		return t
+	}
+	if headerAny(h, "X-Switchyard-Smart-Routing", "X-Gomodel-Smart-Routing") == "off" {
+		t, _ := tier.ParseTier(route.DefaultTier)
+		return t
+	}
+	return cl.classify().Tier
 }
 
 func headerAny(h http.Header, names ...string) string {

@@ -20,8 +20,8 @@ import (
 // herdUpstream is an OpenAI-compatible upstream that counts its calls per
 // prompt and records when each arrived. A prompt starting "fail" or "cut"
 // holds its first call until the test releases it (fail then answers 500;
-// cut answers only when its caller is gone); every other call answers
-// after delay.
+// cut answers only when its caller is gone); a prompt starting "slow"
+// answers after a second, every other call after delay.
 type herdUpstream struct {
 	delay   time.Duration
 	release chan struct{}
@@ -66,8 +66,12 @@ func (u *herdUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // cut: answers nobody
 		return
 	}
+	delay := u.delay
+	if strings.HasPrefix(prompt, "slow") {
+		delay = time.Second
+	}
 	select {
-	case <-time.After(u.delay):
+	case <-time.After(delay):
 	case <-r.Context().Done():
 		return
 	}
@@ -86,15 +90,25 @@ type herdAnswer struct {
 	node   int
 	status int
 	cache  string
+	tier   string // X-Switchyard-Tier
 	body   string
 	took   time.Duration
 }
 
 // ask posts prompt to node i's server as key, bounded by ctx.
 func ask(ctx context.Context, srvs []*httptest.Server, i int, key, prompt string) herdAnswer {
-	body := `{"model":"herd","messages":[{"role":"user","content":"` + prompt + `"}]}`
+	return askModel(ctx, srvs, i, key, "herd", prompt)
+}
+
+// askModel is ask for another model or tier alias, with headers (name,
+// value pairs).
+func askModel(ctx context.Context, srvs []*httptest.Server, i int, key, model, prompt string, hdr ...string) herdAnswer {
+	body := `{"model":"` + model + `","messages":[{"role":"user","content":"` + prompt + `"}]}`
 	req, _ := http.NewRequestWithContext(ctx, "POST", srvs[i].URL+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
+	for j := 0; j+1 < len(hdr); j += 2 {
+		req.Header.Set(hdr[j], hdr[j+1])
+	}
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -102,7 +116,7 @@ func ask(ctx context.Context, srvs []*httptest.Server, i int, key, prompt string
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return herdAnswer{node: i, status: resp.StatusCode, cache: resp.Header.Get("X-Switchyard-Cache"), body: string(b), took: time.Since(start)}
+	return herdAnswer{node: i, status: resp.StatusCode, cache: resp.Header.Get("X-Switchyard-Cache"), tier: resp.Header.Get("X-Switchyard-Tier") + "/" + resp.Header.Get("X-Switchyard-Tier-Source"), body: string(b), took: time.Since(start)}
 }
 
 // waitFollowing waits (at most 5 s) until node n has want requests
@@ -127,10 +141,11 @@ func waitFollowing(t *testing.T, n *Node, want int) {
 func TestClusterCoalescing(t *testing.T) {
 	up, upSrv := newHerdUpstream(t, 300*time.Millisecond)
 	const wait = 8 * time.Second // cache.coalesce_wait: the releases below must come well before it
-	_, nodes, srvs := startCluster(t, 3, "500ms",
+	rs, nodes, srvs := startCluster(t, 3, "500ms",
 		"providers:\n", "providers:\n  - {name: up, kind: openai, base_url: \""+upSrv.URL+"/v1\", api_key: k}\n",
-		"deployments:\n", "deployments:\n  - {id: u1, model: herd, provider: up}\n",
-		"smart_routing:", "cache: {enabled: true, coalesce_wait: 8s}\nrouting: {max_attempts: {chat: {sync: 1, stream: 1}}}\nsmart_routing:")
+		"deployments:\n", "deployments:\n  - {id: u1, model: herd, provider: up}\n  - {id: u2, model: herdhard, provider: up}\n",
+		"smart_routing:", "cache: {enabled: true, coalesce_wait: 8s}\nrouting: {max_attempts: {chat: {sync: 1, stream: 1}}}\nsmart_routing:",
+		"{alias: normal, easy: m, hard: strong}", "{alias: normal, easy: m, hard: strong}, {alias: herdtier, easy: herd, hard: herdhard}")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -172,6 +187,89 @@ func TestClusterCoalescing(t *testing.T) {
 			}
 		})
 	}
+
+	// a tier alias leases the entry of the tier it goes to as far as that
+	// is known before Begin: the classifier's (easy here) or a forced one
+	for _, tc := range []struct{ name, prompt, tier, hdr string }{
+		{"alias classified easy", "alias herd easy", "easy", ""},
+		{"alias forced hard", "alias herd hard", "hard", "hard"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr []string
+			if tc.hdr != "" {
+				hdr = []string{"X-Switchyard-Tier", tc.hdr}
+			}
+			out := make(chan herdAnswer, 20)
+			for i := range 20 {
+				go func() { out <- askModel(ctx, srvs, i%3, "sk-budget", "herdtier", tc.prompt, hdr...) }()
+			}
+			got := map[string]int{}
+			for range 20 {
+				a := <-out
+				if a.status != 200 || !strings.Contains(a.body, "answer to "+tc.prompt) {
+					t.Errorf("node %d: %d %q %s", a.node+1, a.status, a.cache, a.body)
+				}
+				got[a.cache]++
+			}
+			if n := len(up.arrivals(tc.prompt)); n != 1 || got["coalesced"]+got["hit"] != 19 {
+				t.Fatalf("20 identical requests for a tier alias (%s) over 3 nodes made %d upstream calls; cache headers %v", tc.tier, n, got)
+			}
+		})
+	}
+	// a session pinned hard: its requests classified easy lease the easy
+	// entry in Begin, then the pin moves them to hard; each drops that
+	// lease at once and coalesces on its node alone, so none waits for a
+	// leader of the other tier
+	t.Run("alias moved by its session's pin", func(t *testing.T) {
+		pins := func() int {
+			keys, _ := rs.Client().Keys(ctx, "sytest:{team:budget}:pt:*").Result()
+			return len(keys)
+		}
+		before := pins() // the herds above pinned their own (fingerprint) sessions
+		hard := `{"model":"herdtier","reasoning_effort":"high","messages":[{"role":"user","content":"pin it"}]}`
+		req, _ := http.NewRequestWithContext(ctx, "POST", srvs[0].URL+"/v1/chat/completions", strings.NewReader(hard))
+		req.Header.Set("Authorization", "Bearer sk-budget")
+		req.Header.Set("X-Session-Id", "conv-hard")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.Header.Get("X-Switchyard-Tier") != "hard" {
+			t.Fatalf("the escalating request: %v %v", err, resp)
+		}
+		resp.Body.Close()
+		for deadline := time.Now().Add(5 * time.Second); pins() == before; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the session's hard pin never reached Redis")
+			}
+		}
+		const prompt = "slow alias herd pinned" // a second at the upstream
+		out := make(chan herdAnswer, 9)
+		for i := range 9 {
+			go func() { out <- askModel(ctx, srvs, i%3, "sk-budget", "herdtier", prompt, "X-Session-Id", "conv-hard") }()
+		}
+		for range 9 {
+			a := <-out
+			if a.status != 200 || !strings.Contains(a.body, "answer to "+prompt) {
+				t.Errorf("node %d: %d %q %s", a.node+1, a.status, a.cache, a.body)
+			}
+			if a.took > 1800*time.Millisecond {
+				t.Errorf("node %d: took %v: it waited for a leader of the tier it did not go to", a.node+1, a.took)
+			}
+			if a.tier != "hard/pinned" {
+				t.Errorf("node %d: tier %s, want the session's pin", a.node+1, a.tier)
+			}
+		}
+		if n := len(up.arrivals(prompt)); n < 1 || n > 3 {
+			t.Fatalf("%d upstream calls, want one per node at most (each coalesces on its node)", n)
+		}
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			keys, _ := rs.Client().Keys(ctx, "sytest:{team:budget}:rl:*").Result()
+			if len(keys) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("leases left behind: %v", keys)
+			}
+		}
+	})
 
 	var coalesced float64
 	for _, n := range nodes {
