@@ -151,8 +151,8 @@ func (t *Team) UserOverride(user string) bool { _, ok := t.users[user]; return o
 // package's to store and load.
 type TeamCaches struct {
 	Edge   atomic.Value // package edge: its record of the team
-	Series atomic.Value // package gateway: the team's requests-counter series by model and status
-	Tokens atomic.Value // package gateway: the team's token series by deployment
+	Series atomic.Value // package gateway: the team's row of the requests counter table
+	Tokens atomic.Value // package gateway: the team's row of the tokens counter table
 }
 
 // Allows reports whether the team may call the public model or alias.
