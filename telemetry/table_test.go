@@ -122,3 +122,45 @@ func TestCounterRow(t *testing.T) {
 		t.Fatalf("gathered %v, err %v; want d1 (new) and d2", mfs, err)
 	}
 }
+
+// TestCounterRowConcurrent: series made in a row while it is scraped and
+// other series of it are forgotten all count, each once.
+func TestCounterRowConcurrent(t *testing.T) {
+	tb := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "h"}, "team", "deployment", "direction")
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(tb)
+	row := tb.Row("a")
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				row.With(fmt.Sprintf("d%d", i%20), []string{"prompt", "completion"}[g%2]).Inc()
+				tb.WithLabelValues("a", "gone", "prompt").Inc()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 20 {
+			if _, err := reg.Gather(); err != nil {
+				t.Error(err)
+			}
+			tb.Forget(1, func(v string) bool { return v == "gone" })
+		}
+	}()
+	wg.Wait()
+	tb.Forget(1, func(v string) bool { return v == "gone" })
+	for i := range 20 {
+		for _, dir := range []string{"prompt", "completion"} {
+			if v := tb.WithLabelValues("a", fmt.Sprintf("d%d", i), dir).Value(); v != 20 {
+				t.Fatalf("d%d %s counted %v, want 20", i, dir, v)
+			}
+		}
+	}
+	if mfs, err := reg.Gather(); err != nil || len(mfs[0].Metric) != 40 {
+		t.Fatalf("gathered %d series (err %v), want 40", len(mfs[0].Metric), err)
+	}
+}
