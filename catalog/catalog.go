@@ -189,8 +189,11 @@ type Snapshot struct {
 	Global      []string // routing.fallback_models
 	State       *State   // the admin-managed part it was built from
 
-	keys  map[[32]byte]*KeyInfo
-	teams map[string]*Team
+	keys map[[32]byte]*KeyInfo
+	// byName is Teams sorted by name, for Team: the same slice when the
+	// state lists its teams sorted, as a normalized one does (a map of
+	// 10,000 teams was 0.85 MB, for lookups off the request path).
+	byName []*Team
 }
 
 // Authenticate resolves a presented key to its team at the current time,
@@ -246,8 +249,16 @@ func (k *KeyInfo) Level() *config.Limits {
 // team's allowlist is checked apart).
 func (k *KeyInfo) Allows(model string) bool { return k == nil || k.Models == nil || k.Models[model] }
 
-// Team returns the named team, or nil.
-func (s *Snapshot) Team(name string) *Team { return s.teams[name] }
+// Team returns the named team, or nil (of two of one name, the later).
+func (s *Snapshot) Team(name string) *Team {
+	i := sort.Search(len(s.byName), func(i int) bool { return s.byName[i].Name > name })
+	if i > 0 && s.byName[i-1].Name == name {
+		return s.byName[i-1]
+	}
+	return nil
+}
+
+func byTeamName(a, b *Team) int { return strings.Compare(a.Name, b.Name) }
 
 // Model returns the public model, or nil.
 func (s *Snapshot) Model(name string) *Model { return s.Models[name] }
@@ -335,7 +346,6 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	}
 	s.keys = make(map[[32]byte]*KeyInfo, nkeys)
 	s.Teams = make([]*Team, 0, len(st.Teams))
-	s.teams = make(map[string]*Team, len(st.Teams))
 	infos := make([]KeyInfo, 0, nkeys) // one allocation; sized, so never moved
 	interned, allowlists := limitsPool{}, allowlistPool{}
 	for _, ts := range st.Teams {
@@ -365,7 +375,11 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 			s.keys[d] = ki
 		}
 		s.Teams = append(s.Teams, t)
-		s.teams[t.Name] = t
+	}
+	s.byName = s.Teams
+	if !slices.IsSortedFunc(s.Teams, byTeamName) {
+		s.byName = slices.Clone(s.Teams)
+		slices.SortStableFunc(s.byName, byTeamName)
 	}
 	for i := range cfg.SmartRouting.Routes {
 		r := cfg.SmartRouting.Routes[i]
