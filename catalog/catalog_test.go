@@ -148,3 +148,29 @@ func TestCost(t *testing.T) {
 		}
 	}
 }
+
+// TestTeamByName: Team finds every team of a state, sorted (normalized) or
+// not, and nothing else.
+func TestTeamByName(t *testing.T) {
+	cfg := &config.Config{}
+	for _, names := range [][]string{{"a", "b", "c"}, {"c", "a", "b"}, {}} {
+		st := &State{}
+		for _, n := range names {
+			st.Teams = append(st.Teams, TeamSpec{Name: n, Models: []string{"*"}})
+		}
+		s := Build(cfg, st)
+		for _, n := range names {
+			if tm := s.Team(n); tm == nil || tm.Name != n {
+				t.Fatalf("%v: Team(%q) = %v", names, n, tm)
+			}
+		}
+		for _, n := range []string{"", "0", "bb", "d"} {
+			if tm := s.Team(n); tm != nil {
+				t.Fatalf("%v: Team(%q) = %q, want nil", names, n, tm.Name)
+			}
+		}
+		if got := len(s.Teams); got != len(names) || (len(names) > 0 && s.Teams[0].Name != names[0]) {
+			t.Fatalf("%v: Teams reordered", names)
+		}
+	}
+}

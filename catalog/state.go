@@ -192,7 +192,7 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 	for _, m := range cfg.Models {
 		st.Models = append(st.Models, ModelSpec{Name: m.Name, Strategy: m.Strategy, Objective: m.Objective})
 	}
-	st.Teams = nil
+	st.Teams = make([]TeamSpec, 0, len(cfg.Teams)) // sized: append's growth leaves spare room in a state kept for good
 	for _, t := range cfg.Teams {
 		st.Teams = append(st.Teams, TeamSpec{
 			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,

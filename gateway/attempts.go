@@ -394,11 +394,9 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage, chars int64) {
 // depSeries are a team's switchyard_tokens_total series of one deployment.
 type depSeries struct{ prompt, completion *telemetry.Counter }
 
-// tokenSeries is the team's token series of deployment dep, kept on the
-// team (teamSeries).
+// tokenSeries is the team's token series of deployment dep, found in the
+// row the team keeps (teamRow).
 func (cl *call) tokenSeries(dep string) depSeries {
-	m, t := cl.s.Metrics, cl.team
-	return teamSeries(&t.Caches.Tokens, m.Tokens, dep, func() depSeries {
-		return depSeries{m.Tokens.WithLabelValues(t.Name, dep, "prompt"), m.Tokens.WithLabelValues(t.Name, dep, "completion")}
-	})
+	r := teamRow(&cl.team.Caches.Tokens, cl.s.Metrics.Tokens, cl.team.Name)
+	return depSeries{r.With(dep, "prompt"), r.With(dep, "completion")}
 }

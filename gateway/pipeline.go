@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -443,61 +442,45 @@ func (cl *call) finish() {
 }
 
 // requestSeries is the switchyard_requests_total series of this request,
-// kept on an authenticated team (teamSeries).
+// found in the row an authenticated team keeps (teamRow).
 func (cl *call) requestSeries(model, team string, status int) *telemetry.Counter {
 	table := cl.s.Metrics.Requests
-	mk := func() *telemetry.Counter { return table.WithLabelValues(model, team, strconv.Itoa(status)) }
+	code := statusLabel(status)
 	if cl.team == nil {
-		return mk()
+		return table.WithLabelValues(model, team, code)
 	}
-	return teamSeries(&cl.team.Caches.Series, table, modelStatus{model, status}, mk)
+	return teamRow(&cl.team.Caches.Series, table, team).With(model, code)
 }
 
-// modelStatus is the part of a requests series' labels a team varies.
-type modelStatus struct {
-	model  string
-	status int
+// teamRow is the team's row of table, kept in the team's slot: with 10,000
+// teams the table's lookup by team was a cache miss per request, while the
+// team is in cache already. A slot holds the row of one server's table
+// (servers in one process may share a catalog); another server's replaces
+// it.
+func teamRow(slot *atomic.Value, table *telemetry.CounterTable, team string) *telemetry.CounterRow {
+	if r, _ := slot.Load().(*telemetry.CounterRow); r != nil && r.Table() == table {
+		return r
+	}
+	r := table.Row(team)
+	slot.Store(r)
+	return r
 }
 
-// seriesSet is what a team keeps in one of its catalog.TeamCaches slots:
-// the series it counted in, by the labels it varies, of one server's
-// table (servers in one process may share a catalog). It is copied on
-// change, never written in place.
-type seriesSet[K comparable, V any] struct {
-	table *telemetry.CounterTable
-	keys  []K
-	vals  []V
-}
+// statusLabels are the status label values of the codes 100 to 599, made
+// once: strconv.Itoa allocates a string per request for each of them.
+var statusLabels = func() (out [500]string) {
+	for i := range out {
+		out[i] = strconv.Itoa(100 + i)
+	}
+	return out
+}()
 
-// maxTeamSeries bounds the series a team keeps per slot; the rest are
-// looked up in the table each time.
-const maxTeamSeries = 8
-
-// teamSeries is the series of key k in table, found in the team's slot,
-// or made with mk and kept there: with 10,000 teams the table's lookup by
-// three labels was a cache miss per request, while the team is in cache
-// already.
-func teamSeries[K comparable, V any](slot *atomic.Value, table *telemetry.CounterTable, k K, mk func() V) V {
-	cur, _ := slot.Load().(*seriesSet[K, V])
-	if cur != nil && cur.table != table {
-		cur = nil
+// statusLabel is status as a label value.
+func statusLabel(status int) string {
+	if status >= 100 && status < 600 {
+		return statusLabels[status-100]
 	}
-	if cur != nil {
-		if i := slices.Index(cur.keys, k); i >= 0 {
-			return cur.vals[i]
-		}
-	}
-	v := mk()
-	if cur != nil && len(cur.keys) >= maxTeamSeries {
-		return v
-	}
-	next := &seriesSet[K, V]{table: table}
-	if cur != nil {
-		next.keys, next.vals = slices.Clone(cur.keys), slices.Clone(cur.vals)
-	}
-	next.keys, next.vals = append(next.keys, k), append(next.vals, v)
-	slot.Store(next)
-	return v
+	return strconv.Itoa(status)
 }
 
 // spanOutcome is the server span's SPEC 12.5 attributes, from the audit entry.

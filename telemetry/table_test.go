@@ -92,3 +92,75 @@ func TestCounterTableForget(t *testing.T) {
 		t.Fatalf("a series made again after Forget starts at %v, want 0", got)
 	}
 }
+
+// TestCounterRow: a row's series are the table's; forgetting by a label
+// other than the row's unlinks just those series, and a counter taken
+// before still counts, unexported.
+func TestCounterRow(t *testing.T) {
+	tb := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "h"}, "team", "deployment", "direction")
+	row := tb.Row("a")
+	old := row.With("d1", "prompt")
+	row.With("d2", "prompt").Inc()
+	if tb.WithLabelValues("a", "d2", "prompt") != row.With("d2", "prompt") || row.Table() != tb {
+		t.Fatal("the row's series is not the table's")
+	}
+	if n := tb.Forget(1, func(v string) bool { return v == "d1" }); n != 1 {
+		t.Fatalf("Forget dropped %d series, want 1", n)
+	}
+	old.Inc()
+	var deps []string
+	tb.Values(1, func(v string) { deps = append(deps, v) })
+	if !slices.Equal(deps, []string{"d2"}) {
+		t.Fatalf("deployments left %q, want [d2]", deps)
+	}
+	if v := row.With("d1", "prompt").Value(); v != 0 {
+		t.Fatalf("d1 made again starts at %v, want 0", v)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(tb)
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 1 || len(mfs[0].Metric) != 2 {
+		t.Fatalf("gathered %v, err %v; want d1 (new) and d2", mfs, err)
+	}
+}
+
+// TestCounterRowConcurrent: series made in a row while it is scraped and
+// other series of it are forgotten all count, each once.
+func TestCounterRowConcurrent(t *testing.T) {
+	tb := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "h"}, "team", "deployment", "direction")
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(tb)
+	row := tb.Row("a")
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				row.With(fmt.Sprintf("d%d", i%20), []string{"prompt", "completion"}[g%2]).Inc()
+				tb.WithLabelValues("a", "gone", "prompt").Inc()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 20 {
+			if _, err := reg.Gather(); err != nil {
+				t.Error(err)
+			}
+			tb.Forget(1, func(v string) bool { return v == "gone" })
+		}
+	}()
+	wg.Wait()
+	tb.Forget(1, func(v string) bool { return v == "gone" })
+	for i := range 20 {
+		for _, dir := range []string{"prompt", "completion"} {
+			if v := tb.WithLabelValues("a", fmt.Sprintf("d%d", i), dir).Value(); v != 20 {
+				t.Fatalf("d%d %s counted %v, want 20", i, dir, v)
+			}
+		}
+	}
+	if mfs, err := reg.Gather(); err != nil || len(mfs[0].Metric) != 40 {
+		t.Fatalf("gathered %d series (err %v), want 40", len(mfs[0].Metric), err)
+	}
+}

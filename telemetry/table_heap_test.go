@@ -1,0 +1,46 @@
+package telemetry
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestCounterTableBytesPerTeam bounds the heap the per-team tables keep for
+// the SPEC 16 figure's teams: 10,000 teams that each count requests of one
+// model and status and tokens in both directions on two deployments.
+func TestCounterTableBytesPerTeam(t *testing.T) {
+	const n = 10000
+	teams := make([]string, n)
+	for i := range teams {
+		teams[i] = fmt.Sprintf("t%d", i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	requests := NewCounterTable(prometheus.CounterOpts{Name: "r_total", Help: "r"}, "model", "team", "status")
+	tokens := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "t"}, "team", "deployment", "direction")
+	for _, tm := range teams {
+		requests.WithLabelValues("m", tm, "200").Inc()
+		for _, d := range []string{"d1", "d2"} {
+			tokens.WithLabelValues(tm, d, "prompt").Add(3)
+			tokens.WithLabelValues(tm, d, "completion").Add(5)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(requests)
+	runtime.KeepAlive(tokens)
+	per := (after.HeapAlloc - before.HeapAlloc) / n
+	t.Logf("%d B per team for 5 series", per)
+	if per > tableBytesPerTeam {
+		t.Fatalf("%d B per team of 5 series, want <= %d", per, tableBytesPerTeam)
+	}
+}
+
+// tableBytesPerTeam bounds the two tables' bytes per team: a map entry of
+// three labels and a counter per series kept 584 B, a row per team with a
+// short list of counters keeps 291 B.
+const tableBytesPerTeam = 360
