@@ -21,6 +21,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/redact"
 	"switchyard/routing"
 	"switchyard/tracing"
 	"switchyard/wire"
@@ -256,11 +257,11 @@ func (b *bedrock) sign(ctx context.Context, hreq *http.Request, body []byte) err
 		if ctx.Err() != nil {
 			return classifyTransport(ctx.Err(), err)
 		}
-		return &Error{Class: routing.ClassAuth, Message: "AWS credentials unavailable: " + maskAWSKeyIDs(err.Error()), cause: err}
+		return &Error{Class: routing.ClassAuth, Message: "AWS credentials unavailable: " + redact.Credentials(err.Error()), cause: err}
 	}
 	sum := sha256.Sum256(body)
 	if err := b.signer.SignHTTP(ctx, creds, hreq, hex.EncodeToString(sum[:]), bedrockService, b.region, b.now()); err != nil {
-		return &Error{Class: routing.ClassAuth, Message: "SigV4 signing failed: " + maskAWSKeyIDs(err.Error()), cause: err}
+		return &Error{Class: routing.ClassAuth, Message: "SigV4 signing failed: " + redact.Credentials(err.Error()), cause: err}
 	}
 	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
+	"switchyard/redact"
 	"switchyard/routing"
 	"switchyard/wire"
 )
@@ -102,17 +102,6 @@ func bedrockErrorBody(body []byte) (typ, msg string) {
 	return e.Type, e.Message
 }
 
-// awsAccessKeyID matches an AWS access key id (long-term AKIA, temporary
-// ASIA): AWS error text may quote the key id it was given.
-var awsAccessKeyID = regexp.MustCompile(`(AKIA|ASIA)[A-Z0-9]{16}`)
-
-// maskAWSKeyIDs masks every access key id after its first 6 characters
-// (SPEC 15), whether or not it is this provider's: the default chain's
-// keys are not in the provider's scrubber.
-func maskAWSKeyIDs(msg string) string {
-	return awsAccessKeyID.ReplaceAllStringFunc(msg, func(k string) string { return k[:6] + strings.Repeat("*", len(k)-6) })
-}
-
 // newBedrockError classifies a non-2xx Bedrock response once.
 func newBedrockError(status int, h http.Header, body []byte) *Error {
 	bt, msg := bedrockErrorBody(body)
@@ -123,8 +112,8 @@ func newBedrockError(status int, h http.Header, body []byte) *Error {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &Error{Status: status, Class: bedrockClass(status, typ, msg), Type: typ, Message: maskAWSKeyIDs(msg),
-		RetryAfter: parseRetryAfter(h, time.Now()), body: []byte(maskAWSKeyIDs(string(body)))}
+	return &Error{Status: status, Class: bedrockClass(status, typ, msg), Type: typ, Message: redact.Credentials(msg),
+		RetryAfter: parseRetryAfter(h, time.Now()), body: []byte(redact.Credentials(string(body)))}
 }
 
 // bedrockStreamException is an exception event of a ConverseStream: it
@@ -135,7 +124,7 @@ func bedrockStreamException(exceptionType string, payload []byte) *Error {
 	if msg == "" {
 		msg = "upstream sent " + exceptionType + " mid-stream"
 	}
-	e := &Error{Class: bedrockClass(0, typ, msg), Type: typ, Message: maskAWSKeyIDs(msg)}
+	e := &Error{Class: bedrockClass(0, typ, msg), Type: typ, Message: redact.Credentials(msg)}
 	// the status the exception carries in the API reference, so a client
 	// that gets it as the last error sees 429 or 400 rather than 502
 	switch e.Class {
