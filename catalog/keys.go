@@ -116,8 +116,9 @@ func configKeys(keys []config.KeySpec, now time.Time) []Key {
 		if name == "" {
 			name = fmt.Sprintf("config key %d", i+1)
 		}
+		both := "cfg_" + h + "sha256:" + h[:8] // one allocation: the id and the prefix slice it
 		k := Key{
-			ID: "cfg_" + h, Name: name, Digest: d, Prefix: "sha256:" + h[:8], CreatedAt: now,
+			ID: both[:4+len(h)], Name: name, Digest: d, Prefix: both[4+len(h):], CreatedAt: now,
 			ExpiresAt: ks.Expires(), Models: append([]string(nil), ks.Models...), Source: SourceConfig,
 		}
 		if l := limitsSpec(ks.Level()); l != nil {
