@@ -71,17 +71,29 @@ func (s *Server) handleKeyUsage(c *gin.Context) {
 	if l.Any() {
 		lv.Limits = &l
 	}
+	h, ok := s.levelUsage(c, t, lv, l)
+	if !ok {
+		return
+	}
+	h["key"], h["key_name"] = key.ID, key.Name
+	c.JSON(http.StatusOK, h)
+}
+
+// levelUsage is the answer of a key's or an end user's usage (lv, whose
+// effective limits are l) without its level's own fields, or false when it
+// wrote the 503 of a usage read that failed.
+func (s *Server) levelUsage(c *gin.Context, t *catalog.Team, lv edge.Level, l config.Limits) (gin.H, bool) {
 	u, err := s.Edge.LevelUsage(c.Request.Context(), t, lv)
 	if err != nil {
 		writeError(c, errUsageUnavailable(err))
-		return
+		return nil, false
 	}
 	h := usageAgainst(l, u)
 	if l.Budget.USD <= 0 {
 		h["budget"].(gin.H)["period"] = "" // no budget: no period
 	}
-	h["team"], h["key"], h["key_name"], h["node"] = t.Name, key.ID, key.Name, s.Config.Server.NodeID
-	c.JSON(http.StatusOK, h)
+	h["team"], h["node"] = t.Name, s.Config.Server.NodeID
+	return h, true
 }
 
 // errUsageUnavailable is the 503 of a usage read that found neither Redis

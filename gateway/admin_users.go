@@ -104,15 +104,10 @@ func (s *Server) handleUser(c *gin.Context) {
 	if ts, ok := findTeam(snap.State, name); ok && override {
 		own = ts.Users[user]
 	}
-	u, err := s.Edge.LevelUsage(c.Request.Context(), t, edge.Level{Kind: edge.LevelUser, ID: user, Name: user, Limits: t.UserLevel(user)})
-	if err != nil {
-		writeError(c, errUsageUnavailable(err))
+	h, ok := s.levelUsage(c, t, edge.Level{Kind: edge.LevelUser, ID: user, Name: user, Limits: t.UserLevel(user)}, l)
+	if !ok {
 		return
 	}
-	h := usageAgainst(l, u)
-	if l.Budget.USD <= 0 {
-		h["budget"].(gin.H)["period"] = "" // no budget: no period
-	}
-	h["team"], h["user"], h["override"], h["own"], h["node"] = t.Name, user, override, own, s.Config.Server.NodeID
+	h["user"], h["override"], h["own"] = user, override, own
 	c.JSON(http.StatusOK, h)
 }
