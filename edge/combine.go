@@ -363,13 +363,13 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 		}
 		for j := range a.nsub {
 			sc := &a.subs[j]
-			l := sc.lv.Limits
 			var lr, lt int64
 			if g.carried {
 				rr, tr := r.local.SubResets(sc.keys.base)
 				lr, lt = rr.Microseconds(), tr.Microseconds()
 			}
-			c.args = append(c.args, max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(sc.lv), lr, lt, sc.cost, sc.usd)
+			c.args = ts.keys.levelArgs(c.args, sc.lv)
+			c.args = append(c.args, lr, lt, sc.cost, sc.usd)
 		}
 	}
 }

@@ -265,7 +265,11 @@ type Begun struct {
 	team   *catalog.Team
 	ts     *teamState // the Redis state's record of team (looked up once per request)
 	tokens int64      // the estimate at admission
-	lv     *[2]Level  // the request's key and user levels (nil: neither has limits)
+	// lv is the request's key and user levels when the local limiter
+	// decided it (nil: neither has limits, or Redis decided: t.subs holds
+	// the levels it admitted, so they are not stored twice)
+	lv     *[2]Level
+	levels bool // its key or user level has limits
 	t      ticket
 	lease  string // the full name of the coalescing lease it leads or follows ("" = none)
 	tok    string // the lease's token when this request holds it in Redis ("" = it does not)
@@ -283,7 +287,7 @@ func (b *Begun) Deployment(model string) string {
 
 // Limited reports whether Begin decided an admission: the team has limits.
 func (b *Begun) Limited() bool {
-	return b.team != nil && (limited(b.team) || b.lv != nil)
+	return b.team != nil && (limited(b.team) || b.levels || b.lv != nil)
 }
 
 // ticket is what Finish needs to undo or correct an admission.

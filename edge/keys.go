@@ -6,6 +6,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/cluster"
+	"switchyard/config"
 	"switchyard/ratelimit"
 )
 
@@ -41,6 +42,7 @@ type teamKeys struct {
 	mark   string    // this node's applied-call mark for the team (Cluster)
 
 	limits atomic.Pointer[boxedLimits]
+	users  atomic.Pointer[boxedLevel] // the end-user level's (userArgs)
 }
 
 func newTeamKeys(prefix, team, node string) *teamKeys {
@@ -105,4 +107,29 @@ func (k *teamKeys) limitArgs(t *catalog.Team) *boxedLimits {
 	b := &boxedLimits{team: t, args: [5]any{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), period}}
 	k.limits.Store(b)
 	return b
+}
+
+// boxedLevel are a key or user level's limit arguments of beginLua (rpm,
+// tpm, max_parallel, budget usd, budget period code), converted to
+// interfaces once.
+type boxedLevel struct {
+	lim  config.Limits // the limits they were made from (compared by value)
+	args [5]any
+}
+
+// levelArgs appends lv's limit arguments of beginLua. An end user's come
+// from the team's last ones when the limits are equal: every end user
+// without limits of their own has the team's user_limits, so a million of
+// them box these values once, not on every admission.
+func (k *teamKeys) levelArgs(args []any, lv *Level) []any {
+	l := lv.Limits
+	if lv.Kind != LevelUser {
+		return append(args, max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(lv))
+	}
+	b := k.users.Load()
+	if b == nil || b.lim != *l {
+		b = &boxedLevel{lim: *l, args: [5]any{max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(lv)}}
+		k.users.Store(b)
+	}
+	return append(args, b.args[:]...)
 }

@@ -265,7 +265,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	}
 	t := q.Team
 	ts := r.team(t)
-	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, lv: levelsOf(q)}
+	b := Begun{q: q.Pins, team: t, ts: ts, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, levels: q.levelsLimited()}
 	// pins to read: names, and this node's own writes not yet in Redis
 	var names [5]string
 	var slots [5]int // index into Pins: 0 tier, 1+i dep i, 3+i cache entry i
@@ -412,6 +412,7 @@ func (r *Redis) beginLocal(ctx context.Context, q *Request, b Begun, names []str
 	if !q.limited() {
 		return b, nil
 	}
+	b.lv = levelsOf(q) // a local ticket's Finish reconciles them
 	var d ratelimit.Decision
 	var lerr error
 	if ac != nil {

@@ -29,10 +29,10 @@ func limitsView(l config.Limits) gin.H {
 	return gin.H{"rpm": l.RPM, "tpm": l.TPM, "max_parallel": l.MaxParallel, "budget": budget}
 }
 
-// effectiveUser is the user's limits in snap: their own over the team's
-// user_limits (zero when neither sets any), and whether they are their own.
-func effectiveUser(snap *catalog.Snapshot, team, user string) (config.Limits, bool) {
-	t := snap.Team(team)
+// effectiveUser is the user's limits in team t (nil: a team the snapshot
+// does not have): their own over the team's user_limits (zero when neither
+// sets any), and whether they are their own.
+func effectiveUser(t *catalog.Team, user string) (config.Limits, bool) {
 	if t == nil {
 		return config.Limits{}, false
 	}
@@ -58,7 +58,7 @@ func (a *Admin) putUser(c *gin.Context) {
 	var v any
 	if err == nil {
 		t, _ := findTeam(st, team)
-		l, _ := effectiveUser(a.holder.Load(), team, user)
+		l, _ := effectiveUser(a.holder.Load().Team(team), user)
 		v = gin.H{"version": st.Version, "team": team, "user": user, "created": created, "override": true,
 			"own": t.Users[user], "limits": limitsView(l)}
 	}
@@ -76,7 +76,7 @@ func (a *Admin) deleteUser(c *gin.Context) {
 	})
 	var v any
 	if err == nil {
-		l, _ := effectiveUser(a.holder.Load(), team, user)
+		l, _ := effectiveUser(a.holder.Load().Team(team), user)
 		v = gin.H{"version": st.Version, "team": team, "user": user, "override": false, "limits": limitsView(l)}
 	}
 	a.answer(c, http.StatusOK, v, err)
@@ -99,10 +99,12 @@ func (s *Server) handleUser(c *gin.Context) {
 		writeError(c, errNoTeam(name))
 		return
 	}
-	l, override := effectiveUser(snap, name, user)
+	l, override := effectiveUser(t, user)
 	var own any
-	if ts, ok := findTeam(snap.State, name); ok && override {
-		own = ts.Users[user]
+	if override { // the user's own spec, as stored (only then: a walk of the state's teams)
+		if ts, ok := findTeam(snap.State, name); ok {
+			own = ts.Users[user]
+		}
 	}
 	h, ok := s.levelUsage(c, t, edge.Level{Kind: edge.LevelUser, ID: user, Name: user, Limits: t.UserLevel(user)}, l)
 	if !ok {

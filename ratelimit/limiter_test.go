@@ -3,7 +3,9 @@ package ratelimit
 import (
 	"context"
 	"testing"
+	"time"
 
+	"switchyard/config"
 	"switchyard/internal/teamtest"
 )
 
@@ -47,5 +49,49 @@ func TestLocalForget(t *testing.T) {
 	}
 	if d, _ := l.Admit(context.Background(), Admission{RequestID: "3", Team: team}); !d.Allowed {
 		t.Fatal("after Forget the team's buckets did not start full")
+	}
+}
+
+// TestMirrorSubAtRest: a shared answer that leaves a key or user level's
+// buckets full within the GCRA's tolerance makes no local state for it (a
+// level far from its limits costs the node nothing per admission), a level
+// that has state still learns it, and a larger reset makes state that holds
+// the fallback back until it has passed.
+func TestMirrorSubAtRest(t *testing.T) {
+	clk := newFakeClock()
+	l := NewLocal(clk.Now, 1)
+	lim := &config.Limits{RPM: 2}
+	lv := Level{Key: "k:a:", Name: "a", Limits: lim}
+	held := func() bool { _, ok := l.subs.Load(lv.Key); return ok }
+
+	l.MirrorSub(lv, time.Microsecond, time.Microsecond)
+	if held() || l.nsubs.Load() != 0 {
+		t.Fatal("a reset within tolerance made local state for a level at rest")
+	}
+
+	// a real reset: the level is at its limit for 30 s (rpm 2: one request
+	// in the bucket per 30 s), so the fallback admits one more, not two
+	l.MirrorSub(lv, 30*time.Second, 0)
+	if !held() {
+		t.Fatal("a 30 s reset made no local state")
+	}
+	team := teamtest.Team("m", teamtest.Limits{})
+	admit := func(id string) bool {
+		d, err := l.Admit(context.Background(), Admission{RequestID: id, Team: team, Levels: [2]Level{lv}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	if !admit("1") || admit("2") {
+		t.Fatal("after a 30 s mirror at rpm 2 the fallback did not admit exactly one")
+	}
+
+	// a level with state learns even a reset within tolerance
+	clk.Advance(2 * time.Minute)
+	l.MirrorSub(lv, time.Microsecond, 0)
+	st, _ := l.subs.Load(lv.Key)
+	if got, want := st.(*localTeam).rpmTAT, clk.Now().UnixNano()+int64(time.Microsecond); got != want {
+		t.Fatalf("rpm TAT %d after a 1 µs mirror, want %d", got, want)
 	}
 }

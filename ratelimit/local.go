@@ -613,12 +613,32 @@ func (l *Local) Mirror(ref TeamRef, t *catalog.Team, rpmReset, tpmReset time.Dur
 	ref.st.mu.Unlock()
 }
 
-// MirrorSub is Mirror for a key or user level.
+// MirrorSub is Mirror for a key or user level. Resets within tolerance
+// make no state for a level that has none: they are below the resolution
+// of the shared answer (whole µs, rounded up) and within the GCRA's own
+// tolerance, so a bucket that full counts as full; a level with state
+// still learns them. Otherwise every admission of a level far from its
+// limits (100,000 keys, a million end users) made a record the next sweep
+// dropped unchanged (SPEC 16: cost stays flat as the levels grow).
 func (l *Local) MirrorSub(lv Level, rpmReset, tpmReset time.Duration) {
 	if !lv.Limits.Any() || (rpmReset <= 0 && tpmReset <= 0) {
 		return
 	}
-	st := l.lockSub(lv.Key)
+	var st *localTeam
+	if rpmReset <= time.Duration(tolerance) && tpmReset <= time.Duration(tolerance) {
+		v, ok := l.subs.Load(lv.Key)
+		if !ok {
+			return
+		}
+		st = v.(*localTeam)
+		st.mu.Lock()
+		if st.gone { // swept since the lookup: the level has no state
+			st.mu.Unlock()
+			return
+		}
+	} else {
+		st = l.lockSub(lv.Key)
+	}
 	defer st.mu.Unlock()
 	mirrorLocked(st, l.clock().UnixNano(), lv.Limits.RPM > 0, lv.Limits.TPM > 0, rpmReset, tpmReset)
 }
