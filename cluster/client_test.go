@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"testing"
@@ -215,5 +216,39 @@ func TestSentinelHook(t *testing.T) {
 	})
 	if !errors.Is(err, ErrBreakerOpen) {
 		t.Fatalf("pipeline err = %v, want ErrBreakerOpen", err)
+	}
+}
+
+// TestConnBuffersSmallValuesLarge: pooled connections get connBuffer
+// buffers, not go-redis's 32 KiB, and a value, an argument and an error
+// line far longer than the buffer still pass whole (a cached entry of
+// 1 MiB, a script's long error).
+func TestConnBuffersSmallValuesLarge(t *testing.T) {
+	m := miniredis.RunT(t)
+	c, _, err := NewClient(config.Redis{URL: "redis://" + m.Addr(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	o := c.(*redis.Client).Options()
+	if o.ReadBufferSize != connBuffer || o.WriteBufferSize != connBuffer {
+		t.Fatalf("buffers %d/%d, want %d", o.ReadBufferSize, o.WriteBufferSize, connBuffer)
+	}
+	ctx := context.Background()
+	big := make([]byte, 1<<20)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	if err := c.Set(ctx, "big", big, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(ctx, "big").Bytes()
+	if err != nil || string(got) != string(big) {
+		t.Fatalf("1 MiB value: %d bytes, err %v", len(got), err)
+	}
+	long := string(big[:3*connBuffer])
+	err = c.Eval(ctx, "return redis.error_reply(ARGV[1])", nil, long).Err()
+	if err == nil || len(err.Error()) < len(long) {
+		t.Fatalf("long error line cut: %d bytes, err %v", len(fmt.Sprint(err)), err)
 	}
 }
