@@ -151,6 +151,9 @@ func TestCrossNodeFollower(t *testing.T) {
 	if w.Code != 200 || w.Header().Get("X-Switchyard-Cache") != "miss" || !strings.Contains(w.Body.String(), "own call") || calls.Load() != 1 {
 		t.Fatalf("released follower: %d %v calls=%d", w.Code, w.Header(), calls.Load())
 	}
+	if m := do(t, n.Handler(), "GET", "/metrics", "", ""); !strings.Contains(m.Body.String(), `switchyard_cache_followers_alone_total{reason="leader_failed",where="cluster"} 1`) {
+		t.Fatalf("the released follower not counted alone: %s", m.Body)
+	}
 	// and, leading no lease, it still stores its answer for everyone
 	if _, o := f.last(); o.CacheKey == "" {
 		t.Fatal("a released follower did not store its answer")

@@ -12,6 +12,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -131,7 +132,7 @@ func (cl *call) cacheLookup() (answered bool) {
 				cl.passLease(e)
 				return true
 			}
-			// the leader failed or took too long: go on alone
+			cl.alone("node", err) // the leader failed or took too long: go on alone
 		}
 		cl.flight = flight
 	}
@@ -165,10 +166,28 @@ func (cl *call) awaitLeader() bool {
 		}
 	}
 	if cl.ctx.Err() == nil {
+		cl.alone("cluster", err)
 		s.Logger.Debug("coalescing follower goes on alone: the leader on another node did not share its answer",
 			"request_id", cl.reqID, "team", cl.team.Name, "model", cl.cacheModel, "waited", time.Since(start), "error", err)
 	}
 	return false
+}
+
+// alone counts a follower that goes on alone (switchyard_cache_followers_
+// alone_total), its leader on this node or another (where), for the reason
+// err gives; not when its own client is gone (it goes nowhere).
+func (cl *call) alone(where string, err error) {
+	if cl.ctx.Err() != nil {
+		return
+	}
+	reason := "error" // Redis did not answer, or the entry was not usable
+	switch {
+	case errors.Is(err, cache.ErrLeaderFailed), errors.Is(err, edge.ErrLeaderFailed), errors.Is(err, edge.ErrLeaseGone):
+		reason = "leader_failed"
+	case errors.Is(err, context.DeadlineExceeded):
+		reason = "wait_ended"
+	}
+	cl.s.Metrics.CacheAlone.WithLabelValues(where, reason).Inc()
 }
 
 // serveStored answers with an encoded entry (result hit or coalesced)
@@ -266,6 +285,7 @@ func (cl *call) followStream(fl *cache.Follower) bool {
 	r, err := cache.NewRenderer(cacheTarget(cl.req, cl.cv, time.Now(), nil), cl.model, cl.promptTokens)
 	if err != nil {
 		fl.Leave()
+		cl.alone("node", err)
 		return false
 	}
 	w := cl.c.Writer
@@ -284,6 +304,7 @@ func (cl *call) followStream(fl *cache.Follower) bool {
 	}
 	wrote, err := followStream(cl.ctx, s.cfg().Cache.CoalesceWait, fl, r, write)
 	if !wrote {
+		cl.alone("node", err)
 		return false
 	}
 	cl.entry.Status, cl.entry.Cached = http.StatusOK, true

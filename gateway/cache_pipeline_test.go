@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -177,6 +178,15 @@ func TestCoalescedFollowersMakeOneUpstreamCall(t *testing.T) {
 		}
 		if failing && calls.Load() < 2 {
 			t.Fatalf("a failed leader's followers did not go on alone: %d calls, %v", calls.Load(), got)
+		}
+		// and each that did is counted, by where its leader ran and why
+		m := do(t, n.Handler(), "GET", "/metrics", "", "").Body.String()
+		alone := regexp.MustCompile(`switchyard_cache_followers_alone_total\{reason="leader_failed",where="node"\} (\d+)`).FindStringSubmatch(m)
+		switch {
+		case !failing && alone != nil:
+			t.Fatalf("followers of a leader that answered counted alone: %s", alone[0])
+		case failing && (alone == nil || alone[1] == "0"):
+			t.Fatalf("followers released by a failed leader not counted: %v", alone)
 		}
 	}
 }

@@ -55,6 +55,12 @@ type Metrics struct {
 	CacheRequests    *prometheus.CounterVec
 	CacheSavedTokens prometheus.Counter
 	CacheSavedUSD    prometheus.Counter
+	// CacheAlone counts coalescing followers that went on alone and
+	// called the upstream themselves, by where their leader ran (node: this
+	// one; cluster: another, through its lease) and why (leader_failed,
+	// wait_ended, error): an operator tunes coalesce_wait or looks at
+	// failing leaders from it (SPEC 18).
+	CacheAlone *prometheus.CounterVec
 
 	// BodyBudgetRejected counts requests answered 503 because the node
 	// already held server.max_inflight_body_bytes of request bodies (SPEC 14).
@@ -154,6 +160,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Tokens the response cache's hits did not send upstream."}),
 		CacheSavedUSD: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cache_saved_usd_total",
 			Help: "USD the response cache's hits did not spend."}),
+		CacheAlone: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "cache_followers_alone_total",
+			Help: "Coalescing followers that called the upstream themselves, by where their leader ran (node, cluster) and why (leader_failed, wait_ended, error)."}, []string{"where", "reason"}),
 		BudgetAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "budget_alerts_total",
 			Help: "Budget alerts: a level's spend crossed budget.alert_at, once per period, by level (team, key, user)."}, []string{"level"}),
 		EdgeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_dropped_total",
@@ -167,7 +175,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
-		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.CacheRequests, m.CacheSavedTokens, m.CacheSavedUSD, m.EdgeDropped, m.BodyBudgetRejected,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.CacheRequests, m.CacheSavedTokens, m.CacheSavedUSD, m.CacheAlone, m.EdgeDropped, m.BodyBudgetRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	for _, kind := range EdgeDropKinds {
