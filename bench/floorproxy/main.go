@@ -3,7 +3,9 @@
 // request before proxying: the GCRA floor (floor.GCRA, -limiter gcra, the
 // default) or the older counter (floor.Script, -limiter counter). The gateway's
 // throughput and added latency are reported as ratios against it, measured
-// in the same run on the same machine.
+// in the same run on the same machine. With -pprof it serves
+// net/http/pprof on a second address, for bench/profile1.sh's comparison of
+// where the gateway and the floor spend a request's CPU.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httputil"
+	_ "net/http/pprof" // on http.DefaultServeMux, served only with -pprof
 	"net/url"
 	"time"
 
@@ -24,7 +27,11 @@ func main() {
 	upstream := flag.String("upstream", "http://127.0.0.1:19001", "upstream base URL")
 	redisAddr := flag.String("redis", "", "redis host:port; empty = no Redis call")
 	limiter := flag.String("limiter", "gcra", "the script of the Redis call: gcra (SPEC 16's floor) or counter")
+	pprofAddr := flag.String("pprof", "", "address to serve net/http/pprof on; empty = none")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { log.Fatal(http.ListenAndServe(*pprofAddr, nil)) }()
+	}
 	u, err := url.Parse(*upstream)
 	if err != nil {
 		log.Fatal(err)
