@@ -269,7 +269,7 @@ type Begun struct {
 	// decided it (nil: neither has limits, or Redis decided: t.subs holds
 	// the levels it admitted, so they are not stored twice)
 	lv     *[2]Level
-	levels bool // its key or user level has limits
+	levels bool // its key or user level has limits (set by both edges' Begin)
 	t      ticket
 	lease  string // the full name of the coalescing lease it leads or follows ("" = none)
 	tok    string // the lease's token when this request holds it in Redis ("" = it does not)
@@ -287,7 +287,7 @@ func (b *Begun) Deployment(model string) string {
 
 // Limited reports whether Begin decided an admission: the team has limits.
 func (b *Begun) Limited() bool {
-	return b.team != nil && (limited(b.team) || b.levels || b.lv != nil)
+	return b.team != nil && (limited(b.team) || b.levels)
 }
 
 // ticket is what Finish needs to undo or correct an admission.

@@ -64,7 +64,7 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if q.Team == nil {
 		return Begun{}, errNoTeam
 	}
-	b := Begun{q: q.Pins, team: q.Team, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, Local: true}
+	b := Begun{q: q.Pins, team: q.Team, tokens: q.Tokens, Decision: ratelimit.Decision{Allowed: true}, Local: true, levels: q.levelsLimited()}
 	if q.Pins.Coalesce {
 		b.Coalesce = CoalesceLead // no other node: the node's own requests coalesce in process (SPEC 18)
 	}
