@@ -122,14 +122,21 @@ type boxedLevel struct {
 // without limits of their own has the team's user_limits, so a million of
 // them box these values once, not on every admission.
 func (k *teamKeys) levelArgs(args []any, lv *Level) []any {
-	l := lv.Limits
 	if lv.Kind != LevelUser {
-		return append(args, max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(lv))
+		b := boxLevel(lv)
+		return append(args, b.args[:]...)
 	}
 	b := k.users.Load()
-	if b == nil || b.lim != *l {
-		b = &boxedLevel{lim: *l, args: [5]any{max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(lv)}}
+	if b == nil || b.lim != *lv.Limits {
+		nb := boxLevel(lv)
+		b = &nb
 		k.users.Store(b)
 	}
 	return append(args, b.args[:]...)
+}
+
+// boxLevel converts lv's limit arguments of beginLua to interfaces.
+func boxLevel(lv *Level) boxedLevel {
+	l := lv.Limits
+	return boxedLevel{lim: *l, args: [5]any{max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(lv)}}
 }
