@@ -154,6 +154,22 @@ func (l *Local) lockSub(key string) *localTeam {
 	}
 }
 
+// lockSubIfAny is lockSub for a level that has state: nil, and nothing
+// made, when it has none (never made, or swept).
+func (l *Local) lockSubIfAny(key string) *localTeam {
+	v, ok := l.subs.Load(key)
+	if !ok {
+		return nil
+	}
+	st := v.(*localTeam)
+	st.mu.Lock()
+	if st.gone {
+		st.mu.Unlock()
+		return nil
+	}
+	return st
+}
+
 // minSweep is the number of key and user levels below which none is swept.
 const minSweep = 4096
 
@@ -626,14 +642,7 @@ func (l *Local) MirrorSub(lv Level, rpmReset, tpmReset time.Duration) {
 	}
 	var st *localTeam
 	if rpmReset <= time.Duration(tolerance) && tpmReset <= time.Duration(tolerance) {
-		v, ok := l.subs.Load(lv.Key)
-		if !ok {
-			return
-		}
-		st = v.(*localTeam)
-		st.mu.Lock()
-		if st.gone { // swept since the lookup: the level has no state
-			st.mu.Unlock()
+		if st = l.lockSubIfAny(lv.Key); st == nil {
 			return
 		}
 	} else {
