@@ -165,8 +165,8 @@ func (cl *call) awaitLeader() bool {
 			return true
 		}
 	}
+	cl.alone("cluster", err)
 	if cl.ctx.Err() == nil {
-		cl.alone("cluster", err)
 		s.Logger.Debug("coalescing follower goes on alone: the leader on another node did not share its answer",
 			"request_id", cl.reqID, "team", cl.team.Name, "model", cl.cacheModel, "waited", time.Since(start), "error", err)
 	}
