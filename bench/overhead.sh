@@ -159,16 +159,7 @@ for i in $(seq 1 300); do
     { [ $LEVELS = 0 ] || curl -sf "http://$GWL/healthz" >/dev/null; } && break; sleep 0.1
 done
 
-cat > "$out/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":16}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer sk-bench"
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %d %.1f %.1f %.1f\n", summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99)))
-end
-LUA
+cp bench/post.lua "$out/post.lua"
 # the many-teams variant: each request is one of 100,000 sessions at
 # random, sent with the key of the team that session belongs to (session s
 # is team s mod 10,000's: a session id is scoped by its team, so pairing a

@@ -50,15 +50,7 @@ PPROF_ADDR=$GWP "$O/switchyard" serve -config "$O/gw.yaml" 2>"$O/gw.log" & GP=$!
 for _ in $(seq 300); do
   curl -sf "http://$GW/healthz" >/dev/null && curl -sf "http://$MOCK/healthz" >/dev/null && break; sleep 0.1
 done
-cat > "$O/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":16}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer sk-bench"
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %.1f\n", summary.requests, latency:percentile(50)))
-end
-LUA
+cp bench/post.lua "$O/post.lua"
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 for u in $GW $FLOOR; do wrk -t1 -c1 -d2s -s "$O/post.lua" "http://$u/v1/chat/completions" >/dev/null; done
@@ -75,7 +67,7 @@ for r in $(seq "$K"); do
       curl -s "http://$PP/debug/pprof/profile?seconds=$D" > "$O/$ph.pb" & prof=$!
     fi
     c0=0; [ -z "$P" ] || c0=$(cpu "$P"); r0=$(cpu $RP)
-    read -r _ n p50 < <(wrk -t1 -c1 -d"${D}s" -s "$O/post.lua" "http://$U/v1/chat/completions" | grep RESULT)
+    read -r _ n _ _ p50 _ < <(wrk -t1 -c1 -d"${D}s" -s "$O/post.lua" "http://$U/v1/chat/completions" | grep RESULT)
     c1=0; [ -z "$P" ] || c1=$(cpu "$P"); r1=$(cpu $RP)
     [ -z "$prof" ] || wait "$prof"
     [ "$r" = 1 ] && N[$ph]=$n
