@@ -20,8 +20,8 @@ import (
 	"switchyard/cache"
 	"switchyard/catalog"
 	"switchyard/edge"
+	"switchyard/providers"
 	"switchyard/routing/tier"
-	"switchyard/wire"
 )
 
 // cacheView computes, before Begin (SPEC 2.3: in process, from the
@@ -30,8 +30,8 @@ import (
 // ones (the tier is decided after Begin).
 func (cl *call) cacheView(route *catalog.TierRoute, p *edge.PinQuery) {
 	s := cl.s
-	if s.cachePolicy == nil || cl.format == wire.FormatResponses {
-		return // Responses hits would bypass the response store: not yet
+	if s.cachePolicy == nil {
+		return
 	}
 	var v *cacheView
 	if route != nil {
@@ -223,7 +223,7 @@ func (cl *call) passLease(e *cache.Entry) {
 // saved.
 func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 	s := cl.s
-	body, ctype, err := renderCached(e, cacheTarget(cl.req, cl.cv, now, nil))
+	body, ctype, err := renderCached(e, cacheTarget(cl.req, cl.cv, now, cl.responsesHook()))
 	if err != nil {
 		return false // not renderable for this client: call the upstream
 	}
@@ -254,6 +254,16 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 	return true
 }
 
+// responsesHook is what a Responses answer served from the cache hands its
+// rendered object to, as a live one does: with store true it is stored
+// under the hit's own new id (SPEC 18, 10.1). nil for other formats.
+func (cl *call) responsesHook() providers.ResponsesDone {
+	if cl.rs == nil {
+		return nil
+	}
+	return cl.rs.responsesDone
+}
+
 // cacheStore keeps a complete answer (SPEC 18: status 200, not degraded,
 // a stored finish reason, under max_entry_bytes) in the node's store.
 func (cl *call) cacheStore(e *cache.Entry, b []byte) {
@@ -282,7 +292,7 @@ func (cl *call) cacheMeta(d *catalog.Deployment) cache.Meta {
 // alone; a leader lost after that ends this stream with an error event.
 func (cl *call) followStream(fl *cache.Follower) bool {
 	s := cl.s
-	r, err := cache.NewRenderer(cacheTarget(cl.req, cl.cv, time.Now(), nil), cl.model, cl.promptTokens)
+	r, err := cache.NewRenderer(cacheTarget(cl.req, cl.cv, time.Now(), cl.responsesHook()), cl.model, cl.promptTokens)
 	if err != nil {
 		fl.Leave()
 		cl.alone("node", err)

@@ -211,7 +211,7 @@ func TestCoalescedStreamFollowers(t *testing.T) {
 	type answer struct {
 		cache, body string
 	}
-	out := make(chan answer, 3)
+	out := make(chan answer, 4)
 	send := func(path, body string) {
 		w := do(t, n.Handler(), "POST", path, "sk-a", body)
 		out <- answer{w.Header().Get("X-Switchyard-Cache"), w.Body.String()}
@@ -222,17 +222,18 @@ func TestCoalescedStreamFollowers(t *testing.T) {
 	}
 	go send("/v1/chat/completions", `{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"herd"}]}`)
 	go send("/v1/messages", `{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"herd"}]}`)
-	time.Sleep(50 * time.Millisecond) // both followers attach while the leader waits mid-stream
+	go send("/v1/responses", `{"model":"m","max_output_tokens":64,"stream":true,"input":"herd"}`)
+	time.Sleep(50 * time.Millisecond) // the followers attach while the leader waits mid-stream
 	close(release)
 	got := map[string]int{}
-	for range 3 {
+	for range 4 {
 		a := <-out
 		got[a.cache]++
-		if !strings.Contains(a.body, "second") || !(strings.Contains(a.body, "[DONE]") || strings.Contains(a.body, "message_stop")) {
+		if !strings.Contains(a.body, "second") || !(strings.Contains(a.body, "[DONE]") || strings.Contains(a.body, "message_stop") || strings.Contains(a.body, "response.completed")) {
 			t.Fatalf("%s answer incomplete: %s", a.cache, a.body)
 		}
 	}
-	if calls.Load() != 1 || got["miss"] != 1 || got["coalesced"]+got["hit"] != 2 {
+	if calls.Load() != 1 || got["miss"] != 1 || got["coalesced"]+got["hit"] != 3 {
 		t.Fatalf("%d upstream calls, cache headers %v", calls.Load(), got)
 	}
 }

@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// SPEC 18 for the Responses API, with the official openai-go client: a
+// Responses request shares its entry with the same conversation sent as
+// chat, both ways, sync and streamed; a hit gets a fresh id and, with store
+// true, is stored under it like any response (GET and previous_response_id
+// find it); store false stores nothing; a request that continues stored
+// state is never cached.
+func TestResponsesCached(t *testing.T) {
+	var calls atomic.Int64
+	var mu sync.Mutex
+	var last string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		last = string(b)
+		mu.Unlock()
+		if strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"streamed "}}]}`+"\n\n")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"answer"},"finish_reason":"stop"}]}`+"\n\n")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"the answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
+	}))
+	defer up.Close()
+	n := cacheNode(t, up.URL, ", price: {input: 1000, output: 1000}", `  - {name: a, keys: ["sk-a"], models: ["*"]}`)
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("sk-a"), option.WithMaxRetries(0))
+	ctx := bounded(t)
+	input := func(s string) responses.ResponseNewParamsInputUnion {
+		return responses.ResponseNewParamsInputUnion{OfString: openai.String(s)}
+	}
+
+	// a chat answer, replayed to a Responses client as a sync hit
+	if w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-a", `{"model":"m","messages":[{"role":"user","content":"what is it?"}]}`); w.Code != 200 {
+		t.Fatalf("chat: %d %s", w.Code, w.Body)
+	}
+	var hr *http.Response
+	r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: input("what is it?")}, option.WithResponseInto(&hr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 1 || r.OutputText() != "the answer" || r.Status != "completed" ||
+		!strings.HasPrefix(r.ID, "resp_") || r.Usage.OutputTokens != 3 {
+		t.Fatalf("a Responses hit: cache=%q calls=%d id=%q text=%q status=%q usage=%+v", hr.Header.Get("X-Switchyard-Cache"), calls.Load(), r.ID, r.OutputText(), r.Status, r.Usage)
+	}
+	// stored under its own id (store defaults to true) ...
+	got, err := c.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	if err != nil || got.ID != r.ID || got.OutputText() != "the answer" {
+		t.Fatalf("the hit was not stored under its id: %v %+v", err, got)
+	}
+	// ... so a follow-up continues it; that follow-up is not cacheable
+	r2, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "m", PreviousResponseID: openai.String(r.ID), Input: input("and then?")}, option.WithResponseInto(&hr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	sent := last
+	mu.Unlock()
+	if hr.Header.Get("X-Switchyard-Cache") != "" || calls.Load() != 2 || r2.PreviousResponseID != r.ID ||
+		!strings.Contains(sent, "what is it?") || !strings.Contains(sent, "the answer") || !strings.Contains(sent, "and then?") {
+		t.Fatalf("follow-up of a hit: cache=%q calls=%d upstream got %s", hr.Header.Get("X-Switchyard-Cache"), calls.Load(), sent)
+	}
+
+	// the same entry as a Responses stream: every event in order, a fresh id
+	st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: input("what is it?")}, option.WithResponseInto(&hr))
+	var types []string
+	var text strings.Builder
+	var final responses.Response
+	for st.Next() {
+		ev := st.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed":
+			final = ev.Response
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(types, " ")
+	if hr.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 2 || text.String() != "the answer" ||
+		!strings.HasPrefix(all, "response.created response.in_progress") || !strings.HasSuffix(all, "response.completed") ||
+		final.ID == r.ID || final.OutputText() != "the answer" {
+		t.Fatalf("a streamed Responses hit: cache=%q calls=%d text=%q events %s final %q", hr.Header.Get("X-Switchyard-Cache"), calls.Load(), text.String(), all, final.ID)
+	}
+
+	// a Responses stream that misses stores its answer; a chat client hits it
+	st = c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Instructions: openai.String("Be brief."), Input: input("stream it")}, option.WithResponseInto(&hr))
+	for st.Next() {
+	}
+	if err := st.Err(); err != nil || hr.Header.Get("X-Switchyard-Cache") != "miss" || calls.Load() != 3 {
+		t.Fatalf("a streamed Responses miss: %v cache=%q calls=%d", err, hr.Header.Get("X-Switchyard-Cache"), calls.Load())
+	}
+	w := do(t, n.Handler(), "POST", "/v1/chat/completions", "sk-a", `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"stream it"}]}`)
+	if w.Header().Get("X-Switchyard-Cache") != "hit" || calls.Load() != 3 || !strings.Contains(w.Body.String(), `"streamed answer"`) {
+		t.Fatalf("a chat replay of a stored Responses stream: cache=%q calls=%d %s", w.Header().Get("X-Switchyard-Cache"), calls.Load(), w.Body)
+	}
+
+	// a sync Responses miss stores too; a hit with store false stores nothing
+	if _, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Input: input("sync miss")}, option.WithResponseInto(&hr)); err != nil ||
+		hr.Header.Get("X-Switchyard-Cache") != "miss" || calls.Load() != 4 {
+		t.Fatalf("a sync Responses miss: %v cache=%q calls=%d", err, hr.Header.Get("X-Switchyard-Cache"), calls.Load())
+	}
+	r3, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "m", Store: openai.Bool(false), Input: input("sync miss")}, option.WithResponseInto(&hr))
+	if err != nil || hr.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 4 || r3.OutputText() != "the answer" {
+		t.Fatalf("store false hit: %v cache=%q calls=%d", err, hr.Header.Get("X-Switchyard-Cache"), calls.Load())
+	}
+	if _, err := c.Responses.Get(ctx, r3.ID, responses.ResponseGetParams{}); err == nil {
+		t.Fatalf("a store:false hit was stored as %s", r3.ID)
+	}
+}
