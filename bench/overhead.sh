@@ -126,18 +126,23 @@ fi
 GWLPID=""
 if [ $LEVELS = 1 ]; then
   # one team, 100,000 keys with limits of their own, user_limits: every
-  # request meets three levels (limits too high to bind)
-  lim="rpm: 100000000, tpm: 100000000000"
-  { echo "  - name: lv"
-    echo "    models: [\"*\"]"
-    [ -z "$limits" ] || printf '    rpm: 100000000\n    tpm: 100000000000\n'
-    echo "    user_limits: {$lim}"
-    echo "    keys:"
-    awk -v l="$lim" 'BEGIN { for (i = 0; i < 100000; i++) printf "      - {key: \"sk-k%d\", name: k%d, %s}\n", i, i, l }'
-  } > "$out/lvteam"
-  rl=""; [ $REDIS = 0 ] || rl="redis: {url: \"redis://127.0.0.1:$RPORT/0\", key_prefix: \"levels:\"}"
-  redis_yaml="$rl" gwyaml "$GWL" "$out/lvteam" > "$out/gwl.yaml"
-  "$out/switchyard" serve -config "$out/gwl.yaml" 2>"$out/gwl.log" & GWLPID=$!; pids+=($GWLPID)
+  # request meets three levels (limits too high to bind). The file is JSON, as a generated file of
+  # 100,000 keys would be: the YAML parser's document tree alone would
+  # take the node's start past 150 MB (README, "Configuration")
+  lim='"rpm": 100000000, "tpm": 100000000000'
+  tl=""; [ -z "$limits" ] || tl=", $lim"
+  rl=""; [ $REDIS = 0 ] || rl="\"redis\": {\"url\": \"redis://127.0.0.1:$RPORT/0\", \"key_prefix\": \"levels:\"},"
+  dl='{"id": "mock-1", "model": "bench", "provider": "mock"}'
+  [ $MANY = 0 ] || dl="$dl, "'{"id": "mock-2", "model": "bench", "provider": "mock"}'
+  rt=""; [ $MANY = 1 ] || rt='"routing": {"session_keeping": false},'
+  { printf '{"server": {"listen": "%s", "memory_limit": "%s", "gc_percent": %s}, "data_dir": "", %s\n' "$GWL" "$MEMLIMIT" "$GCP" "$rl"
+    printf ' "providers": [{"name": "mock", "kind": "openai", "base_url": "http://%s/v1", "api_key": "x"}],\n' "$MOCK"
+    printf ' "deployments": [%s], %s\n' "$dl" "$rt"
+    printf ' "teams": [{"name": "lv", "models": ["*"]%s, "user_limits": {%s}, "keys": [\n' "$tl" "$lim"
+    awk -v l="$lim" 'BEGIN { for (i = 0; i < 100000; i++) printf "  %s{\"key\": \"sk-k%d\", \"name\": \"k%d\", %s}\n", (i ? "," : ""), i, i, l }'
+    echo ']}]}'
+  } > "$out/gwl.json"
+  "$out/switchyard" serve -config "$out/gwl.json" 2>"$out/gwl.log" & GWLPID=$!; pids+=($GWLPID)
 fi
 GWCPID=""
 if [ $HITS = 1 ]; then

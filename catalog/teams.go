@@ -205,34 +205,35 @@ func RevokeKey(cur *State, team, id string) (*State, error) {
 // config key whose digest another team already holds is skipped and
 // reported. changed reports whether next differs from cur.
 func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State, changed bool, problems []string) {
-	next = cur.Clone()
-	index := make(map[string]int, len(next.Teams))
+	// nothing is copied before it is known to change: with 100,000 config
+	// keys a start (whose catalog was seeded from the same file) would
+	// otherwise hold the state three times over (SPEC 16: node memory)
+	index := make(map[string]int, len(cur.Teams))
 	owner := map[Digest]string{} // digest -> team holding it
-	for i, t := range next.Teams {
+	for i, t := range cur.Teams {
 		index[t.Name] = i
 		for _, k := range t.Keys {
 			owner[k.Digest] = t.Name
 		}
 	}
+	synced := map[int][]Key{} // team index -> its keys after the sync
 	for _, ft := range cfg.Teams {
 		i, ok := index[ft.Name]
 		if !ok {
 			continue
 		}
-		old := next.Teams[i].Keys
-		fresh := configKeys(ft.Keys, now)
+		old := cur.Teams[i].Keys
 		was := map[string]*Key{}
+		api := 0
 		for j := range old {
 			if old[j].Source == SourceConfig {
 				was[old[j].ID] = &old[j]
+			} else {
+				api++
 			}
 		}
-		kept := make([]Key, 0, len(old)-len(was)+len(fresh)) // the state keeps it: no slack
-		for _, k := range old {
-			if k.Source != SourceConfig {
-				kept = append(kept, k)
-			}
-		}
+		fresh := configKeys(ft.Keys, now)
+		n := 0
 		for _, k := range fresh {
 			if o, held := owner[k.Digest]; held && o != ft.Name {
 				problems = append(problems, fmt.Sprintf("teams[%s].keys: a key is also held by team %q; it was not applied", ft.Name, o))
@@ -248,7 +249,8 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 			} else {
 				changed = true
 			}
-			kept = append(kept, k)
+			fresh[n] = k
+			n++
 			owner[k.Digest] = ft.Name
 		}
 		for _, k := range was { // config keys the file no longer lists
@@ -257,9 +259,26 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 				delete(owner, d)
 			}
 		}
-		next.Teams[i].Keys = kept
+		kept := slices.Clip(fresh[:n]) // the state keeps it: no slack
+		if api > 0 {
+			kept = make([]Key, 0, api+n)
+			for _, k := range old {
+				if k.Source != SourceConfig {
+					kept = append(kept, k)
+				}
+			}
+			kept = append(kept, fresh[:n]...)
+		}
+		synced[i] = kept
 	}
-	return next, changed, problems
+	if !changed {
+		return cur, false, problems
+	}
+	next = cur.Clone()
+	for i, keys := range synced {
+		next.Teams[i].Keys = keys
+	}
+	return next, true, problems
 }
 
 // KeyProblems checks the key rules over the whole state: every key has a

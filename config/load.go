@@ -1,7 +1,12 @@
 package config
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -9,10 +14,8 @@ import (
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/maps"
 	"github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/confmap"
-	"github.com/knadh/koanf/providers/rawbytes"
-	"github.com/knadh/koanf/v2"
 )
 
 // EnvPrefix starts every environment override: SWITCHYARD_<SECTION>_<KEY>.
@@ -110,32 +113,32 @@ func LoadFile(path string) (*Config, error) {
 	return Load(raw, os.Environ())
 }
 
-// Load builds a validated Config from YAML bytes and an environment (as
-// os.Environ returns it). Env overrides win over the file; ${NAME}
-// placeholders are replaced from the same environment. Every problem, unknown
-// keys included, is returned at once as Problems.
+// Load builds a validated Config from a YAML (or JSON) document and an
+// environment (as os.Environ returns it). Env overrides win over the file;
+// ${NAME} placeholders are replaced from the same environment. Every
+// problem, unknown keys included, is returned at once as Problems.
+//
+// The tree is merged in place (defaults, then the file, then the
+// overrides, with koanf's maps helpers) and decoded once: a file with
+// 100,000 keys is held as one parsed tree, not also as a Koanf instance's
+// flattened copy and its deep copy (SPEC 16: node memory with 100,000
+// keys, start included).
 func Load(yamlBytes []byte, environ []string) (*Config, error) {
 	env := envMap(environ)
-	k := koanf.New(".")
-	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
-		return nil, err
-	}
-	if err := k.Load(rawbytes.Provider(yamlBytes), yaml.Parser()); err != nil {
+	file, err := parseDocument(yamlBytes)
+	if err != nil {
 		return nil, Problems{fmt.Sprintf("config is not valid YAML: %v", err)}
 	}
 	var problems Problems
 	overrides, envProblems := envOverrides(env)
 	problems = append(problems, envProblems...)
-	if err := k.Load(confmap.Provider(overrides, "."), nil); err != nil {
-		return nil, err
-	}
-	tree := expandSecrets(k.Raw(), env, "", &problems)
-	if m, ok := tree.(map[string]any); ok {
-		defaultSimulate(m)
-	}
+	tree := maps.Unflatten(defaults(), ".")
+	maps.Merge(file, tree)
+	maps.Merge(maps.Unflatten(overrides, "."), tree)
+	expandSecrets(tree, env)
+	defaultSimulate(tree)
 
 	var cfg Config
-	var md mapstructure.Metadata
 	dc := &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
@@ -143,7 +146,10 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 			mapstructure.TextUnmarshallerHookFunc(), // budget periods (Period)
 			keySpecHook,                             // a team key written as a plain string
 		),
-		Metadata:         &md,
+		// unknown keys are decode errors (unknownKeys), not Metadata:
+		// metadata would also record every decoded and every unset field
+		// of every key, millions of paths for a large file
+		ErrorUnused:      true,
 		Result:           &cfg,
 		WeaklyTypedInput: true,
 		TagName:          "koanf",
@@ -153,16 +159,17 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 		return nil, err
 	}
 	if err := dec.Decode(tree); err != nil {
+		var unknown Problems
 		for _, line := range strings.Split(err.Error(), "\n") {
 			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
-			if line != "" && !strings.HasSuffix(line, "decoding:") {
+			if keys, ok := unknownKeys(line); ok {
+				unknown = append(unknown, keys...)
+			} else if line != "" && !strings.HasSuffix(line, "decoding:") {
 				problems = append(problems, line)
 			}
 		}
-	}
-	sort.Strings(md.Unused)
-	for _, key := range md.Unused {
-		problems = append(problems, fmt.Sprintf("%s: unknown key (check its spelling against SPEC 13)", key))
+		sort.Strings(unknown)
+		problems = append(problems, unknown...)
 	}
 	applyItemDefaults(&cfg)
 	problems = append(problems, Validate(&cfg)...)
@@ -170,6 +177,141 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 		return nil, problems
 	}
 	return &cfg, nil
+}
+
+// parseDocument parses the config file: a document that is a JSON object
+// with a JSON parser (YAML 1.2 reads JSON the same way, at several times
+// the memory: a generated file with 100,000 keys is best written as JSON),
+// anything else, and JSON that does not parse, as YAML. A member repeated
+// in a JSON object is an error, as YAML makes it.
+func parseDocument(b []byte) (map[string]any, error) {
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		d := json.NewDecoder(bytes.NewReader(t))
+		d.UseNumber() // integers stay exact, as YAML keeps them
+		v, err := (&jsonReader{d: d}).value()
+		if m, ok := v.(map[string]any); err == nil && ok && !d.More() {
+			if _, err := d.Token(); err == io.EOF {
+				return m, nil
+			}
+		}
+		var dup *duplicateError
+		if errors.As(err, &dup) {
+			return nil, dup
+		}
+	}
+	m, err := yaml.Parser().Unmarshal(b)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	maps.IntfaceKeysToStrings(m)
+	return m, nil
+}
+
+// duplicateError is a JSON object that names one member twice.
+type duplicateError struct{ path, key string }
+
+func (e *duplicateError) Error() string {
+	return fmt.Sprintf("%s: the key %q appears twice", cmp.Or(e.path, "the top level"), e.key)
+}
+
+// jsonReader reads a JSON document as the tree YAML would give (objects
+// as map[string]any, arrays as []any, numbers as json.Number). at is where
+// it is, for an error: a member's key, or an element's index when key is
+// "" (joined only when an error needs it).
+type jsonReader struct {
+	d  *json.Decoder
+	at []jsonStep
+}
+
+type jsonStep struct {
+	key string
+	idx int
+}
+
+func (r *jsonReader) path() string {
+	var b strings.Builder
+	for _, s := range r.at {
+		if s.key == "" {
+			fmt.Fprintf(&b, "[%d]", s.idx)
+		} else {
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.key)
+		}
+	}
+	return b.String()
+}
+
+// value reads one JSON value.
+func (r *jsonReader) value() (any, error) {
+	tok, err := r.d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		m := map[string]any{}
+		for r.d.More() {
+			kt, err := r.d.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			if _, dup := m[k]; dup {
+				return nil, &duplicateError{path: r.path(), key: k}
+			}
+			r.at = append(r.at, jsonStep{key: k})
+			m[k], err = r.value()
+			r.at = r.at[:len(r.at)-1]
+			if err != nil {
+				return nil, err
+			}
+		}
+		_, err = r.d.Token() // '}'
+		return m, err
+	case json.Delim('['):
+		l := []any{}
+		for r.d.More() {
+			r.at = append(r.at, jsonStep{idx: len(l)})
+			v, err := r.value()
+			r.at = r.at[:len(r.at)-1]
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		_, err = r.d.Token() // ']'
+		return l, err
+	}
+	return tok, nil
+}
+
+// rootType names the whole Config in mapstructure's errors.
+var rootType = reflect.TypeOf(Config{}).String()
+
+// unknownKeys turns mapstructure's "'<path>' has invalid keys: a, b" into
+// one problem per key, "<path>.a: unknown key ...".
+func unknownKeys(line string) (Problems, bool) {
+	rest, ok := strings.CutPrefix(line, "'")
+	if !ok {
+		return nil, false
+	}
+	name, keys, ok := strings.Cut(rest, "' has invalid keys: ")
+	if !ok {
+		return nil, false
+	}
+	if name == rootType {
+		name = ""
+	}
+	var out Problems
+	for _, k := range strings.Split(keys, ", ") {
+		out = append(out, fmt.Sprintf("%s: unknown key (check its spelling against SPEC 13)", joinPath(name, k)))
+	}
+	return out, true
 }
 
 func envMap(environ []string) map[string]string {
@@ -218,18 +360,19 @@ func envOverrides(env map[string]string) (map[string]any, Problems) {
 
 var secretRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandSecrets replaces ${NAME} in every string of the tree. A reference to
-// an unset variable is left empty; validation then names the empty field.
-func expandSecrets(v any, env map[string]string, path string, problems *Problems) any {
+// expandSecrets replaces ${NAME} in every string of the tree, in place. A
+// reference to an unset variable is left empty; validation then names the
+// empty field.
+func expandSecrets(v any, env map[string]string) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, child := range t {
-			t[k] = expandSecrets(child, env, joinPath(path, k), problems)
+			t[k] = expandSecrets(child, env)
 		}
 		return t
 	case []any:
 		for i, child := range t {
-			t[i] = expandSecrets(child, env, fmt.Sprintf("%s[%d]", path, i), problems)
+			t[i] = expandSecrets(child, env)
 		}
 		return t
 	case string:
