@@ -147,7 +147,10 @@ type cannedClient struct{ Client }
 
 func (cannedClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	c := redis.NewCmd(ctx)
-	c.SetVal([]any{int64(1), int64(0), int64(0), int64(99), int64(600), int64(9999), int64(600), int64(1_796_000_000_000_000)})
+	// gcraLua's values for one admitted team-only admission: allowed, kind,
+	// wait, level, then the team's rpm left and reset, tpm left and reset,
+	// tpm TAT, budget window
+	c.SetVal([]any{int64(1), int64(0), int64(0), int64(0), int64(99), int64(600), int64(9999), int64(600), int64(1_796_000_000_000_000), int64(0)})
 	return c
 }
 

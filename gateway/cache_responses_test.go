@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	anthropicoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -130,5 +133,117 @@ func TestResponsesCached(t *testing.T) {
 	}
 	if _, err := c.Responses.Get(ctx, r3.ID, responses.ResponseGetParams{}); err == nil {
 		t.Fatalf("a store:false hit was stored as %s", r3.ID)
+	}
+}
+
+// SPEC 18 end to end with both official SDKs: a tool call stored from an
+// openai-go chat stream is replayed, without another upstream call, to
+// anthropic-sdk-go as a sync message and as an event stream, and to
+// openai-go as a sync chat answer and a Responses function call, each
+// parsed by its SDK.
+func TestCacheAcrossSDKs(t *testing.T) {
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_up","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":9,"total_tokens":29}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	n := cacheNode(t, up.URL, "", `  - {name: a, keys: ["sk-a"], models: ["*"]}`)
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	ctx := bounded(t)
+	schema := map[string]any{"city": map[string]any{"type": "string"}}
+	const prompt = "weather in Paris?"
+
+	// stored from an OpenAI chat stream
+	oc := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("sk-a"), option.WithMaxRetries(0))
+	var hr *http.Response
+	st := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: "m", MaxTokens: openai.Int(64),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+			Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object", "properties": schema},
+		})},
+	}, option.WithResponseInto(&hr))
+	acc := openai.ChatCompletionAccumulator{}
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil || hr.Header.Get("X-Switchyard-Cache") != "miss" || len(acc.Choices) != 1 || len(acc.Choices[0].Message.ToolCalls) != 1 {
+		t.Fatalf("the stored stream: %v cache=%q %+v", err, hr.Header.Get("X-Switchyard-Cache"), acc.Choices)
+	}
+
+	// replayed to anthropic-sdk-go, sync and streamed
+	ac := anthropic.NewClient(anthropicoption.WithBaseURL(srv.URL+"/"), anthropicoption.WithAPIKey("sk-a"), anthropicoption.WithMaxRetries(0))
+	params := anthropic.MessageNewParams{
+		Model: "m", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
+			Name: "get_weather", InputSchema: anthropic.ToolInputSchemaParam{Properties: schema},
+		}}},
+	}
+	toolUse := func(where string, m anthropic.Message) {
+		t.Helper()
+		if m.StopReason != "tool_use" || len(m.Content) != 1 || m.Content[0].Type != "tool_use" {
+			t.Fatalf("%s: %+v", where, m)
+		}
+		u := m.Content[0].AsToolUse()
+		var in map[string]string
+		if err := json.Unmarshal(u.Input, &in); err != nil || in["city"] != "Paris" || u.Name != "get_weather" || u.ID == "" {
+			t.Fatalf("%s: tool use %+v %v", where, u, err)
+		}
+	}
+	var ah *http.Response
+	msg, err := ac.Messages.New(ctx, params, anthropicoption.WithResponseInto(&ah))
+	if err != nil || ah.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 1 {
+		t.Fatalf("anthropic sync: %v cache=%q calls=%d", err, ah.Header.Get("X-Switchyard-Cache"), calls.Load())
+	}
+	toolUse("anthropic sync", *msg)
+	as := ac.Messages.NewStreaming(ctx, params, anthropicoption.WithResponseInto(&ah))
+	am := anthropic.Message{}
+	for as.Next() {
+		if err := am.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil || ah.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 1 {
+		t.Fatalf("anthropic stream: %v cache=%q calls=%d", err, ah.Header.Get("X-Switchyard-Cache"), calls.Load())
+	}
+	toolUse("anthropic stream", am)
+
+	// and to openai-go as a sync chat answer and a Responses function call
+	cc, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "m", MaxTokens: openai.Int(64),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+			Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object", "properties": schema},
+		})},
+	}, option.WithResponseInto(&hr))
+	if err != nil || hr.Header.Get("X-Switchyard-Cache") != "hit" || len(cc.Choices) != 1 || cc.Choices[0].FinishReason != "tool_calls" ||
+		len(cc.Choices[0].Message.ToolCalls) != 1 || cc.Choices[0].Message.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` {
+		t.Fatalf("openai sync: %v cache=%q %+v", err, hr.Header.Get("X-Switchyard-Cache"), cc)
+	}
+	r, err := oc.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "m", MaxOutputTokens: openai.Int(64),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(prompt)},
+		Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{
+			Name: "get_weather", Parameters: map[string]any{"type": "object", "properties": schema},
+		}}},
+	}, option.WithResponseInto(&hr))
+	if err != nil || hr.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 1 {
+		t.Fatalf("responses: %v cache=%q calls=%d", err, hr.Header.Get("X-Switchyard-Cache"), calls.Load())
+	}
+	var fc *responses.ResponseFunctionToolCall
+	for _, it := range r.Output {
+		if it.Type == "function_call" {
+			c := it.AsFunctionCall()
+			fc = &c
+		}
+	}
+	if fc == nil || fc.Name != "get_weather" || fc.Arguments != `{"city":"Paris"}` || fc.CallID == "" {
+		t.Fatalf("responses function call: %+v", r.Output)
 	}
 }
