@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,20 +19,8 @@ import (
 // with a fresh id; the directives, the team switch and team scoping hold;
 // a hit is charged no tokens.
 func TestResponseCacheThroughThePipeline(t *testing.T) {
-	var calls atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), `"stream":true`) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"streamed "}}]}`+"\n\n")
-			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"answer"},"finish_reason":"stop"}]}`+"\n\n")
-			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"the answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
-	}))
-	defer up.Close()
+	fc, up := newFakeChat(t)
+	calls := &fc.calls
 	n := cacheNode(t, up.URL, ", price: {input: 1000, output: 1000}", `  - {name: a, keys: ["sk-a"], models: ["*"], tpm: 100000}
   - {name: b, keys: ["sk-b"], models: ["*"]}
   - {name: off, keys: ["sk-off"], models: ["*"], cache: {enabled: false}}`)
@@ -236,6 +225,44 @@ func TestCoalescedStreamFollowers(t *testing.T) {
 	if calls.Load() != 1 || got["miss"] != 1 || got["coalesced"]+got["hit"] != 3 {
 		t.Fatalf("%d upstream calls, cache headers %v", calls.Load(), got)
 	}
+}
+
+// fakeChat is an OpenAI-compatible upstream: "the answer" to a sync
+// request, "streamed answer" in chunks with a usage chunk to a stream; it
+// counts its calls and keeps the last body it received.
+type fakeChat struct {
+	calls atomic.Int64
+	mu    sync.Mutex
+	last  string
+}
+
+func newFakeChat(t *testing.T) (*fakeChat, *httptest.Server) {
+	f := &fakeChat{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.last = string(b)
+		f.mu.Unlock()
+		if strings.Contains(string(b), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"streamed "}}]}`+"\n\n")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"answer"},"finish_reason":"stop"}]}`+"\n\n")
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"the answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
+	}))
+	t.Cleanup(up.Close)
+	return f, up
+}
+
+// lastBody is the body of the upstream's last call.
+func (f *fakeChat) lastBody() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
 }
 
 // cacheNode is a node with the cache on, one OpenAI-compatible deployment d

@@ -3,11 +3,9 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -25,26 +23,8 @@ import (
 // find it); store false stores nothing; a request that continues stored
 // state is never cached.
 func TestResponsesCached(t *testing.T) {
-	var calls atomic.Int64
-	var mu sync.Mutex
-	var last string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		last = string(b)
-		mu.Unlock()
-		if strings.Contains(string(b), `"stream":true`) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"streamed "}}]}`+"\n\n")
-			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"answer"},"finish_reason":"stop"}]}`+"\n\n")
-			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"the answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
-	}))
-	defer up.Close()
+	fc, up := newFakeChat(t)
+	calls := &fc.calls
 	n := cacheNode(t, up.URL, ", price: {input: 1000, output: 1000}", `  - {name: a, keys: ["sk-a"], models: ["*"]}`)
 	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
@@ -77,9 +57,7 @@ func TestResponsesCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	sent := last
-	mu.Unlock()
+	sent := fc.lastBody()
 	if hr.Header.Get("X-Switchyard-Cache") != "" || calls.Load() != 2 || r2.PreviousResponseID != r.ID ||
 		!strings.Contains(sent, "what is it?") || !strings.Contains(sent, "the answer") || !strings.Contains(sent, "and then?") {
 		t.Fatalf("follow-up of a hit: cache=%q calls=%d upstream got %s", hr.Header.Get("X-Switchyard-Cache"), calls.Load(), sent)
@@ -87,27 +65,12 @@ func TestResponsesCached(t *testing.T) {
 
 	// the same entry as a Responses stream: every event in order, a fresh id
 	st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: input("what is it?")}, option.WithResponseInto(&hr))
-	var types []string
-	var text strings.Builder
-	var final responses.Response
-	for st.Next() {
-		ev := st.Current()
-		types = append(types, ev.Type)
-		switch ev.Type {
-		case "response.output_text.delta":
-			text.WriteString(ev.Delta)
-		case "response.completed":
-			final = ev.Response
-		}
-	}
-	if err := st.Err(); err != nil {
-		t.Fatal(err)
-	}
+	types, text, final := readResponsesStream(t, st)
 	all := strings.Join(types, " ")
-	if hr.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 2 || text.String() != "the answer" ||
+	if hr.Header.Get("X-Switchyard-Cache") != "hit" || calls.Load() != 2 || text != "the answer" ||
 		!strings.HasPrefix(all, "response.created response.in_progress") || !strings.HasSuffix(all, "response.completed") ||
 		final.ID == r.ID || final.OutputText() != "the answer" {
-		t.Fatalf("a streamed Responses hit: cache=%q calls=%d text=%q events %s final %q", hr.Header.Get("X-Switchyard-Cache"), calls.Load(), text.String(), all, final.ID)
+		t.Fatalf("a streamed Responses hit: cache=%q calls=%d text=%q events %s final %q", hr.Header.Get("X-Switchyard-Cache"), calls.Load(), text, all, final.ID)
 	}
 
 	// a Responses stream that misses stores its answer; a chat client hits it

@@ -14,6 +14,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"switchyard/config"
@@ -82,6 +83,33 @@ func sdk(url, key string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
 }
 
+// readResponsesStream reads a Responses event stream to its end, checking
+// that sequence numbers count up from 0: the event types in order, the
+// text of its deltas and the response.completed event's response.
+func readResponsesStream(t *testing.T, st *ssestream.Stream[responses.ResponseStreamEventUnion]) (types []string, text string, final responses.Response) {
+	t.Helper()
+	var b strings.Builder
+	seq := int64(-1)
+	for st.Next() {
+		ev := st.Current()
+		if ev.SequenceNumber != seq+1 {
+			t.Fatalf("sequence %d after %d", ev.SequenceNumber, seq)
+		}
+		seq = ev.SequenceNumber
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_text.delta":
+			b.WriteString(ev.Delta)
+		case "response.completed":
+			final = ev.Response
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return types, b.String(), final
+}
+
 func bounded(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -112,33 +140,13 @@ func TestResponsesSDKEveryAdapter(t *testing.T) {
 			st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{
 				Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("stream please")},
 			})
-			var types []string
-			var text strings.Builder
-			var final responses.Response
-			seq := int64(-1)
-			for st.Next() {
-				ev := st.Current()
-				if ev.SequenceNumber != seq+1 {
-					t.Fatalf("sequence %d after %d", ev.SequenceNumber, seq)
-				}
-				seq = ev.SequenceNumber
-				types = append(types, ev.Type)
-				switch ev.Type {
-				case "response.output_text.delta":
-					text.WriteString(ev.Delta)
-				case "response.completed":
-					final = ev.Response
-				}
-			}
-			if err := st.Err(); err != nil {
-				t.Fatal(err)
-			}
+			types, text, final := readResponsesStream(t, st)
 			want := "response.created response.in_progress response.output_item.added response.content_part.added"
 			if got := strings.Join(types, " "); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "response.output_text.done response.content_part.done response.output_item.done response.completed") {
 				t.Fatalf("event order: %s", got)
 			}
-			if text.String() != "sim token 1 sim token 2" || final.OutputText() != text.String() || final.Status != "completed" || final.Usage.OutputTokens != 6 {
-				t.Fatalf("stream: text %q final %q %s %+v", text.String(), final.OutputText(), final.Status, final.Usage)
+			if text != "sim token 1 sim token 2" || final.OutputText() != text || final.Status != "completed" || final.Usage.OutputTokens != 6 {
+				t.Fatalf("stream: text %q final %q %s %+v", text, final.OutputText(), final.Status, final.Usage)
 			}
 			// a follow-up sees the stored turn at the upstream
 			r2, err := c.Responses.New(ctx, responses.ResponseNewParams{
