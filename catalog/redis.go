@@ -118,7 +118,7 @@ func (r *RedisStore) loadNewer(ctx context.Context, have int64) (*State, bool, e
 
 // Save implements Store.
 func (r *RedisStore) Save(ctx context.Context, base int64, next *State) error {
-	b, err := json.Marshal(next)
+	b, err := encodeState(next, int(r.seen.Load())+4096)
 	if err != nil {
 		return err
 	}
