@@ -183,8 +183,17 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	n.Server = New(deps)
 	admin := NewAdmin(func() *config.Config { return live.Load().Config }, holder, store, func(st *catalog.State) { n.publish(st) })
 	reloader.setAdmin(admin) // a reload syncs the file's config keys into the store
-	if !seeded {             // a catalog this node just seeded from cfg holds its keys already
-		if _, w, err := admin.syncConfigKeys(context.Background(), cfg); err != nil || len(w) > 0 {
+	// a catalog this node just seeded from cfg holds the file's keys; one it
+	// loaded is compared with the file in memory first, and the store is
+	// read and written only when the file changed a key (with 100,000
+	// keys each read decodes the whole stored catalog)
+	if !seeded {
+		_, changed, w := catalog.SyncConfigKeys(state, cfg, clock.Now())
+		var err error
+		if changed {
+			_, w, err = admin.syncConfigKeys(context.Background(), cfg)
+		}
+		if err != nil || len(w) > 0 {
 			log.Warn("config keys of the file not fully applied to the catalog", "problems", w, "error", err)
 		}
 	}
