@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,27 +107,44 @@ func configKeys(keys []config.KeySpec, now time.Time) []Key {
 	out := make([]Key, 0, len(keys))
 	seen := make(map[[32]byte]bool, len(keys))
 	for i, ks := range keys {
-		d, ok := ParseKey(ks.Key)
-		if !ok || seen[d] {
+		k, ok := configKey(i, ks, now)
+		if !ok || seen[k.Digest] {
 			continue
 		}
-		seen[d] = true
-		h := hex.EncodeToString(d[:8])
-		name := strings.Clone(ks.Name) // not a string of the parsed file: its pages go back at once
-		if name == "" {
-			name = fmt.Sprintf("config key %d", i+1)
-		}
-		both := "cfg_" + h + "sha256:" + h[:8] // one allocation: the id and the prefix slice it
-		k := Key{
-			ID: both[:4+len(h)], Name: name, Digest: d, Prefix: both[4+len(h):], CreatedAt: now,
-			ExpiresAt: ks.Expires(), Models: append([]string(nil), ks.Models...), Source: SourceConfig,
-		}
-		if l := limitsSpec(ks.Level()); l != nil {
-			k.LimitsSpec = *l
-		}
+		seen[k.Digest] = true
 		out = append(out, k)
 	}
 	return out
+}
+
+// configKey is the catalog key of the i-th key of a team in the file;
+// false when it does not parse.
+func configKey(i int, ks config.KeySpec, now time.Time) (Key, bool) {
+	d, ok := ParseKey(ks.Key)
+	if !ok {
+		return Key{}, false
+	}
+	h := hex.EncodeToString(d[:8])
+	name := strings.Clone(ks.Name) // not a string of the parsed file: its pages go back at once
+	if name == "" {
+		name = fmt.Sprintf("config key %d", i+1)
+	}
+	both := "cfg_" + h + "sha256:" + h[:8] // one allocation: the id and the prefix slice it
+	k := Key{
+		ID: both[:4+len(h)], Name: name, Digest: d, Prefix: both[4+len(h):], CreatedAt: now,
+		ExpiresAt: ks.Expires(), Models: append([]string(nil), ks.Models...), Source: SourceConfig,
+	}
+	if l := limitsSpec(ks.Level()); l != nil {
+		k.LimitsSpec = *l
+	}
+	return k, true
+}
+
+// sameConfigKey reports whether the file's key k leaves the stored key w
+// as it is (its name, models, expiry and limits).
+func sameConfigKey(k, w *Key) bool {
+	return k.Name == w.Name && slices.Equal(k.Models, w.Models) && sameTime(k.ExpiresAt, w.ExpiresAt) &&
+		k.LimitsSpec.Level() == w.LimitsSpec.Level()
 }
 
 // KeyView is a key as the admin API lists it: never a secret, not even the

@@ -205,6 +205,9 @@ func RevokeKey(cur *State, team, id string) (*State, error) {
 // config key whose digest another team already holds is skipped and
 // reported. changed reports whether next differs from cur.
 func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State, changed bool, problems []string) {
+	if configKeysUnchanged(cur, cfg, now) {
+		return cur, false, nil
+	}
 	// nothing is copied before it is known to change: with 100,000 config
 	// keys a start (whose catalog was seeded from the same file) would
 	// otherwise hold the state three times over (SPEC 16: node memory)
@@ -241,8 +244,7 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 			}
 			if w, ok := was[k.ID]; ok {
 				k.CreatedAt = w.CreatedAt
-				if k.Name != w.Name || !slices.Equal(k.Models, w.Models) || !sameTime(k.ExpiresAt, w.ExpiresAt) ||
-					k.LimitsSpec.Level() != w.LimitsSpec.Level() {
+				if !sameConfigKey(&k, w) {
 					changed = true // the file changed the key's name, models, expiry or limits
 				}
 				delete(was, k.ID)
@@ -279,6 +281,46 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 		next.Teams[i].Keys = keys
 	}
 	return next, true, problems
+}
+
+// configKeysUnchanged reports, building no list of keys, whether the file
+// leaves every team's config keys as cur holds them: each key of the file
+// is its team's stored key of the same id, unchanged, once, and no stored
+// config key is missing from the file. Anything else (a change, a key
+// named twice, one another team holds) is for SyncConfigKeys' full pass.
+func configKeysUnchanged(cur *State, cfg *config.Config, now time.Time) bool {
+	index := make(map[string]int, len(cur.Teams))
+	for i, t := range cur.Teams {
+		index[t.Name] = i
+	}
+	for _, ft := range cfg.Teams {
+		i, ok := index[ft.Name]
+		if !ok {
+			continue
+		}
+		old := cur.Teams[i].Keys
+		was := make(map[string]*Key, len(ft.Keys))
+		for j := range old {
+			if old[j].Source == SourceConfig {
+				was[old[j].ID] = &old[j]
+			}
+		}
+		for n, ks := range ft.Keys {
+			k, ok := configKey(n, ks, now)
+			if !ok {
+				return false
+			}
+			w, held := was[k.ID]
+			if !held || w.Digest != k.Digest || !sameConfigKey(&k, w) {
+				return false
+			}
+			delete(was, k.ID)
+		}
+		if len(was) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // KeyProblems checks the key rules over the whole state: every key has a

@@ -463,3 +463,37 @@ func BenchmarkSyncConfigKeys(b *testing.B) {
 		})
 	}
 }
+
+// configKeysUnchanged, the start's check that needs no list of keys, says
+// unchanged exactly when SyncConfigKeys' full pass would change nothing and
+// report nothing; an unchanged sync returns cur itself.
+func TestConfigKeysUnchanged(t *testing.T) {
+	base := &config.Config{Teams: []config.Team{{Name: "web", Keys: []config.KeySpec{{Key: "sk-a", Name: "a"}, {Key: "sk-b"}}}}}
+	cur, _, _ := SyncConfigKeys(teamState(t), base, t0)
+	spec := func(f func(*config.Team)) *config.Config {
+		c := &config.Config{Teams: []config.Team{{Name: "web", Keys: append([]config.KeySpec(nil), base.Teams[0].Keys...)}}}
+		f(&c.Teams[0])
+		return c
+	}
+	rpm := int64(5)
+	cases := []struct {
+		name string
+		cfg  *config.Config
+		want bool
+	}{
+		{"same", base, true},
+		{"other team only", &config.Config{Teams: append(base.Teams, config.Team{Name: "ghost", Keys: config.PlainKeys("sk-g")})}, true},
+		{"renamed", spec(func(t *config.Team) { t.Keys[0].Name = "a2" }), false},
+		{"limit added", spec(func(t *config.Team) { t.Keys[1].RPM = rpm }), false},
+		{"removed", spec(func(t *config.Team) { t.Keys = t.Keys[:1] }), false},
+		{"added", spec(func(t *config.Team) { t.Keys = append(t.Keys, config.KeySpec{Key: "sk-c"}) }), false},
+		{"named twice", spec(func(t *config.Team) { t.Keys = append(t.Keys, t.Keys[0]) }), false},
+	}
+	for _, c := range cases {
+		got := configKeysUnchanged(cur, c.cfg, t0.Add(time.Hour))
+		next, changed, problems := SyncConfigKeys(cur, c.cfg, t0.Add(time.Hour))
+		if got != c.want || (got && (changed || len(problems) > 0 || next != cur)) {
+			t.Errorf("%s: unchanged %v (want %v), full pass changed %v problems %v same state %v", c.name, got, c.want, changed, problems, next == cur)
+		}
+	}
+}
