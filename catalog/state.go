@@ -35,7 +35,7 @@ type TeamSpec struct {
 	MaxParallel int64    `json:"max_parallel"` // requests in flight; 0 = unlimited
 	Budget      Budget   `json:"budget"`
 	RequireUser bool     `json:"require_user,omitempty"` // a request must name its end user (SPEC 3.1)
-	Keys        []Key    `json:"keys"`
+	Keys        KeyList  `json:"keys"`
 	// UserLimits apply to each end user separately (SPEC 3.1); nil: none.
 	UserLimits *LimitsSpec `json:"user_limits,omitempty"`
 	// Users are end users with limits of their own: a field an override
