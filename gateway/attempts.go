@@ -212,7 +212,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		if err := s.writeBody(cl.c, status, resp.Body, cl.end); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()
 		} else if cl.cv != nil && status == http.StatusOK && !res.Degraded && !att.Fallback {
-			cl.cacheStore(syncEntry(cl.req, resp.Body, cl.cacheMeta(d), s.cfg().Cache.MaxEntryBytes, cl.flight))
+			syncEntry(cl.req, resp.Body, cl.cacheMeta(d), s.cfg().Cache.MaxEntryBytes, cl.flight, cl.cacheStore)
 		}
 		return true, nil
 	}
@@ -308,7 +308,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	cl.att.End(o, tracing.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Body: first, Stream: true})
 	cl.settle(d, u, relayed)
 	if tap != nil && o.Class == routing.ClassOK {
-		cl.cacheStore(tap.finish(cl.cacheMeta(d), cacheUsage(u), s.cfg().Cache.MaxEntryBytes, res.Degraded))
+		tap.finish(cl.cacheMeta(d), cacheUsage(u), s.cfg().Cache.MaxEntryBytes, res.Degraded, cl.cacheStore)
 	}
 	return true, nil
 }

@@ -191,19 +191,32 @@ func (t *cacheTap) relayed(frames []byte) {
 }
 
 // finish ends the stream: the entry when it is storable (its terminal event
-// arrived, complete and successful), encoded under maxEntryBytes, with the
-// flight completed; otherwise nil, and the followers released. u is the
-// upstream's usage (EventStream.Usage). degraded answers are never stored.
-func (t *cacheTap) finish(m cache.Meta, u cache.Usage, maxEntryBytes int64, degraded bool) (*cache.Entry, []byte) {
+// arrived, complete and successful), encoded under maxEntryBytes and handed
+// to store (may be nil), then the flight completed; otherwise nil, and the
+// followers released. u is the upstream's usage (EventStream.Usage).
+// degraded answers are never stored.
+func (t *cacheTap) finish(m cache.Meta, u cache.Usage, maxEntryBytes int64, degraded bool, store func(*cache.Entry, []byte)) (*cache.Entry, []byte) {
 	e, err := t.acc.Entry(m, u)
 	if err != nil || degraded {
 		t.fail()
 		return nil, nil
 	}
-	if t.flight != nil {
-		t.flight.Complete(e)
-	}
+	return complete(e, maxEntryBytes, t.flight, store)
+}
+
+// complete encodes a storable entry under maxEntryBytes and hands it to
+// store before it completes the flight: a request that finds the flight
+// ended then finds the entry in the node's store, never neither (it would
+// call the upstream again). An entry too large to store still completes
+// the flight: its followers are answered.
+func complete(e *cache.Entry, maxEntryBytes int64, flight *cache.Flight, store func(*cache.Entry, []byte)) (*cache.Entry, []byte) {
 	b, ok := e.EncodeLimited(maxEntryBytes)
+	if ok && store != nil {
+		store(e, b)
+	}
+	if flight != nil {
+		flight.Complete(e)
+	}
 	if !ok {
 		return nil, nil
 	}
@@ -218,9 +231,10 @@ func (t *cacheTap) fail() {
 	}
 }
 
-// syncEntry builds the entry of a sync answer (status 200, not degraded)
-// and completes the flight; nil, nil when it is not storable.
-func syncEntry(req *wire.Request, body []byte, m cache.Meta, maxEntryBytes int64, flight *cache.Flight) (*cache.Entry, []byte) {
+// syncEntry builds the entry of a sync answer (status 200, not degraded),
+// hands it to store (may be nil) and completes the flight (complete); nil,
+// nil when it is not storable.
+func syncEntry(req *wire.Request, body []byte, m cache.Meta, maxEntryBytes int64, flight *cache.Flight, store func(*cache.Entry, []byte)) (*cache.Entry, []byte) {
 	e, err := cache.FromBody(req.Op, req.Format, body, m)
 	if err != nil {
 		if flight != nil {
@@ -228,14 +242,7 @@ func syncEntry(req *wire.Request, body []byte, m cache.Meta, maxEntryBytes int64
 		}
 		return nil, nil
 	}
-	if flight != nil {
-		flight.Complete(e)
-	}
-	b, ok := e.EncodeLimited(maxEntryBytes)
-	if !ok {
-		return nil, nil
-	}
-	return e, b
+	return complete(e, maxEntryBytes, flight, store)
 }
 
 // cacheUsage is a provider usage as the cache counts it.

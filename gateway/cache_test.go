@@ -122,7 +122,7 @@ func TestCacheTapFollower(t *testing.T) {
 	for _, ev := range events {
 		tap.relayed([]byte(ev))
 	}
-	e, enc := tap.finish(cache.Meta{Model: "m", Deployment: "d", Now: cacheT0}, cache.Usage{}, 1<<20, false)
+	e, enc := tap.finish(cache.Meta{Model: "m", Deployment: "d", Now: cacheT0}, cache.Usage{}, 1<<20, false, nil)
 	if e == nil || e.Text != "Hi there" || e.Usage != (cache.Usage{PromptTokens: 3, CompletionTokens: 2}) {
 		t.Fatalf("entry %+v", e)
 	}
@@ -151,12 +151,12 @@ func TestCacheTapFailure(t *testing.T) {
 	if _, err := fl.Wait(context.Background()); !errors.Is(err, cache.ErrLeaderFailed) {
 		t.Fatalf("follower: %v", err)
 	}
-	if e, _ := tap.finish(cache.Meta{}, cache.Usage{}, 1<<20, false); e != nil {
+	if e, _ := tap.finish(cache.Meta{}, cache.Usage{}, 1<<20, false, nil); e != nil {
 		t.Fatal("stored a failed stream")
 	}
 	tap2 := newCacheTap(wire.FormatOpenAI, 1<<20, nil)
 	tap2.relayed([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
-	if e, _ := tap2.finish(cache.Meta{}, cache.Usage{}, 1<<20, true); e != nil {
+	if e, _ := tap2.finish(cache.Meta{}, cache.Usage{}, 1<<20, true, nil); e != nil {
 		t.Fatal("stored a degraded answer")
 	}
 }
@@ -167,14 +167,19 @@ func TestSyncEntry(t *testing.T) {
 	lead, _ := g.Lead(cache.Key{3}, false)
 	_, fl := g.Lead(cache.Key{3}, false)
 	body := `{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`
-	e, enc := syncEntry(req, []byte(body), cache.Meta{Model: "m", Now: cacheT0}, 1<<20, lead)
-	if e == nil || enc == nil {
-		t.Fatal("not stored")
+	// the entry is stored before the flight ends: a request that finds
+	// the flight over finds the entry
+	stored, inFlight := false, false
+	e, enc := syncEntry(req, []byte(body), cache.Meta{Model: "m", Now: cacheT0}, 1<<20, lead, func(*cache.Entry, []byte) {
+		stored, inFlight = true, g.InFlight(cache.Key{3})
+	})
+	if e == nil || enc == nil || !stored || !inFlight {
+		t.Fatalf("entry %v, stored %v, while in flight %v", e != nil, stored, inFlight)
 	}
 	if got, err := fl.Wait(context.Background()); err != nil || got.Text != "ok" {
 		t.Fatalf("%v %+v", err, got)
 	}
-	if e, _ := syncEntry(req, []byte(body), cache.Meta{}, 10, nil); e != nil {
+	if e, _ := syncEntry(req, []byte(body), cache.Meta{}, 10, nil, nil); e != nil {
 		t.Fatal("stored over max_entry_bytes")
 	}
 }
