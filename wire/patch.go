@@ -1,18 +1,22 @@
 package wire
 
-import "errors"
+import (
+	"errors"
+
+	"switchyard/internal/jsonspan"
+)
 
 // FindTopLevel returns the byte span [start, end) of the value of a
 // top-level key in a JSON object, scanning without allocating. The body must
 // already be valid JSON (Parse guarantees it).
 func FindTopLevel(body []byte, key string) (start, end int, ok bool) {
-	i := skipWS(body, 0)
+	i := jsonspan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return 0, 0, false
 	}
 	i++
 	for {
-		i = skipWS(body, i)
+		i = jsonspan.SkipSpace(body, i)
 		if i >= len(body) || body[i] == '}' {
 			return 0, 0, false
 		}
@@ -21,18 +25,18 @@ func FindTopLevel(body []byte, key string) (start, end int, ok bool) {
 			continue
 		}
 		ks := i
-		ke := skipString(body, i)
+		ke := jsonspan.SkipString(body, i)
 		if ke < 0 {
 			return 0, 0, false
 		}
 		match := ke-ks-2 == len(key) && string(body[ks+1:ke-1]) == key
-		i = skipWS(body, ke)
+		i = jsonspan.SkipSpace(body, ke)
 		if i >= len(body) || body[i] != ':' {
 			return 0, 0, false
 		}
-		i = skipWS(body, i+1)
+		i = jsonspan.SkipSpace(body, i+1)
 		vs := i
-		ve := skipValue(body, i)
+		ve := jsonspan.SkipValue(body, i)
 		if ve < 0 {
 			return 0, 0, false
 		}
@@ -52,7 +56,7 @@ func SetTopLevel(body []byte, key string, raw []byte) []byte {
 		out = append(out, raw...)
 		return append(out, body[e:]...)
 	}
-	i := skipWS(body, 0)
+	i := jsonspan.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return body
 	}
@@ -62,7 +66,7 @@ func SetTopLevel(body []byte, key string, raw []byte) []byte {
 	out = append(out, ':')
 	out = append(out, raw...)
 	rest := body[i+1:]
-	if j := skipWS(rest, 0); j < len(rest) && rest[j] != '}' {
+	if j := jsonspan.SkipSpace(rest, 0); j < len(rest) && rest[j] != '}' {
 		out = append(out, ',')
 	}
 	return append(out, rest...)
@@ -88,12 +92,12 @@ func DeleteTopLevel(body []byte, key string) []byte {
 		ks--
 	}
 	// consume a following comma, or else a preceding one
-	j := skipWS(body, e)
+	j := jsonspan.SkipSpace(body, e)
 	if j < len(body) && body[j] == ',' {
 		e = j + 1
 	} else {
 		p := ks - 1
-		for p >= 0 && isWS(body[p]) {
+		for p >= 0 && jsonspan.IsSpace(body[p]) {
 			p--
 		}
 		if p >= 0 && body[p] == ',' {
@@ -105,74 +109,12 @@ func DeleteTopLevel(body []byte, key string) []byte {
 	return append(out, body[e:]...)
 }
 
-func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && isWS(b[i]) {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	if i >= len(b) || b[i] != '"' {
-		return -1
-	}
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				if i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	default:
-		for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isWS(b[i]) {
-			i++
-		}
-		return i
-	}
-}
-
 // EachMember calls fn with the key (its raw bytes between the quotes,
 // escapes kept) and the raw value of each member of the JSON object obj,
 // in order, without allocating, until fn returns false. It reports whether
 // obj was an object it could walk to its end and fn never said stop.
 func EachMember(obj []byte, fn func(key, value []byte) bool) bool {
-	return eachMember(obj, func(k, v []byte) error {
+	return jsonspan.EachMember(obj, func(k, v []byte) error {
 		if !fn(k, v) {
 			return errStopped
 		}
@@ -188,7 +130,7 @@ var errStopped = errors.New("wire: walk stopped")
 // in order, without allocating, until fn returns false. It reports whether
 // arr was an array it could walk to its end and fn never said stop.
 func EachElement(arr []byte, fn func(elem []byte) bool) bool {
-	return eachElement(arr, func(_ int, e []byte) error {
+	return jsonspan.EachElement(arr, func(_ int, e []byte) error {
 		if !fn(e) {
 			return errStopped
 		}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"switchyard/internal/jsonspan"
 
 	"switchyard/catalog"
 )
@@ -296,9 +297,9 @@ func messageText(raw []byte, depth int) (string, bool, error) {
 	}
 	var sb strings.Builder
 	toolResult := false
-	err := eachElement(raw, func(_ int, elem []byte) error {
+	err := jsonspan.EachElement(raw, func(_ int, elem []byte) error {
 		var typ, text, content, input []byte
-		err := eachMember(elem, func(key, val []byte) error {
+		err := jsonspan.EachMember(elem, func(key, val []byte) error {
 			switch string(key) {
 			case "type":
 				typ = val

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"switchyard/internal/jsonspan"
 
 	"switchyard/catalog"
 )
@@ -291,7 +292,7 @@ func parseTools(rq *Responses, tools json.RawMessage) error {
 			Message: fmt.Sprintf("\"tools\" has %d tools; at most %d are allowed: declare fewer", n, maxResponsesTools)}
 	}
 	rq.Tools = make([]Tool, 0, n)
-	return eachElement(tools, func(i int, raw []byte) error {
+	return jsonspan.EachElement(tools, func(i int, raw []byte) error {
 		var t rawTool
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return badf(fmt.Sprintf("tools[%d]", i), "tools[%d] must be an object like {\"type\":\"function\",\"name\":...}", i)
@@ -373,7 +374,7 @@ func parseInput(raw json.RawMessage, maxItems int) ([]Item, error) {
 	}
 	items := make([]Item, 0, n)
 	parts := maxItems
-	err := eachElement(raw, func(i int, ri []byte) error {
+	err := jsonspan.EachElement(raw, func(i int, ri []byte) error {
 		it, err := parseItem(ri, i, &parts)
 		if err != nil {
 			return err

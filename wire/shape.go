@@ -7,58 +7,29 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"switchyard/internal/jsonspan"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // The bounded decoders of a request's arrays (SPEC 14). encoding/json has
 // validated the whole body before it calls an UnmarshalJSON here, so these
-// scan their value with the non-allocating skipValue of patch.go: an array
+// scan their value with the non-allocating jsonspan.SkipValue: an array
 // is counted, and refused over its limit, before anything is allocated for
 // its elements.
-
-// errNotArray is returned by eachElement for a value that is not an array.
-var errNotArray = errors.New("not an array")
-
-// eachElement calls fn with the span of every element of the JSON array b
-// (already valid JSON), stopping at fn's first error.
-func eachElement(b []byte, fn func(i int, elem []byte) error) error {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return errNotArray
-	}
-	i++
-	for n := 0; ; n++ {
-		i = skipWS(b, i)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
-		if i >= len(b) || b[i] == ']' {
-			return nil
-		}
-		end := skipValue(b, i)
-		if end < 0 {
-			return errNotArray
-		}
-		if err := fn(n, b[i:end]); err != nil {
-			return err
-		}
-		i = end
-	}
-}
 
 // countElements is the number of elements of the JSON array b, without
 // allocating; -1 when b is not an array.
 func countElements(b []byte) int {
 	n := 0
-	if eachElement(b, func(int, []byte) error { n++; return nil }) != nil {
+	if jsonspan.EachElement(b, func(int, []byte) error { n++; return nil }) != nil {
 		return -1
 	}
 	return n
 }
 
 func isNull(b []byte) bool {
-	i := skipWS(b, 0)
+	i := jsonspan.SkipSpace(b, 0)
 	return len(b)-i >= 4 && string(b[i:i+4]) == "null"
 }
 
@@ -111,7 +82,7 @@ func (m *messageList) UnmarshalJSON(b []byte) error {
 	}
 	m.set = true
 	m.items = make([]Message, 0, n)
-	return eachElement(b, func(i int, elem []byte) error {
+	return jsonspan.EachElement(b, func(i int, elem []byte) error {
 		msg, err := decodeMessage(elem)
 		if err != nil {
 			if field, ok := err.(fieldError); ok {
@@ -136,7 +107,7 @@ func (f fieldError) Error() string { return string(f) + " has the wrong type" }
 // decodeMessage scans one chat message object.
 func decodeMessage(obj []byte) (Message, error) {
 	var msg Message
-	err := eachMember(obj, func(key, val []byte) error {
+	err := jsonspan.EachMember(obj, func(key, val []byte) error {
 		switch string(key) {
 		case "role":
 			if val[0] != '"' {
@@ -197,7 +168,7 @@ var errBadInput = badf("input", "\"input\" must be a string, an array of strings
 // UnmarshalJSON implements json.Unmarshaler.
 func (in *inputList) UnmarshalJSON(b []byte) error {
 	in.set, in.items = false, nil
-	i := skipWS(b, 0)
+	i := jsonspan.SkipSpace(b, 0)
 	switch {
 	case isNull(b):
 		return nil
@@ -223,7 +194,7 @@ func (in *inputList) UnmarshalJSON(b []byte) error {
 	}
 	in.set = true
 	in.items = make([]string, 0, n)
-	return eachElement(b, func(_ int, elem []byte) error {
+	return jsonspan.EachElement(b, func(_ int, elem []byte) error {
 		if elem[0] == '"' {
 			var s string
 			if err := json.Unmarshal(elem, &s); err != nil {
@@ -245,9 +216,9 @@ func (in *inputList) UnmarshalJSON(b []byte) error {
 // b is not one (an empty array is a token array of 0).
 func tokenCount(b []byte) (int, bool) {
 	n := 0
-	err := eachElement(b, func(_ int, elem []byte) error {
+	err := jsonspan.EachElement(b, func(_ int, elem []byte) error {
 		if !isInteger(elem) {
-			return errNotArray
+			return jsonspan.ErrNotArray
 		}
 		n++
 		return nil
@@ -293,51 +264,12 @@ func allDigits(b []byte) bool {
 	return true
 }
 
-// eachMember calls fn with the raw key (without quotes, escapes as sent)
-// and the value span of every member of the JSON object b (already valid
-// JSON); errNotArray when b is not an object. A key given twice is reported
-// twice: the last one wins for the caller, as in encoding/json.
-func eachMember(b []byte, fn func(key, val []byte) error) error {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return errNotArray
-	}
-	i++
-	for {
-		i = skipWS(b, i)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
-		if i >= len(b) || b[i] == '}' {
-			return nil
-		}
-		ke := skipString(b, i)
-		if ke < 0 {
-			return errNotArray
-		}
-		key := b[i+1 : ke-1]
-		i = skipWS(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return errNotArray
-		}
-		i = skipWS(b, i+1)
-		ve := skipValue(b, i)
-		if ve < 0 || ve == i {
-			return errNotArray
-		}
-		if err := fn(key, b[i:ve]); err != nil {
-			return err
-		}
-		i = ve
-	}
-}
-
 func trimWS(b []byte) []byte {
 	i, j := 0, len(b)
-	for i < j && isWS(b[i]) {
+	for i < j && jsonspan.IsSpace(b[i]) {
 		i++
 	}
-	for j > i && isWS(b[j-1]) {
+	for j > i && jsonspan.IsSpace(b[j-1]) {
 		j--
 	}
 	return b[i:j]
