@@ -311,6 +311,13 @@ func reloadProblems(st *catalog.State, next *config.Config) []string {
 // not changed: a caller whose cfg is the running configuration publishes
 // it without its keys (withoutKeys).
 func (a *Admin) syncConfigKeys(ctx context.Context, cfg *config.Config) (changed bool, problems []string, err error) {
+	// against the catalog this node holds first: a file that changes no
+	// key (a start on the catalog it just seeded or loaded, most reloads)
+	// costs no read of the stored catalog, which apply makes in full (25 MB
+	// decoded for 100,000 keys)
+	if _, ch, p := catalog.SyncConfigKeys(a.holder.Load().State, cfg, a.now()); !ch {
+		return false, p, nil
+	}
 	_, err = a.apply(ctx, func(cur *catalog.State) (*catalog.State, error) {
 		next, ch, p := catalog.SyncConfigKeys(cur, cfg, a.now())
 		problems = p

@@ -108,7 +108,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		}
 	}
 	n.store = store
-	state, seeded, err := loadOrSeed(context.Background(), cfg, store, log)
+	state, err := loadOrSeed(context.Background(), cfg, store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -183,19 +183,8 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	n.Server = New(deps)
 	admin := NewAdmin(func() *config.Config { return live.Load().Config }, holder, store, func(st *catalog.State) { n.publish(st) })
 	reloader.setAdmin(admin) // a reload syncs the file's config keys into the store
-	// a catalog this node just seeded from cfg holds the file's keys; one it
-	// loaded is compared with the file in memory first, and the store is
-	// read and written only when the file changed a key (with 100,000
-	// keys each read decodes the whole stored catalog)
-	if !seeded {
-		_, changed, w := catalog.SyncConfigKeys(state, cfg, clock.Now())
-		var err error
-		if changed {
-			_, w, err = admin.syncConfigKeys(context.Background(), cfg)
-		}
-		if err != nil || len(w) > 0 {
-			log.Warn("config keys of the file not fully applied to the catalog", "problems", w, "error", err)
-		}
+	if _, w, err := admin.syncConfigKeys(context.Background(), cfg); err != nil || len(w) > 0 {
+		log.Warn("config keys of the file not fully applied to the catalog", "problems", w, "error", err)
 	}
 	// the catalog holds the keys now; the running configuration keeps none
 	// (with 100,000 keys a second copy is 16 MB). Nothing serves yet, so
@@ -272,11 +261,8 @@ func localStore(cfg *config.Config) (catalog.Store, error) {
 }
 
 // loadOrSeed returns the stored catalog state, seeding the store from the
-// configuration file on first start (SPEC 11). Its bool (seeded) reports that the
-// state is the one this node seeded from cfg and stored: its config keys
-// are the file's already (with 100,000 keys, syncing them again would
-// read the whole stored catalog back for nothing).
-func loadOrSeed(ctx context.Context, cfg *config.Config, store catalog.Store, log *slog.Logger) (*catalog.State, bool, error) {
+// configuration file on first start (SPEC 11).
+func loadOrSeed(ctx context.Context, cfg *config.Config, store catalog.Store, log *slog.Logger) (*catalog.State, error) {
 	st, ok, err := store.Load(ctx)
 	if errors.Is(err, catalog.ErrUnavailable) {
 		// Redis is down at start: serve the config file's catalog (version 0,
@@ -285,10 +271,10 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, store catalog.Store, lo
 		log.Warn("catalog store unreachable at start: serving the config file's catalog until it answers", "error", err)
 		st = catalog.SeedState(cfg)
 		st.Version = 0
-		return st, false, nil
+		return st, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("loading catalog: %w", err)
+		return nil, fmt.Errorf("loading catalog: %w", err)
 	}
 	if ok {
 		if catalog.MigrateState(st, cfg) {
@@ -305,18 +291,17 @@ func loadOrSeed(ctx context.Context, cfg *config.Config, store catalog.Store, lo
 			log.Warn("stored catalog has a dangling fallback chain; it is skipped at runtime", "problem", msg)
 		}
 		log.Info("catalog loaded from store", "version", st.Version, "deployments", len(st.Deployments))
-		return st, false, nil
+		return st, nil
 	}
 	st = catalog.SeedState(cfg)
 	if err := store.Save(ctx, 0, st); err != nil && !errors.Is(err, catalog.ErrConflict) {
-		return nil, false, fmt.Errorf("seeding catalog: %w", err)
+		return nil, fmt.Errorf("seeding catalog: %w", err)
 	} else if err != nil {
 		// another replica seeded first: use its state
 		if st2, ok, err := store.Load(ctx); err == nil && ok {
-			return st2, false, nil
+			return st2, nil
 		}
-		return st, false, nil // its state is stored, not this one: sync the keys
 	}
 	log.Info("catalog seeded from the config file", "deployments", len(st.Deployments))
-	return st, true, nil
+	return st, nil
 }
