@@ -208,9 +208,8 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 	if configKeysUnchanged(cur, cfg, now) {
 		return cur, false, nil
 	}
-	// nothing is copied before it is known to change: with 100,000 config
-	// keys a start (whose catalog was seeded from the same file) would
-	// otherwise hold the state three times over (SPEC 16: node memory)
+	// nothing is copied before it is known to change (SPEC 16: node memory
+	// with 100,000 config keys)
 	index := make(map[string]int, len(cur.Teams))
 	owner := map[Digest]string{} // digest -> team holding it
 	for i, t := range cur.Teams {
@@ -226,15 +225,7 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 			continue
 		}
 		old := cur.Teams[i].Keys
-		was := map[string]*Key{}
-		api := 0
-		for j := range old {
-			if old[j].Source == SourceConfig {
-				was[old[j].ID] = &old[j]
-			} else {
-				api++
-			}
-		}
+		was, api := storedConfigKeys(old)
 		fresh := configKeys(ft.Keys, now)
 		n := 0
 		for _, k := range fresh {
@@ -283,6 +274,20 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 	return next, true, problems
 }
 
+// storedConfigKeys indexes a team's stored config keys by id, and counts
+// its other (API) keys.
+func storedConfigKeys(keys KeyList) (byID map[string]*Key, api int) {
+	byID = make(map[string]*Key, len(keys))
+	for j := range keys {
+		if keys[j].Source == SourceConfig {
+			byID[keys[j].ID] = &keys[j]
+		} else {
+			api++
+		}
+	}
+	return byID, api
+}
+
 // configKeysUnchanged reports, building no list of keys, whether the file
 // leaves every team's config keys as cur holds them: each key of the file
 // is its team's stored key of the same id, unchanged, once, and no stored
@@ -298,13 +303,7 @@ func configKeysUnchanged(cur *State, cfg *config.Config, now time.Time) bool {
 		if !ok {
 			continue
 		}
-		old := cur.Teams[i].Keys
-		was := make(map[string]*Key, len(ft.Keys))
-		for j := range old {
-			if old[j].Source == SourceConfig {
-				was[old[j].ID] = &old[j]
-			}
-		}
+		was, _ := storedConfigKeys(cur.Teams[i].Keys)
 		for n, ks := range ft.Keys {
 			k, ok := configKey(n, ks, now)
 			if !ok {
