@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"strings"
 	"sync/atomic"
 
 	"switchyard/catalog"
@@ -24,8 +23,8 @@ import (
 //	<prefix>applied:<node>                 this node's last applied writer call (one shard)
 //	<prefix>{team:<name>}:pt:<session>|<alias>   tier pin
 //	<prefix>{team:<name>}:pd:<session>|<model>   deployment pin
-//	<prefix>{team:<name>}:rc:<model>:<64 hex>    response-cache entry (CacheKey)
-//	<prefix>{team:<name>}:rl:<model>:<64 hex>    its coalescing lease (leaseName)
+//	<prefix>{team:<name>}:rc:<model>:<64 hex>    response-cache entry (CacheKey), or
+//	                                             its coalescing lease while it is missing (LeaseMark)
 //	<prefix>coalesce                             channel of the leases' end notices (noticeChannel)
 //
 // Session keys from sessions.Detect are themselves scoped by team, so a pin
@@ -71,15 +70,16 @@ func tierPinKey(session, alias string) string { return "pt:" + session + "|" + a
 // old one, SPEC 8).
 func depPinKey(session, model string) string { return "pd:" + session + "|" + model }
 
-// leaseName names the coalescing lease of the response-cache entry named
-// entry (CacheKey): "rl:" where the entry has "rc:", so it sits beside the
-// entry under the team's hash tag (one script reads both) and a purge's
-// SCAN MATCH of "rc:<model>:*" never counts or deletes a lease.
-func leaseName(entry string) string {
-	return leasePrefix + strings.TrimPrefix(entry, CacheKeyPrefix)
-}
+// LeaseMark starts the value of a response-cache entry's key while a
+// request holds its coalescing lease (SPEC 18): the lease lives in the
+// entry's own key until the entry replaces it, so a miss creates one key
+// and the entry's SET ends the lease in the same command. An encoded entry
+// never starts with it (cache.Entry.Encode begins with its magic byte).
+const LeaseMark = "\x00"
 
-const leasePrefix = "rl:"
+// IsLease reports whether v, read from an entry's key, is a lease, not an
+// entry.
+func IsLease(v string) bool { return len(v) > 0 && v[0] == LeaseMark[0] }
 
 // noticeChannel is the one channel on which leaders announce the end of
 // their leases (SPEC 18): a message is the outcome ('1' the entry is

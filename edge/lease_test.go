@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/catalog"
@@ -69,9 +70,15 @@ func beginQ(t *testing.T, st State, q *Request) Begun {
 	return b
 }
 
-const leaseKey = "sy:{team:%s}:rl:m:"
+const leaseKey = "sy:{team:%s}:rc:m:" // the lease lives in the entry's key
 
 func leaseOf(team string) string { return strings.Replace(leaseKey, "%s", team, 1) + entryHex }
+
+// leased reports whether team's entry key holds a lease (not an entry).
+func leased(m *miniredis.Miniredis, team string) bool {
+	v, _ := m.Get(leaseOf(team))
+	return IsLease(v)
+}
 
 // TestCoalesceLeadFollow: on a missing entry the first request of the
 // cluster leads (it holds the lease, under its token) and the others, on
@@ -114,7 +121,7 @@ func TestCoalesceLeadFollow(t *testing.T) {
 				t.Fatalf("a miss that takes the lease cost %d round trips, want one", n)
 			}
 			v, err := g.m.Get(leaseOf("c"))
-			if err != nil || v != lead.tok || !strings.HasPrefix(v, g.r.node+":") {
+			if err != nil || v != lead.tok || !strings.HasPrefix(v, LeaseMark+g.r.node+":") {
 				t.Fatalf("lease = %q (%v), want the leader's token %q", v, err, lead.tok)
 			}
 			for i, st := range []*Redis{other, g.r} {
@@ -132,14 +139,14 @@ func TestCoalesceLeadFollow(t *testing.T) {
 			if !g.step(t) {
 				t.Fatal("writer step failed")
 			}
-			if g.m.Exists(leaseOf("c")) {
-				t.Fatal("the lease outlived its leader's Finish")
+			if v, _ := g.m.Get(leaseOf("c")); v != "entry" {
+				t.Fatalf("the entry's key holds %q after its leader's Finish, want the entry in place of the lease", v)
 			}
 			hit := beginQ(t, other, q)
 			if hit.Coalesce != CoalesceNone || hit.Pins.Cache[0] != "entry" {
 				t.Fatalf("after the leader: %v with %q, want the entry", hit.Coalesce, hit.Pins.Cache[0])
 			}
-			if g.m.Exists(leaseOf("c")) {
+			if leased(g.m, "c") {
 				t.Fatal("a hit took a lease")
 			}
 		})
@@ -157,8 +164,8 @@ func TestCoalesceRefusedTakesNoLease(t *testing.T) {
 			t.Fatal("first request refused")
 		}
 		b := beginQ(t, g.r, coalesceReq(team))
-		if b.Decision.Allowed || b.Coalesce != CoalesceNone || g.m.Exists(leaseOf("r")) {
-			t.Fatalf("general %v: refused request: allowed %v, role %v, lease %v", general, b.Decision.Allowed, b.Coalesce, g.m.Exists(leaseOf("r")))
+		if b.Decision.Allowed || b.Coalesce != CoalesceNone || leased(g.m, "r") {
+			t.Fatalf("general %v: refused request: allowed %v, role %v, lease %v", general, b.Decision.Allowed, b.Coalesce, leased(g.m, "r"))
 		}
 	}
 }
@@ -294,10 +301,7 @@ func TestCoalesceNotices(t *testing.T) {
 		t.Fatalf("notice %q, want the end with the entry", p)
 	}
 	if v, _ := g.m.Get("sy:{team:n}:" + entryName); v != "stored" {
-		t.Fatalf("entry %q when its notice arrived", v)
-	}
-	if g.m.Exists(leaseOf("n")) {
-		t.Fatal("lease left behind")
+		t.Fatalf("entry %q when its notice arrived, want the entry in place of the lease", v)
 	}
 }
 
@@ -436,8 +440,8 @@ func TestCoalesceEndOrder(t *testing.T) {
 	ts := newTeamState(newTeamKeys("sy:", "o", "n"))
 	ts.pins = map[string]pinWrite{entryName: {value: "later", ttl: time.Minute, cache: true}}
 	ts.leaseOps = []leaseOp{
-		{key: "sy:{team:o}:" + leaseName(entryName), tok: "n:1", op: leaseDone, entry: entryName},
-		{key: "sy:{team:o}:rl:m:other", tok: "n:2", op: leaseFail, entry: CacheKey("m", "other")},
+		{key: "sy:{team:o}:" + entryName, tok: "n:1", op: leaseDone, entry: entryName},
+		{key: "sy:{team:o}:" + CacheKey("m", "other"), tok: "n:2", op: leaseFail, entry: CacheKey("m", "other")},
 	}
 	ops := ts.takeLeasesLocked(time.Now(), false, time.Second)
 	if len(ops) != 1 || ops[0].tok != "n:2" || len(ts.leaseOps) != 1 || ts.leaseOps[0].tok != "n:1" {

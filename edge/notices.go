@@ -5,8 +5,8 @@ package edge
 // cache.coalesce_wait, for the leader's end notice or a poll to find the
 // entry. The node subscribes once, on one connection, to the one notice
 // channel, and hands each notice to the requests waiting on that lease in
-// process; the poll (an MGET of the entry and the lease, within
-// redis.timeout) covers a notice lost while the subscription reconnects,
+// process; the poll (a GET of the entry's key, which holds the lease until
+// the entry replaces it, within redis.timeout) covers a notice lost while the subscription reconnects,
 // and a leader that died (its lease runs out, not renewed).
 
 import (
@@ -178,10 +178,10 @@ func (r *Redis) Await(ctx context.Context, b *Begun) (string, error) {
 			return "", cluster.ErrBreakerOpen
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout)
-		vals, err := r.c.MGet(cctx, entry, b.lease).Result()
+		vals, err := r.c.MGet(cctx, entry).Result()
 		cancel()
-		if err == nil && len(vals) != 2 {
-			err = errors.New("edge: MGET of an entry and its lease returned the wrong number of values")
+		if err == nil && len(vals) != 1 {
+			err = errors.New("edge: MGET of an entry returned the wrong number of values")
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -189,11 +189,12 @@ func (r *Redis) Await(ctx context.Context, b *Begun) (string, error) {
 			}
 			return "", err
 		}
-		if s, _ := vals[0].(string); s != "" {
-			return s, nil
-		}
-		if vals[1] == nil {
+		v, ok := vals[0].(string)
+		switch {
+		case !ok:
 			return "", ErrLeaseGone
+		case !IsLease(v):
+			return v, nil
 		}
 	}
 }

@@ -490,14 +490,16 @@ func (r *Redis) Close(ctx context.Context) error {
 
 func micros(us int64) time.Duration { return time.Duration(max(0, us)) * time.Microsecond }
 
-// set stores a pin read into its place: 0 tier, 1+i deployment i.
+// set stores a pin read into its place: 0 tier, 1+i deployment i, 3+i
+// cache entry i (a coalescing lease read from an entry's key is a missing
+// entry: IsLease).
 func (p *Pins) set(slot int, v string) {
 	switch {
 	case slot == 0:
 		p.Tier = v
 	case slot <= 2:
 		p.Deps[slot-1] = v
-	default:
+	case !IsLease(v):
 		p.Cache[slot-3] = v
 	}
 }

@@ -76,19 +76,26 @@ end
 `
 
 // leaseLua is the coalescing lease of SPEC 18, shared by the scripts that
-// read response-cache entries (beginLua, gcraLua, readLua): claim is a
-// request's role for the lease key k with token tok and ttl (ms) when its
-// entry is missing (miss): 1 it took the lease and leads; 2 another request
-// holds it, and the lease is marked ('+' appended to its token, once) so
-// that its holder publishes a notice when it ends; 0 the entry was found
-// (or the request was refused): nothing is taken. The holder alone renews
-// or ends a lease (finishLua compares the token).
+// read response-cache entries (beginLua, gcraLua, readLua). The lease lives
+// in the entry's own key k until the entry replaces it (its token starts
+// with LeaseMark, which no entry does): claim is the role of an admitted
+// request (admitted) with token tok and ttl (ms), given v, what the script
+// read of k (empty when absent): 1 the entry is missing, and the request took the
+// lease and leads; 2 another request holds it, and the lease is marked
+// ('+' appended to its token, once) so that its holder publishes a notice
+// when it ends; 0 the entry was found (or the request was refused):
+// nothing is taken. The holder alone renews or ends a lease (finishLua
+// compares the token); the callers read a lease as a missing entry
+// (Pins.set).
 const leaseLua = `
-local function claim(k, tok, ttl, miss)
-  if not miss then return 0 end
-  if redis.call('SET', k, tok, 'NX', 'PX', ttl) then return 1 end
-  local v = redis.call('GET', k)
-  if v and string.sub(v, -1) ~= '+' then redis.call('APPEND', k, '+') end
+local function claim(k, tok, ttl, admitted, v)
+  if not admitted then return 0 end
+  if v == '' then
+    redis.call('SET', k, tok, 'PX', ttl)
+    return 1
+  end
+  if string.byte(v, 1) ~= 0 then return 0 end
+  if string.sub(v, -1) ~= '+' then redis.call('APPEND', k, '+') end
   return 2
 end
 `
@@ -340,7 +347,7 @@ for team = 1, tonumber(ARGV[2]) do
       k = k + 1
     end
     if lt > 0 then
-      out[#out + 1] = claim(KEYS[k], tok, lt, allowed == 1 and out[p1] == '')
+      out[#out + 1] = claim(KEYS[k], tok, lt, allowed == 1, out[p1])
       k = k + 1
     end
   end
@@ -414,7 +421,7 @@ for team = 1, tonumber(ARGV[1]) do
       k = k + 1
     end
     if lt > 0 then
-      out[o + 11 + np] = claim(KEYS[k], ARGV[i], lt, allowed == 1 and out[o + 11] == '')
+      out[o + 11 + np] = claim(KEYS[k], ARGV[i], lt, allowed == 1, out[o + 11])
       k, i = k + 1, i + 1
     end
   end
@@ -434,7 +441,7 @@ const readLua = leaseLua + `
 local n = #KEYS - 1
 local out = {}
 for j = 1, n do out[j] = redis.call('GET', KEYS[j]) or '' end
-out[n + 1] = claim(KEYS[n + 1], ARGV[2], tonumber(ARGV[1]), out[1] == '')
+out[n + 1] = claim(KEYS[n + 1], ARGV[2], tonumber(ARGV[1]), true, out[1])
 return out
 `
 

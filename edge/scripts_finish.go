@@ -49,12 +49,15 @@ package edge
 // reservation has decayed returns nothing, and the TAT never moves below
 // now (SPEC 3). The rpm part is kept as it is.
 //
-// A coalescing lease (SPEC 18) is renewed or ended only by its holder: its
-// value is the holder's token, with '+' once a follower has marked it. An
-// end deletes it and, when a follower marked it, publishes the outcome and
-// the lease's name on the notice channel; it comes after the team's pins,
-// so a notice that says the entry is stored is published after the SET
-// that stored it, in the same script: a woken follower finds the entry.
+// A coalescing lease (SPEC 18) lives in its entry's key and is renewed or
+// ended only by its holder: its value is the holder's token, with '+' once
+// a follower has marked it. An end with the entry is the entry's SET
+// (mode 3), which replaces the lease and returns it; an end without it
+// deletes it. Either, when a follower marked the lease, publishes the
+// outcome and the key's name on the notice channel; the ends come after
+// the team's pins, so a notice that says the entry is stored is published
+// after the SET that stored it, in the same script: a woken follower finds
+// the entry.
 const finishLua = tatLua + periodLua + `
 local seq = tonumber(ARGV[1])
 local last = tonumber(call('GET', KEYS[1]) or -1)
@@ -198,10 +201,14 @@ local function apply(i, k)
       call('EXPIREAT', kday, exp)
     end
   end
+  local olds = nil -- what each entry's SET replaced (mode 3), by key
   for j = 1, np do
     local v, ttl, mode = ARGV[i], ARGV[i + 1], ARGV[i + 2]
     i = i + 3
-    if mode == '2' then
+    if mode == '3' then
+      olds = olds or {}
+      olds[KEYS[k]] = call('SET', KEYS[k], v, 'PX', ttl, 'GET') or ''
+    elseif mode == '2' then
       call('DEL', KEYS[k])
     elseif mode == '1' then
       if not call('SET', KEYS[k], v, 'NX', 'PX', ttl) then
@@ -215,12 +222,15 @@ local function apply(i, k)
   local nl = tonumber(ARGV[i]); i = i + 1
   for j = 1, nl do
     local kl, tok, op = KEYS[k], ARGV[i], ARGV[i + 1]
-    local v = call('GET', kl)
+    -- an end with the entry whose SET ran above: the entry replaced the
+    -- lease, and that SET returned the lease it replaced
+    local replaced = op == '1' and olds and olds[kl]
+    local v = replaced or call('GET', kl)
     if v and (v == tok or v == tok .. '+') then
       if op == '0' then
         call('PEXPIRE', kl, ARGV[i + 2])
       else
-        call('DEL', kl)
+        if not replaced then call('DEL', kl) end
         if v ~= tok then call('PUBLISH', CHAN, op .. kl) end
       end
     end

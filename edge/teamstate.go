@@ -76,7 +76,8 @@ type usageRow struct {
 }
 
 // pinWrite is a pending pin: value, TTL and mode (0 set, 1 keep a higher
-// tier, 2 delete).
+// tier, 2 delete, 3 set a response-cache entry, which replaces its lease:
+// finishLua keeps the value it replaced for the lease's end).
 type pinWrite struct {
 	value string
 	ttl   time.Duration
@@ -196,7 +197,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	}
 	cacheDropped := 0
 	if w.cacheKey != "" {
-		cacheDropped = ts.pinLocked(w.cacheKey, pinWrite{value: w.cacheVal, ttl: w.cacheTTL, cache: true}, wr, maxPins)
+		cacheDropped = ts.pinLocked(w.cacheKey, pinWrite{value: w.cacheVal, ttl: w.cacheTTL, mode: 3, cache: true}, wr, maxPins)
 		dropped += cacheDropped
 	}
 	if w.lease.key != "" {

@@ -171,9 +171,21 @@ func (s *Store) unlink(ctx context.Context, pattern string) (int, error) {
 	return int(removed.Load()), err
 }
 
-// unlinkBySlot removes keys in one round trip, an UNLINK per hash slot:
-// a batch of every team's entries spans many slots, and Redis Cluster
-// refuses a command whose keys do not share one.
+// unlinkEntriesLua removes the keys that hold an entry and leaves those
+// that hold a coalescing lease (edge.LeaseMark: the lease lives in its
+// entry's key until the entry replaces it), so a purge counts entries only
+// and never cuts a leader's followers loose. It returns how many it
+// removed.
+const unlinkEntriesLua = `
+local n = 0
+for _, k in ipairs(KEYS) do
+  if redis.call('GETRANGE', k, 0, 0) ~= '\0' then n = n + redis.call('UNLINK', k) end
+end
+return n`
+
+// unlinkBySlot removes the entries among keys in one round trip, one
+// script per hash slot: a batch of every team's entries spans many slots,
+// and Redis Cluster refuses a call whose keys do not share one.
 func unlinkBySlot(ctx context.Context, c Client, keys []string) (int, error) {
 	bySlot := map[int][]string{}
 	for _, k := range keys {
@@ -181,14 +193,15 @@ func unlinkBySlot(ctx context.Context, c Client, keys []string) (int, error) {
 		bySlot[sl] = append(bySlot[sl], k)
 	}
 	p := c.Pipeline()
-	cmds := make([]*redis.IntCmd, 0, len(bySlot))
+	cmds := make([]*redis.Cmd, 0, len(bySlot))
 	for _, ks := range bySlot {
-		cmds = append(cmds, p.Unlink(ctx, ks...))
+		cmds = append(cmds, p.Eval(ctx, unlinkEntriesLua, ks))
 	}
 	_, err := p.Exec(ctx)
 	n := 0
 	for _, cmd := range cmds {
-		n += int(cmd.Val())
+		v, _ := cmd.Int()
+		n += v
 	}
 	return n, err
 }

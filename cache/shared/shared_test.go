@@ -82,6 +82,11 @@ func TestStoreOnRealRedis(t *testing.T) {
 			if err := rc.Set(ctx, cluster.TeamKey("p:", "a", "tat"), "x", time.Hour).Err(); err != nil {
 				t.Fatal(err)
 			}
+			// a request's coalescing lease, in the key of the entry it will store
+			leaseKey := cluster.TeamKey("p:", "a", edge.CacheKey("m", strings.Repeat("c", 64)))
+			if err := rc.Set(ctx, leaseKey, edge.LeaseMark+"node:1", time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
 			heard := make(chan string, 10)
 			wctx, stop := context.WithCancel(ctx)
 			ready := make(chan struct{})
@@ -108,6 +113,9 @@ func TestStoreOnRealRedis(t *testing.T) {
 			}
 			if v, err := rc.Get(ctx, cluster.TeamKey("p:", "a", "tat")).Result(); err != nil || v != "x" {
 				t.Fatalf("a purge removed a key that is no entry: %q %v", v, err)
+			}
+			if v, err := rc.Get(ctx, leaseKey).Result(); err != nil || v != edge.LeaseMark+"node:1" {
+				t.Fatalf("a purge removed (and counted) a coalescing lease: %q %v", v, err)
 			}
 			got := map[string]time.Time{}
 			if err := s.Purges(ctx, func(team, model string, at time.Time) { got[team+"/"+model] = at }); err != nil || len(got) != 3 ||
