@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"switchyard/catalog"
@@ -45,16 +46,23 @@ type teamKeys struct {
 }
 
 func newTeamKeys(prefix, team, node string) *teamKeys {
+	k := &teamKeys{}
+	k.init(prefix, team, node)
+	return k
+}
+
+// init fills k in place (a teamState holds its keys by value: one object a
+// team fewer for the collector).
+func (k *teamKeys) init(prefix, team, node string) {
 	b := cluster.TeamKey(prefix, team, "")
 	all := b + "tat" + b + "par" + b + "budget" + b + "usage" + b + "applied:" + node
 	n := len(b)
-	k := &teamKeys{base: all[:n]}
+	k.base = all[:n]
 	cut := func(suffix int) string { s := all[:n+suffix]; all = all[n+suffix:]; return s }
 	tat, par, budget, usage := cut(3), cut(3), cut(6), cut(5)
 	k.mark = all
 	k.begin = [3]string{tat, par, budget}
 	k.finish = [4]string{tat, budget, par, usage}
-	return k
 }
 
 // nodeMarkKey names this node's applied-call mark on one shard, where one
@@ -104,10 +112,45 @@ func (k *teamKeys) limitArgs(t *catalog.Team) *boxedLimits {
 		return b
 	}
 	period := ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget))
-	b := &boxedLimits{team: t, args: [5]any{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), period}}
+	b := &boxedLimits{team: t, args: boxed(limitTuple{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), period})}
 	k.limits.Store(b)
 	return b
 }
+
+// limitTuple is a team's limit arguments of beginLua, unboxed.
+type limitTuple struct {
+	rpm, tpm, par int64
+	usd           float64
+	period        int64
+}
+
+// boxedTuples holds one boxed copy of each limit tuple in use: teams with
+// the same limits (10,000 teams of a few plans) share the boxed values
+// instead of each holding up to four small objects for the collector.
+// Bounded by the distinct limits of the config (a reload that changes a
+// team's limits adds at most that team's new tuple).
+var boxedTuples struct {
+	sync.Mutex
+	m map[limitTuple]*[5]any
+}
+
+// boxed returns the interface values of l, boxed once per process.
+func boxed(l limitTuple) [5]any {
+	boxedTuples.Lock()
+	defer boxedTuples.Unlock()
+	a := boxedTuples.m[l]
+	if a == nil {
+		if boxedTuples.m == nil || len(boxedTuples.m) >= maxBoxedTuples {
+			boxedTuples.m = map[limitTuple]*[5]any{} // a bound, never reached by a real config: start over
+		}
+		a = &[5]any{l.rpm, l.tpm, l.par, l.usd, l.period}
+		boxedTuples.m[l] = a
+	}
+	return *a // copies of the interfaces share the boxed values
+}
+
+// maxBoxedTuples bounds boxedTuples.
+const maxBoxedTuples = 100_000
 
 // boxedLevel are a key or user level's limit arguments of beginLua (rpm,
 // tpm, max_parallel, budget usd, budget period code), converted to

@@ -437,7 +437,7 @@ func TestCoalesceLocal(t *testing.T) {
 // maxBatchItems pins, keeps the end for that one too), and an entry the
 // writer could not keep (its bound) ends the lease without it, at once.
 func TestCoalesceEndOrder(t *testing.T) {
-	ts := newTeamState(newTeamKeys("sy:", "o", "n"))
+	ts := newTeamState("sy:", "o", "n")
 	ts.pins = map[string]pinWrite{entryName: {value: "later", ttl: time.Minute, cache: true}}
 	ts.leaseOps = []leaseOp{
 		{key: "sy:{team:o}:" + entryName, tok: "n:1", op: leaseDone, entry: entryName},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"switchyard/config"
+	"switchyard/internal/teamtest"
 )
 
 // TestLevelArgs: an end user's limit arguments are boxed once and reused
@@ -41,4 +42,25 @@ func TestLevelArgs(t *testing.T) {
 	}
 	same.RPM = 7 // limits changed in place are never served stale
 	check(&Level{Kind: LevelUser, ID: "u2", Limits: &same})
+}
+
+// TestLimitArgsShared: teams with equal limits share one boxed copy of
+// their limit arguments (each team's record then costs the collector one
+// object for them, not up to five); the values are the team's, and a team
+// with other limits gets its own.
+func TestLimitArgsShared(t *testing.T) {
+	a := teamtest.Team("a", teamtest.Limits{RPM: 100_000, TPM: 5_000_000, USD: 300})
+	b := teamtest.Team("b", teamtest.Limits{RPM: 100_000, TPM: 5_000_000, USD: 300})
+	c := teamtest.Team("c", teamtest.Limits{RPM: 70_000, TPM: 5_000_000, USD: 300})
+	ka, kb, kc := newTeamKeys("p:", "a", "n"), newTeamKeys("p:", "b", "n"), newTeamKeys("p:", "c", "n")
+	la := ka.limitArgs(a)
+	if want := [5]any{int64(100_000), int64(5_000_000), int64(0), 300.0, la.args[4]}; la.args != want {
+		t.Fatalf("args %v, want %v", la.args, want)
+	}
+	if n := testing.AllocsPerRun(20, func() { kb.limits.Store(nil); kb.limitArgs(b) }); n > 1 {
+		t.Fatalf("a team with the same limits as another made %v objects for its arguments, want 1 (the boxes shared)", n)
+	}
+	if lc := kc.limitArgs(c); lc.args[0] != any(int64(70_000)) || lc.args[1] != any(int64(5_000_000)) {
+		t.Fatalf("other limits got args %v", lc.args)
+	}
 }

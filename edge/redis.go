@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/cluster"
+	"switchyard/internal/registry"
 	"switchyard/ratelimit"
 	"switchyard/sessions"
 	"switchyard/telemetry"
@@ -130,8 +130,8 @@ type Redis struct {
 	w            *writer
 
 	seq   atomic.Uint64
-	teams sync.Map // team name -> *teamState
-	comb  combiner // the node's admission combiner when cfg.OneShard
+	teams registry.Map[*teamState] // team name -> its record
+	comb  combiner                 // the node's admission combiner when cfg.OneShard
 	alert atomic.Pointer[BudgetAlert]
 	// general sends every admission through beginLua, never gcraLua
 	// (tests: the scenario table runs both variants)
@@ -140,10 +140,7 @@ type Redis struct {
 
 // TeamNames implements State: every team the edge keeps a record of.
 func (r *Redis) TeamNames(fn func(team string)) {
-	r.teams.Range(func(k, _ any) bool {
-		fn(k.(string))
-		return true
-	})
+	r.teams.Range(func(name string, _ *teamState) { fn(name) })
 }
 
 // ForgetTeams implements State: it drops the records of the teams drop
@@ -154,12 +151,10 @@ func (r *Redis) TeamNames(fn func(team string)) {
 // again never gets a second record sending under the first one's
 // applied-batch mark.
 func (r *Redis) ForgetTeams(drop func(team string) bool) {
-	r.teams.Range(func(k, v any) bool {
-		name, ts := k.(string), v.(*teamState)
+	r.teams.Range(func(name string, ts *teamState) {
 		if drop(name) && ts.idle() && r.teams.CompareAndDelete(name, ts) {
 			r.local.Forget(name)
 		}
-		return true
 	})
 }
 
@@ -234,14 +229,11 @@ func (r *Redis) team(t *catalog.Team) *teamState {
 	if ts, ok := t.Caches.Edge.Load().(*teamState); ok && ts.owner == r {
 		return ts
 	}
-	var ts *teamState
-	if v, ok := r.teams.Load(t.Name); ok {
-		ts = v.(*teamState)
-	} else {
-		n := newTeamState(newTeamKeys(r.cfg.Prefix, t.Name, r.node))
+	ts, ok := r.teams.Load(t.Name)
+	if !ok {
+		n := newTeamState(r.cfg.Prefix, t.Name, r.node)
 		n.owner, n.local = r, r.local.Ref(t.Name)
-		v, _ := r.teams.LoadOrStore(t.Name, n)
-		ts = v.(*teamState)
+		ts = r.teams.LoadOrStore(t.Name, n)
 	}
 	// kept on the team (this snapshot's) for the next request; a team of a
 	// snapshot that several edges share (tests) keeps the first one's

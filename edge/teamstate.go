@@ -18,7 +18,7 @@ import (
 // request path (Begin, Finish) and the writer take mu only to fold in or
 // swap out a few fields, never while talking to Redis (SPEC 9).
 type teamState struct {
-	keys  *teamKeys         // immutable
+	keys  teamKeys          // immutable (its boxed limits swap atomically)
 	owner *Redis            // immutable: the edge whose record this is
 	local ratelimit.TeamRef // immutable: the team in the local fallback (learn mirrors into it)
 
@@ -27,8 +27,8 @@ type teamState struct {
 	team *catalog.Team // latest limits seen (TPM converts tokens to time)
 	pendingWrites
 	live    map[string]struct{}
-	usage   map[string]*usageRow
-	byLevel rowSet // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
+	usage   []depUsage // by deployment, a few: a slice of values, one object a team
+	byLevel rowSet     // usage by level not yet sent (SPEC 3.1), bounded: rowLocked
 	// row1 is the first pending usage row, kept inline (has1): most teams
 	// have one row a flush, and a map of one held 600 bytes a team for
 	// usage_every (6 MB with 10,000 teams)
@@ -75,6 +75,34 @@ type usageRow struct {
 	usd      float64
 }
 
+// depUsage is a deployment's pending usage row. A team's rows are a slice
+// of these values, not a map of pointers: with 10,000 teams serving, a map
+// and a row object a deployment were three objects a team, about 33,000
+// for the collector to mark on every cycle.
+type depUsage struct {
+	dep string
+	usageRow
+}
+
+// addUsage folds one served request of deployment dep into rows.
+func addUsage(rows []depUsage, dep string, tokens int64, cost float64) []depUsage {
+	i := 0
+	for i < len(rows) && rows[i].dep != dep {
+		i++
+	}
+	if i == len(rows) {
+		if rows == nil {
+			rows = make([]depUsage, 0, 2) // most teams are served by one or two deployments a flush
+		}
+		rows = append(rows, depUsage{dep: dep})
+	}
+	u := &rows[i]
+	u.req++
+	u.tok += tokens
+	u.usd += cost
+	return rows
+}
+
 // pinWrite is a pending pin: value, TTL and mode (0 set, 1 keep a higher
 // tier, 2 delete, 3 set a response-cache entry, which replaces its lease:
 // finishLua keeps the value it replaced for the lease's end).
@@ -90,8 +118,10 @@ type pinWrite struct {
 // shared (the node's own store keeps it) and counted as dropped.
 const maxPendingCacheBytes = 32 << 20
 
-func newTeamState(k *teamKeys) *teamState {
-	return &teamState{keys: k} // live is made by the first slot: most teams have no max_parallel
+func newTeamState(prefix, team, node string) *teamState {
+	ts := &teamState{} // live is made by the first slot: most teams have no max_parallel
+	ts.keys.init(prefix, team, node)
+	return ts
 }
 
 // finishWrite is what one Finish adds to its team's pending writes.
@@ -172,17 +202,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		ts.subDirty = ts.subDirty || ls.pending()
 	}
 	if w.dep0 != "" {
-		if ts.usage == nil {
-			ts.usage = map[string]*usageRow{}
-		}
-		u := ts.usage[w.dep0]
-		if u == nil {
-			u = &usageRow{}
-			ts.usage[w.dep0] = u
-		}
-		u.req++
-		u.tok += w.tokens
-		u.usd += w.cost
+		ts.usage = addUsage(ts.usage, w.dep0, w.tokens, w.cost)
 	}
 	folded := w.lvOK && ts.rowLocked(w, wr)
 	if w.tierKey != "" {
@@ -445,7 +465,7 @@ type batch struct {
 	seq  int64
 	pendingWrites
 	renew    []string
-	usage    map[string]*usageRow
+	usage    []depUsage
 	byLevel  rowSet
 	usageTTL int64 // seconds; negative when the renewal is not due
 	pins     map[string]pinWrite

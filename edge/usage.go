@@ -52,7 +52,7 @@ return {string.format('%d', now), tat, n, h[1] or '', h[2] or '', h[3] or ''}
 // answer. Writes this node's writer has not sent yet (at most one flush
 // interval, 10ms by default) are not counted.
 func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
-	k := r.team(t).keys
+	k := &r.team(t).keys
 	tl := t.Team.Level()
 	return r.usage(ctx, k.begin, &tl, func() ratelimit.TeamUsage { return r.local.Usage(t) }), nil
 }

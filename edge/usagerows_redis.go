@@ -96,8 +96,7 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 // flight), as q asks for them: the answer while Redis is away.
 func (r *Redis) pendingRows(q *UsageQuery) UsageReport {
 	b := NewBook()
-	r.teams.Range(func(k, v any) bool {
-		name, ts := k.(string), v.(*teamState)
+	r.teams.Range(func(name string, ts *teamState) {
 		ts.mu.Lock()
 		if ts.has1 {
 			b.add(name, ts.row1, &ts.sums1)
@@ -111,7 +110,6 @@ func (r *Redis) pendingRows(q *UsageQuery) UsageReport {
 			}
 		}
 		ts.mu.Unlock()
-		return true
 	})
 	return UsageReport{Rows: b.Rows(q), Folded: r.w.rowFolded.Load()}
 }

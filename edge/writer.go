@@ -90,7 +90,7 @@ func (w *writer) releaseHeld(now time.Time) {
 
 // appendTo adds b's part of a finishLua call: its keys and arguments.
 func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
-	tk := b.ts.keys
+	tk := &b.ts.keys
 	k0 := len(keys)
 	keys = append(keys, tk.finish[:]...)
 	t := b.team
@@ -102,8 +102,8 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	team.lv.Limits = &tl
 	args = team.args(args)
 	args = append(args, len(b.usage))
-	for dep, u := range b.usage {
-		args = append(args, dep, u.req, u.tok, u.usd)
+	for _, u := range b.usage {
+		args = append(args, u.dep, u.req, u.tok, u.usd)
 	}
 	keys, args = b.appendRows(keys, args)
 	for k, p := range b.pins {
@@ -325,8 +325,7 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 	w.dirty = nil
 	w.dmu.Unlock()
 	if renew {
-		w.r.teams.Range(func(_, v any) bool {
-			ts := v.(*teamState)
+		w.r.teams.Range(func(_ string, ts *teamState) {
 			ts.mu.Lock()
 			add := ts.hasLive() && !ts.dirty
 			ts.dirty = ts.dirty || add
@@ -334,7 +333,6 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 			if add {
 				dirty = append(dirty, ts)
 			}
-			return true
 		})
 	}
 	var calls []*finishCall
@@ -544,11 +542,10 @@ func (w *writer) close(ctx context.Context) error {
 // pendingTeams is how many teams still have writes for Redis.
 func (w *writer) pendingTeams() int {
 	n := 0
-	w.r.teams.Range(func(_, v any) bool {
-		if ts := v.(*teamState); ts.pending() {
+	w.r.teams.Range(func(_ string, ts *teamState) {
+		if ts.pending() {
 			n++
 		}
-		return true
 	})
 	return n
 }
@@ -565,9 +562,8 @@ func (w *writer) empty() bool {
 		return false
 	}
 	empty := true
-	w.r.teams.Range(func(_, v any) bool {
-		empty = !v.(*teamState).pending()
-		return empty
+	w.r.teams.Range(func(_ string, ts *teamState) {
+		empty = empty && !ts.pending()
 	})
 	return empty
 }

@@ -10,6 +10,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/internal/registry"
 )
 
 // errNoTeam is returned for an Admission without a team.
@@ -33,8 +34,8 @@ type Local struct {
 	div      atomic.Int64 // the divisor (>= 1); SetDivisor moves it with the live node count
 	slotTTL  atomic.Int64 // ns; set before use
 	seq      atomic.Uint64
-	teams    sync.Map // team name -> *localTeam
-	subs     sync.Map // Level.Key -> *localTeam: key and user levels
+	teams    registry.Map[*localTeam] // team name -> its state
+	subs     sync.Map                 // Level.Key -> *localTeam: key and user levels
 	nsubs    atomic.Int64
 	sweepAt  atomic.Int64 // nsubs that triggers the next sweep
 	sweeping atomic.Bool  // a sweep runs (at most one at a time)
@@ -118,11 +119,10 @@ func (l *Local) scaled(c *config.Limits) limits {
 }
 
 func (l *Local) team(name string) *localTeam {
-	if v, ok := l.teams.Load(name); ok {
-		return v.(*localTeam)
+	if st, ok := l.teams.Load(name); ok {
+		return st
 	}
-	v, _ := l.teams.LoadOrStore(name, &localTeam{}) // slots made by the first slot: most teams have no max_parallel
-	return v.(*localTeam)
+	return l.teams.LoadOrStore(name, &localTeam{}) // slots made by the first slot: most teams have no max_parallel
 }
 
 // sub is the state of a key or user level, made if new.
@@ -567,11 +567,11 @@ func (l *Local) BlockBudget(name string, sub bool, until int64) {
 // local state in the unit Mirror takes, for the shared limiter to learn
 // what the fallback admitted (0 for a dimension with a full bucket).
 func (l *Local) Resets(team string) (rpm, tpm time.Duration) {
-	v, ok := l.teams.Load(team)
+	st, ok := l.teams.Load(team)
 	if !ok {
 		return 0, 0
 	}
-	return l.resets(v.(*localTeam))
+	return l.resets(st)
 }
 
 // SubResets is Resets for a key or user level (Level.Key).
@@ -605,10 +605,7 @@ func (l *Local) Forget(team string) { l.teams.Delete(team) }
 
 // Teams calls fn with the name of every team l holds state of.
 func (l *Local) Teams(fn func(team string)) {
-	l.teams.Range(func(k, _ any) bool {
-		fn(k.(string))
-		return true
-	})
+	l.teams.Range(func(name string, _ *localTeam) { fn(name) })
 }
 
 // Ref is the team's state in l, made if new.
