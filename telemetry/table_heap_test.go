@@ -34,9 +34,15 @@ func TestCounterTableBytesPerTeam(t *testing.T) {
 	runtime.KeepAlive(requests)
 	runtime.KeepAlive(tokens)
 	per := (after.HeapAlloc - before.HeapAlloc) / n
-	t.Logf("%d B per team for 5 series", per)
+	objs := float64(after.HeapObjects-before.HeapObjects) / n
+	t.Logf("%d B and %.2f objects per team for 5 series", per, objs)
 	if per > tableBytesPerTeam {
 		t.Fatalf("%d B per team of 5 series, want <= %d", per, tableBytesPerTeam)
+	}
+	// a row with its first series, a row and a chunk of its other series:
+	// three objects a team, and the maps' share (the collector marks each)
+	if objs > 3.5 {
+		t.Fatalf("%.2f heap objects per team of 5 series, want <= 3.5", objs)
 	}
 }
 
