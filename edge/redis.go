@@ -233,7 +233,7 @@ func (r *Redis) team(t *catalog.Team) *teamState {
 	if !ok {
 		n := newTeamState(r.cfg.Prefix, t.Name, r.node)
 		n.owner, n.local = r, r.local.Ref(t.Name)
-		ts = r.teams.LoadOrStore(t.Name, n)
+		ts, _ = r.teams.LoadOrStore(t.Name, n)
 	}
 	// kept on the team (this snapshot's) for the next request; a team of a
 	// snapshot that several edges share (tests) keeps the first one's

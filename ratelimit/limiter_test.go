@@ -91,7 +91,7 @@ func TestMirrorSubAtRest(t *testing.T) {
 	clk.Advance(2 * time.Minute)
 	l.MirrorSub(lv, time.Microsecond, 0)
 	st, _ := l.subs.Load(lv.Key)
-	if got, want := st.(*localTeam).rpmTAT, clk.Now().UnixNano()+int64(time.Microsecond); got != want {
+	if got, want := st.rpmTAT, clk.Now().UnixNano()+int64(time.Microsecond); got != want {
 		t.Fatalf("rpm TAT %d after a 1 µs mirror, want %d", got, want)
 	}
 }

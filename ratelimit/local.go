@@ -35,7 +35,7 @@ type Local struct {
 	slotTTL  atomic.Int64 // ns; set before use
 	seq      atomic.Uint64
 	teams    registry.Map[*localTeam] // team name -> its state
-	subs     sync.Map                 // Level.Key -> *localTeam: key and user levels
+	subs     registry.Map[*localTeam] // Level.Key -> its state: key and user levels
 	nsubs    atomic.Int64
 	sweepAt  atomic.Int64 // nsubs that triggers the next sweep
 	sweeping atomic.Bool  // a sweep runs (at most one at a time)
@@ -122,22 +122,23 @@ func (l *Local) team(name string) *localTeam {
 	if st, ok := l.teams.Load(name); ok {
 		return st
 	}
-	return l.teams.LoadOrStore(name, &localTeam{}) // slots made by the first slot: most teams have no max_parallel
+	st, _ := l.teams.LoadOrStore(name, &localTeam{}) // slots made by the first slot: most teams have no max_parallel
+	return st
 }
 
 // sub is the state of a key or user level, made if new.
 func (l *Local) sub(key string) *localTeam {
-	if v, ok := l.subs.Load(key); ok {
-		return v.(*localTeam)
+	if st, ok := l.subs.Load(key); ok {
+		return st
 	}
-	v, loaded := l.subs.LoadOrStore(key, &localTeam{})
+	st, loaded := l.subs.LoadOrStore(key, &localTeam{})
 	if !loaded && l.nsubs.Add(1) >= l.sweepAt.Load() && l.sweeping.CompareAndSwap(false, true) {
 		go func() { // off the request path: a million levels are a million-entry walk
 			l.sweep()
 			l.sweeping.Store(false)
 		}()
 	}
-	return v.(*localTeam)
+	return st
 }
 
 // lockSub is the key or user level under key, locked, made if new; a level
@@ -157,11 +158,10 @@ func (l *Local) lockSub(key string) *localTeam {
 // lockSubIfAny is lockSub for a level that has state: nil, and nothing
 // made, when it has none (never made, or swept).
 func (l *Local) lockSubIfAny(key string) *localTeam {
-	v, ok := l.subs.Load(key)
+	st, ok := l.subs.Load(key)
 	if !ok {
 		return nil
 	}
-	st := v.(*localTeam)
 	st.mu.Lock()
 	if st.gone {
 		st.mu.Unlock()
@@ -178,8 +178,7 @@ const minSweep = 4096
 // count doubled since the last sweep, so its cost per new level is O(1).
 func (l *Local) sweep() {
 	now := l.clock().UnixNano()
-	l.subs.Range(func(k, v any) bool {
-		st := v.(*localTeam)
+	l.subs.Range(func(k string, st *localTeam) {
 		st.mu.Lock()
 		st.purgeLocked(now)
 		idle := st.rpmTAT <= now && st.tpmTAT <= now && len(st.slots) == 0 && st.blockedUntil <= now &&
@@ -190,7 +189,6 @@ func (l *Local) sweep() {
 			l.nsubs.Add(-1)
 		}
 		st.mu.Unlock()
-		return true
 	})
 	l.sweepAt.Store(max(minSweep, 2*l.nsubs.Load()))
 }
@@ -576,11 +574,11 @@ func (l *Local) Resets(team string) (rpm, tpm time.Duration) {
 
 // SubResets is Resets for a key or user level (Level.Key).
 func (l *Local) SubResets(key string) (rpm, tpm time.Duration) {
-	v, ok := l.subs.Load(key)
+	st, ok := l.subs.Load(key)
 	if !ok {
 		return 0, 0
 	}
-	return l.resets(v.(*localTeam))
+	return l.resets(st)
 }
 
 func (l *Local) resets(st *localTeam) (rpm, tpm time.Duration) {

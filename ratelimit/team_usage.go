@@ -53,11 +53,11 @@ func (l *Local) LevelUsage(lv Level) TeamUsage {
 	if !lv.Limits.Any() {
 		return TeamUsage{}
 	}
-	v, ok := l.subs.Load(lv.Key)
+	st, ok := l.subs.Load(lv.Key)
 	if !ok {
 		return l.usage(&localTeam{}, lv.Limits)
 	}
-	return l.usage(v.(*localTeam), lv.Limits)
+	return l.usage(st, lv.Limits)
 }
 
 func (l *Local) usage(st *localTeam, c *config.Limits) TeamUsage {

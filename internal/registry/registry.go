@@ -26,18 +26,18 @@ func (g *Map[V]) Load(name string) (V, bool) {
 }
 
 // LoadOrStore returns the record of name, storing v first when there is
-// none.
-func (g *Map[V]) LoadOrStore(name string, v V) V {
+// none; loaded reports whether it was there.
+func (g *Map[V]) LoadOrStore(name string, v V) (actual V, loaded bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if old, ok := g.m[name]; ok {
-		return old
+		return old, true
 	}
 	if g.m == nil {
 		g.m = map[string]V{}
 	}
 	g.m[name] = v
-	return v
+	return v, false
 }
 
 // Delete removes the record of name.

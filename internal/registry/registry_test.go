@@ -12,10 +12,10 @@ func TestMap(t *testing.T) {
 	if _, ok := g.Load("x"); ok {
 		t.Fatal("an empty map found a record")
 	}
-	if got := g.LoadOrStore("x", a); got != a {
+	if got, loaded := g.LoadOrStore("x", a); got != a || loaded {
 		t.Fatal("LoadOrStore did not store into an empty map")
 	}
-	if got := g.LoadOrStore("x", b); got != a {
+	if got, loaded := g.LoadOrStore("x", b); got != a || !loaded {
 		t.Fatal("LoadOrStore replaced a record")
 	}
 	if g.CompareAndDelete("x", b) {
@@ -47,7 +47,7 @@ func TestMapConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = g.LoadOrStore("team", new(int))
+			got[i], _ = g.LoadOrStore("team", new(int))
 			g.Range(func(string, *int) {})
 		}()
 	}
