@@ -28,7 +28,8 @@
 # script waits 11 s (no other phase pays that flush) and prints the flush's
 # CPU beyond an idle window measured once after the warm-up. Results are medians of the interleaved rounds;
 # a last line gives the medians of each round's own ratio (paired), which
-# the machine's drift between rounds does not skew. Each round starts its
+# the machine's drift between rounds does not skew, and one more their
+# lowest and highest (spread): how far a single round's figure moves here. Each round starts its
 # phases at a different one, so no phase always follows the same other.
 #
 # With -h a gateway with the response cache on (SPEC 18) runs beside the
@@ -295,13 +296,19 @@ med() { echo "${SUM[$1]:-0}" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1
 # apart, so a pair cancels the machine's drift between rounds, which the
 # ratio of two medians does not.
 paired() {
+  rounds "$@" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+# rounds OP A B [C]: each round's own value of paired's OP, sorted.
+rounds() {
   local op=$1 files=() i=0; shift
   for k in "$@"; do
     i=$((i + 1)); echo "${SUM[$k]:-0}" | tr ' ' '\n' | grep . > "$out/paired.$i"; files+=("$out/paired.$i")
   done
-  paste "${files[@]}" | awk -v op="$op" '{ if (op == "ratio") print $1 / $2; else if (op == "diff") print $1 - $2; else print ($1 - $3) / ($2 - $3) }' |
-    sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+  paste "${files[@]}" | awk -v op="$op" '{ if (op == "ratio") print $1 / $2; else if (op == "diff") print $1 - $2; else print ($1 - $3) / ($2 - $3) }' | sort -g
 }
+# spread OP A B [C]: the lowest and highest of the rounds' own values: how
+# far one round's figure moves on this machine, beside the medians.
+spread() { rounds "$@" | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.3g..%.3g", lo, hi}'; }
 # The phases of a group, as run arguments; a round starts each group at a
 # different phase (round r at phase r mod n), so every phase runs in every
 # position equally often: a phase always run right after another would
@@ -378,6 +385,11 @@ if [ "$K" -gt 1 ]; then
   line="  paired per round (median of each round's own ratio): gateway/floor $(paired ratio gateway.rps floor.rps), p50 gateway - floor $(paired diff gateway1.p50 floor1.p50) us"
   [ $REDIS = 0 ] || line="$line, gateway/cfloor $(paired ratio gateway.rps cfloor.rps), p50 gateway - cfloor $(paired diff gateway1.p50 cfloor1.p50) us"
   [ $MANY = 0 ] || line="$line, 10,000 teams: throughput $(paired ratio many.rps gateway.rps), overhead one at a time $(paired overhead many1.p50 gateway1.p50 direct1.p50)"
+  echo "$line"
+  line="  spread per round (lowest..highest of the rounds' own ratios): gateway/floor $(spread ratio gateway.rps floor.rps), p50 gateway - floor $(spread diff gateway1.p50 floor1.p50) us"
+  [ $MANY = 0 ] || line="$line, 10,000 teams: throughput $(spread ratio many.rps gateway.rps), overhead $(spread overhead many1.p50 gateway1.p50 direct1.p50)"
+  [ $LEVELS = 0 ] || line="$line, levels: throughput $(spread ratio lvmany.rps lvone.rps), overhead $(spread overhead lvmany1.p50 lvone1.p50 direct1.p50)"
+  [ $HITS = 0 ] || line="$line, cache: hits/floor $(spread ratio cached.rps floor.rps), miss/off $(spread ratio unique.rps unique0.rps)"
   echo "$line"
 fi
 if [ $TRACE = 1 ]; then
