@@ -11,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"switchyard/cache"
 	"switchyard/catalog"
 	"switchyard/internal/teamtest"
 )
@@ -455,5 +456,25 @@ func TestCoalesceEndOrder(t *testing.T) {
 	urgent, _ := ts.endLeaseLocked(leaseOp{key: "k", tok: "n:3", op: leaseDone, entry: entryName}, false)
 	if !urgent || ts.leaseOps[0].op != leaseFail {
 		t.Fatalf("an entry not kept for Redis ended its lease as %+v (urgent %v), want a failure at once", ts.leaseOps[0], urgent)
+	}
+}
+
+// TestEntriesNeverReadAsLeases: a lease lives in its entry's key, told
+// apart by its first byte (LeaseMark), so no encoded entry may start with
+// that byte, and a lease must never decode as an entry.
+func TestEntriesNeverReadAsLeases(t *testing.T) {
+	for _, e := range []*cache.Entry{
+		{},
+		{Text: "hello", Finish: "stop", Model: "m", Deployment: "d", StoredAt: time.Unix(1_796_000_000, 0)},
+		{Embeddings: true, Vectors: [][]float64{{0, 1}}, Model: "e"},
+	} {
+		if b := e.Encode(nil); IsLease(string(b)) {
+			t.Fatalf("entry %+v encodes as %q, which reads as a lease", e, b)
+		}
+	}
+	for _, v := range []string{LeaseMark, LeaseMark + "node:1", LeaseMark + "node:1+"} {
+		if _, err := cache.Decode([]byte(v)); err == nil {
+			t.Fatalf("the lease %q decodes as an entry", v)
+		}
 	}
 }
