@@ -130,15 +130,22 @@ type limitTuple struct {
 // Bounded by the distinct limits of the config (a reload that changes a
 // team's limits adds at most that team's new tuple).
 var boxedTuples struct {
-	sync.Mutex
+	sync.RWMutex
 	m map[limitTuple]*[5]any
 }
 
-// boxed returns the interface values of l, boxed once per process.
+// boxed returns the interface values of l, boxed once per process: a
+// tuple in use costs a read lock and a map lookup, no allocation.
 func boxed(l limitTuple) [5]any {
+	boxedTuples.RLock()
+	a := boxedTuples.m[l]
+	boxedTuples.RUnlock()
+	if a != nil {
+		return *a
+	}
 	boxedTuples.Lock()
 	defer boxedTuples.Unlock()
-	a := boxedTuples.m[l]
+	a = boxedTuples.m[l]
 	if a == nil {
 		if boxedTuples.m == nil || len(boxedTuples.m) >= maxBoxedTuples {
 			boxedTuples.m = map[limitTuple]*[5]any{} // a bound, never reached by a real config: start over
@@ -160,14 +167,15 @@ type boxedLevel struct {
 	args [5]any
 }
 
-// levelArgs appends lv's limit arguments of beginLua. An end user's come
-// from the team's last ones when the limits are equal: every end user
-// without limits of their own has the team's user_limits, so a million of
-// them box these values once, not on every admission.
+// levelArgs appends lv's limit arguments of beginLua. A key's are the
+// shared boxes of its limit tuple (boxed: keys of a few plans share a few).
+// An end user's come from the team's last ones when the limits are equal:
+// every end user without limits of their own has the team's user_limits,
+// so a million of them box these values once, without even boxed's lock.
 func (k *teamKeys) levelArgs(args []any, lv *Level) []any {
 	if lv.Kind != LevelUser {
-		b := boxLevel(lv)
-		return append(args, b.args[:]...)
+		b := boxed(levelTuple(lv))
+		return append(args, b[:]...)
 	}
 	b := k.users.Load()
 	if b == nil || b.lim != *lv.Limits {
@@ -180,6 +188,11 @@ func (k *teamKeys) levelArgs(args []any, lv *Level) []any {
 
 // boxLevel converts lv's limit arguments of beginLua to interfaces.
 func boxLevel(lv *Level) boxedLevel {
+	return boxedLevel{lim: *lv.Limits, args: boxed(levelTuple(lv))}
+}
+
+// levelTuple is lv's limit arguments of beginLua, unboxed.
+func levelTuple(lv *Level) limitTuple {
 	l := lv.Limits
-	return boxedLevel{lim: *l, args: [5]any{max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(lv)}}
+	return limitTuple{max(0, l.RPM), max(0, l.TPM), max(0, l.MaxParallel), max(0, l.Budget.USD), budgetCode(lv)}
 }

@@ -64,3 +64,20 @@ func TestLimitArgsShared(t *testing.T) {
 		t.Fatalf("other limits got args %v", lc.args)
 	}
 }
+
+// TestKeyLevelArgsAllocateNothing: a key's limit arguments are the shared
+// boxes of its limit tuple, so an admission that meets a key level boxes
+// nothing (before, each one boxed its key's limits again).
+func TestKeyLevelArgsAllocateNothing(t *testing.T) {
+	k := newTeamKeys("p:", "t", "n")
+	lim := &config.Limits{RPM: 600_000, TPM: 9_000_000, Budget: config.Budget{USD: 25}}
+	lv := &Level{Kind: LevelKey, ID: "k1", Limits: lim}
+	buf := make([]any, 0, 5)
+	k.levelArgs(buf, lv)
+	if n := testing.AllocsPerRun(50, func() { k.levelArgs(buf[:0], lv) }); n != 0 {
+		t.Fatalf("a key level's arguments allocated %v objects an admission, want 0", n)
+	}
+	if got, want := k.levelArgs(nil, lv), []any{int64(600_000), int64(9_000_000), int64(0), 25.0, budgetCode(lv)}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("args %v, want %v", got, want)
+	}
+}
