@@ -345,31 +345,47 @@ return redis.call('PTTL', KEYS[1])
 	}
 }
 
-// TestTATRoundTrip: the two TATs in one string key come back exactly (bit
-// for bit) from string.format('%.17g'), fractional microseconds included,
-// where Lua's tostring would keep 14 digits; on real Redis and on miniredis.
+// TestTATRoundTrip: the two TATs in one key come back exactly (bit for
+// bit), fractional microseconds included, where Lua's tostring would keep
+// 14 digits: packed doubles on real Redis (16 bytes), '%.17g' text on
+// miniredis (no struct library). On real Redis a key in the text form,
+// written before a node was upgraded, is read as well (the TATs it holds,
+// not a full bucket).
 func TestTATRoundTrip(t *testing.T) {
 	const probe = tatLua + `
 local now = tonumber(ARGV[1])
 local r = now + 60000000 / 7
 local tt = now + 1 / 3 + 1000 * 60000000 / 6001
 settat(KEYS[1], r, tt, now, 0)
+local size = redis.call('STRLEN', KEYS[1])
 local a, b = gettat(KEYS[1])
 local ok = 0
 if a == r and b == tt and redis.call('PTTL', KEYS[1]) > 0 then ok = 1 end
+-- the text form, as a node before the packed form wrote it
+redis.call('SET', KEYS[1], string.format('%.17g:%.17g', r, tt), 'PX', 60000)
+a, b = gettat(KEYS[1])
+local text = 0
+if a == r and b == tt then text = 1 end
 settat(KEYS[1], 0, now, now, tt) -- both full: deleted
-return {ok, redis.call('EXISTS', KEYS[1])}
+return {ok, redis.call('EXISTS', KEYS[1]), size, text}
 `
 	srv := redistest.Start(t)
 	m := miniredis.RunT(t)
-	for name, c := range map[string]*redis.Client{"redis-server": srv.Client(), "miniredis": redis.NewClient(&redis.Options{Addr: m.Addr()})} {
+	for _, c := range []struct {
+		name string
+		c    *redis.Client
+		size int64 // the stored value's bytes
+	}{{"redis-server", srv.Client(), 16}, {"miniredis", redis.NewClient(&redis.Options{Addr: m.Addr()}), 0}} {
 		for _, now := range []int64{1_700_000_000_123_457, 1_799_999_999_999_999, 4_102_444_800_000_001} {
-			got, err := c.Eval(context.Background(), probe, []string{"sy:{team:rt}:tat"}, now).Int64Slice()
+			got, err := c.c.Eval(context.Background(), probe, []string{"sy:{team:rt}:tat"}, now).Int64Slice()
 			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+				t.Fatalf("%s: %v", c.name, err)
 			}
-			if got[0] != 1 || got[1] != 0 {
-				t.Fatalf("%s, now %d: round trip ok=%d, exists after full=%d", name, now, got[0], got[1])
+			if got[0] != 1 || got[1] != 0 || got[3] != 1 {
+				t.Fatalf("%s, now %d: round trip ok=%d, exists after full=%d, text form read=%d", c.name, now, got[0], got[1], got[3])
+			}
+			if c.size > 0 && got[2] != c.size || c.size == 0 && got[2] < 33 {
+				t.Fatalf("%s, now %d: the stored TATs take %d bytes, want %d (0: the text form, at least 33)", c.name, now, got[2], c.size)
 			}
 		}
 	}

@@ -13,12 +13,21 @@ import (
 // Cluster slot) and give every key a TTL. They are the shared twin of
 // ratelimit.Local: the scenario table in limits_test.go runs against both.
 //
-// The rpm and tpm GCRA TATs of a team share one string key, "rtat:ttat", so
-// an admission costs one GET and one SET. TATs are microsecond timestamps
-// written with string.format('%.17g'), which round-trips a double exactly
-// (never Lua's tostring or '..' on a number, which keep 14 digits), and read
-// back with tonumber. A part that is 0 (or anything not after now) is a full
-// bucket.
+// The rpm and tpm GCRA TATs of a team share one string key, so an admission
+// costs one GET and one SET. TATs are microsecond timestamps with fractions
+// (a charge of one token at a high TPM moves a TAT by less than 1 µs), kept
+// exactly: on a server with Lua's struct library (Redis, Valkey) the value
+// is the two doubles packed little-endian, 16 bytes (struct.pack('<dd'),
+// bit for bit); elsewhere (miniredis, which the fast tests use) it is
+// "rtat:ttat" written with string.format('%.17g'), which round-trips a
+// double too (never Lua's tostring or '..' on a number, which keep 14
+// digits). Formatting and parsing the text cost Redis about 2 µs per key
+// touched, packing about 0.2 (measured in a script loop on Redis 7.0):
+// a call that admits requests of many teams, keys or end users touches one
+// key per level. Both forms are read, told apart by length (the text of two
+// µs timestamps is never 16 bytes), so keys written before a node was
+// upgraded keep their state. A part that is 0 (or anything not after now)
+// is a full bucket.
 //
 // Kind codes: 1 rpm, 2 tpm, 3 parallel, 4 budget (ratelimit.Kinds).
 
@@ -42,9 +51,18 @@ local function left(tat, now, limit)
   if limit <= 0 or tat <= now then return limit, 0 end
   return max(0, min(limit, floor((W - (tat - now) + TOL) * limit / W))), ceil(tat - now)
 end
+-- the TAT codec (see the package's comment on the TAT key): packed doubles
+-- where the server has struct, text elsewhere
+local pack, unpackdd = nil, nil
+local S = rawget(_G, 'struct') -- a missing global read directly is an error
+if S then pack, unpackdd = S.pack, S.unpack end
 local function gettat(k)
   local v = call('GET', k)
   if not v then return 0, 0 end
+  if #v == 16 and unpackdd then
+    local a, b = unpackdd('<dd', v)
+    return a, b
+  end
   local a, b = match(v, '^([^:]*):(.*)$')
   return tonumber(a) or 0, tonumber(b) or 0
 end
@@ -65,7 +83,8 @@ local function settat(k, r, t, now, prev)
   end
   if r <= now then r = 0 end
   if t <= now then t = 0 end
-  local v = fmt('%.17g:%.17g', r, t)
+  local v
+  if pack then v = pack('<dd', r, t) else v = fmt('%.17g:%.17g', r, t) end
   local e = ceil(m / G) * G
   if prev > 0 and e <= ceil(prev / G) * G then
     call('SET', k, v, 'KEEPTTL')

@@ -2,6 +2,8 @@ package edge
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -85,9 +87,7 @@ func (r *Redis) usage(ctx context.Context, keys [3]string, lim *config.Limits, l
 	nowUS, _ := strconv.ParseInt(str(res[0]), 10, 64)
 	now := nowUS * 1000
 	rtat, ttat := int64(0), int64(0)
-	if a, b, ok := strings.Cut(str(res[1]), ":"); ok {
-		ra, _ := strconv.ParseFloat(a, 64)
-		tb, _ := strconv.ParseFloat(b, 64)
+	if ra, tb, ok := decodeTATs(str(res[1])); ok {
 		rtat, ttat = int64(ra*1000), int64(tb*1000)
 	}
 	inflight, _ := res[2].(int64)
@@ -106,4 +106,30 @@ func (r *Redis) usage(ctx context.Context, keys [3]string, lim *config.Limits, l
 		}
 	}
 	return u
+}
+
+// decodeTATs reads a TAT key's value in either of tatLua's forms: two
+// little-endian doubles (16 bytes) or "rtat:ttat" text. A value in neither
+// form, or a TAT that is not a finite number, reads as not ok (a full
+// bucket).
+func decodeTATs(v string) (r, t float64, ok bool) {
+	if len(v) == 16 {
+		r = math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[:8])))
+		t = math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[8:])))
+	} else {
+		a, b, found := strings.Cut(v, ":")
+		if !found {
+			return 0, 0, false
+		}
+		var errA, errB error
+		r, errA = strconv.ParseFloat(a, 64)
+		t, errB = strconv.ParseFloat(b, 64)
+		if errA != nil || errB != nil {
+			return 0, 0, false
+		}
+	}
+	if math.IsNaN(r) || math.IsInf(r, 0) || math.IsNaN(t) || math.IsInf(t, 0) {
+		return 0, 0, false
+	}
+	return r, t, true
 }

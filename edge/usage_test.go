@@ -2,8 +2,10 @@ package edge
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -288,4 +290,50 @@ func TestCloseGivesUpOnADeadRedis(t *testing.T) {
 	if got := g.obs.audit.Load(); got != 1 {
 		t.Fatalf("%d audit entries counted as dropped, want 1", got)
 	}
+}
+
+// TestDecodeTATs: the admin API reads a TAT key in both of tatLua's forms
+// (packed doubles, bit for bit; the text of a node before them) and reads
+// anything else as a full bucket.
+func TestDecodeTATs(t *testing.T) {
+	r, tt := 1_796_000_000_000_000+60_000_000.0/7, 1_796_000_000_000_000+1.0/3
+	packed := make([]byte, 16)
+	binary.LittleEndian.PutUint64(packed, math.Float64bits(r))
+	binary.LittleEndian.PutUint64(packed[8:], math.Float64bits(tt))
+	nan := make([]byte, 16)
+	binary.LittleEndian.PutUint64(nan, math.Float64bits(math.NaN()))
+	for _, c := range []struct {
+		name, v string
+		r, t    float64
+		ok      bool
+	}{
+		{"packed", string(packed), r, tt, true},
+		{"text", strconv.FormatFloat(r, 'g', 17, 64) + ":" + strconv.FormatFloat(tt, 'g', 17, 64), r, tt, true},
+		{"text, rpm part full", "0:" + strconv.FormatFloat(tt, 'g', 17, 64), 0, tt, true},
+		{"empty", "", 0, 0, false},
+		{"no separator", "1796000000000000.5", 0, 0, false},
+		{"not numbers", "a:b", 0, 0, false},
+		{"NaN packed", string(nan), 0, 0, false},
+		{"Inf text", "Inf:1", 0, 0, false},
+	} {
+		gr, gt, ok := decodeTATs(c.v)
+		if ok != c.ok || gr != c.r || gt != c.t {
+			t.Errorf("%s: got %v %v %v, want %v %v %v", c.name, gr, gt, ok, c.r, c.t, c.ok)
+		}
+	}
+}
+
+func FuzzDecodeTATs(f *testing.F) {
+	f.Add("1796000000000000.5:0")
+	f.Add(string(make([]byte, 16)))
+	f.Add("::")
+	f.Fuzz(func(t *testing.T, v string) {
+		r, tt, ok := decodeTATs(v)
+		if ok && (math.IsNaN(r) || math.IsInf(r, 0) || math.IsNaN(tt) || math.IsInf(tt, 0)) {
+			t.Fatalf("%q: ok with %v %v", v, r, tt)
+		}
+		if !ok && (r != 0 || tt != 0) {
+			t.Fatalf("%q: not ok but %v %v", v, r, tt)
+		}
+	})
 }
