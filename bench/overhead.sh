@@ -78,6 +78,7 @@ trap cleanup EXIT
 echo "building..."
 go build -o "$out/switchyard" ./cmd/switchyard
 go build -o "$out/floorproxy" ./bench/floorproxy
+go build -o "$out/alternate" ./bench/alternate
 [ $TRACE = 0 ] || go build -o "$out/otlpsink" ./bench/otlpsink
 
 MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008; GWC=127.0.0.1:19009; GWL=127.0.0.1:19010
@@ -337,14 +338,35 @@ rotated() { # round phase...: the phases, starting at phase round mod n
     run ${rot_ph[(rot_i + rot_r) % rot_n]}
   done
 }
+# alt: one request at a time to the floor, the gateway and the mock in
+# turn, the order shuffled each cycle (bench/alternate): the one-at-a-time
+# figure paired request by request, so drift between wrk's phases (seconds
+# apart) does not land in one side's p50. The gateway gets what its
+# one-at-a-time wrk phase sends (with -m one session's header).
+sed -n "s/^wrk.body = '\(.*\)'$/\1/p" bench/post.lua > "$out/body.json"
+althdr=(-H "Authorization: Bearer sk-bench")
+[ $MANY = 0 ] || althdr+=(-H "X-Session-Id: s1")
+alt() { # round
+  sleep 1
+  "$out/alternate" -d "${D}s" -seed "$1" -body "$out/body.json" "${althdr[@]}" -t "floor=http://$FLOOR/v1/chat/completions" \
+    -t "gateway=http://$GW/v1/chat/completions" -t "direct=http://$MOCK/v1/chat/completions" > "$out/alt.txt" 2>&1
+  local p50 pair gp fp
+  read -r _ _ _ _ fp _ < <(grep '^ALT floor ' "$out/alt.txt")
+  read -r _ _ _ _ gp _ < <(grep '^ALT gateway ' "$out/alt.txt")
+  read -r _ _ _ p50 pair < <(grep '^PAIR gateway ' "$out/alt.txt")
+  printf "  %-9s floor p50=%sus gateway p50=%sus (alternating per request): gateway - floor p50 %+.0fus, median of per-request differences %+.0fus\n" alt "$fp" "$gp" "$p50" "$pair"
+  SUM[alt.p50]="${SUM[alt.p50]:-} $p50"; SUM[alt.pair]="${SUM[alt.pair]:-} $pair"
+}
 for r in $(seq 1 "$K"); do
   echo "== round $r/$K: saturation ($C connections, ${D}s each), then one connection (${D}s each); redis: $REDIS"
   rotated "$r" "${sat[@]}"
   rotated "$r" "${one1[@]}"
+  alt "$r"
 done
 echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything)"
 echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 1.0 against the GCRA floor with -r), floor/direct = %.3f\n", $1/$2, $2/$3}'
 echo "$(med gateway1.p50) $(med floor1.p50) $(med direct1.p50)" | awk '{printf "  p50 one at a time: gateway - floor = %+.0f us (target <= 25 us), floor - direct = %+.0f us\n", $1-$2, $2-$3}'
+echo "$(med alt.p50) $(med alt.pair)" | awk '{printf "  p50 one at a time, alternating per request (bench/alternate): gateway - floor = %+.0f us (target <= 25 us), median of per-request differences %+.0f us\n", $1, $2}'
 [ $REDIS = 0 ] || echo "$(med gateway.rps) $(med cfloor.rps) $(med gateway1.p50) $(med cfloor1.p50) $(med floor.rps) $(med floor1.p50)" |
   awk '{printf "  against the counter floor: throughput gateway/cfloor = %.3f, p50 gateway - cfloor = %+.0f us (GCRA floor/counter floor: %.3f, %+.0f us)\n", $1/$2, $3-$4, $5/$2, $6-$4}'
 echo "$(med gateway.cpu) $(med floor.cpu) $(med gateway1.cpu) $(med floor1.cpu)" | awk '{printf "  CPU per request (utime+stime): gateway %.0f us vs floor %.0f us at saturation; %.0f vs %.0f us one at a time\n", $1, $2, $3, $4}'
