@@ -338,24 +338,30 @@ rotated() { # round phase...: the phases, starting at phase round mod n
     run ${rot_ph[(rot_i + rot_r) % rot_n]}
   done
 }
-# alt: one request at a time to the floor, the gateway and the mock in
-# turn, the order shuffled each cycle (bench/alternate): the one-at-a-time
-# figure paired request by request, so drift between wrk's phases (seconds
-# apart) does not land in one side's p50. The gateway gets what its
-# one-at-a-time wrk phase sends (with -m one session's header).
+# alt: one request at a time to every one-connection target in turn, the
+# order shuffled each cycle (bench/alternate): the floor, the gateway, the
+# mock and, with -m and -l, the 10,000-team and the levels gateways with
+# what their wrk phases send (a random team and session, a random key and
+# end user). The one-at-a-time figures are then paired request by
+# request, so drift between wrk's phases (seconds apart) does not land in
+# one side's p50.
 sed -n "s/^wrk.body = '\(.*\)'$/\1/p" bench/post.lua > "$out/body.json"
-althdr=(-H "Authorization: Bearer sk-bench")
-[ $MANY = 0 ] || althdr+=(-H "X-Session-Id: s1")
+alttargets=(-H "Authorization: Bearer sk-bench" -t "floor=http://$FLOOR/v1/chat/completions"
+  -t "gateway=http://$GW/v1/chat/completions" -t "direct=http://$MOCK/v1/chat/completions")
+[ $MANY = 0 ] || alttargets+=(-th "gateway=X-Session-Id: s1" -t "many=http://$GWM/v1/chat/completions" -tr many=100000
+  -th "many=Authorization: Bearer sk-t{r%10000}" -th "many=X-Session-Id: s{r}")
+[ $LEVELS = 0 ] || alttargets+=(-t "lvone=http://$GWL/v1/chat/completions" -th "lvone=Authorization: Bearer sk-k0" -th "lvone=X-Switchyard-User: u0"
+  -t "lvmany=http://$GWL/v1/chat/completions" -tr lvmany=100000 -th "lvmany=Authorization: Bearer sk-k{r}" -th "lvmany=X-Switchyard-User: u{s}")
 alt() { # round
   sleep 1
-  "$out/alternate" -d "${D}s" -seed "$1" -body "$out/body.json" "${althdr[@]}" -t "floor=http://$FLOOR/v1/chat/completions" \
-    -t "gateway=http://$GW/v1/chat/completions" -t "direct=http://$MOCK/v1/chat/completions" > "$out/alt.txt" 2>&1
-  local p50 pair gp fp
-  read -r _ _ _ _ fp _ < <(grep '^ALT floor ' "$out/alt.txt")
-  read -r _ _ _ _ gp _ < <(grep '^ALT gateway ' "$out/alt.txt")
+  "$out/alternate" -d "${D}s" -seed "$1" -body "$out/body.json" "${alttargets[@]}" > "$out/alt.txt" 2>&1
+  local name p50 line="  alt      "
+  while read -r _ name _ _ p50 _; do
+    SUM[alt.$name]="${SUM[alt.$name]:-} $p50"; line="$line $name p50=${p50}us"
+  done < <(grep '^ALT ' "$out/alt.txt")
   read -r _ _ _ p50 pair < <(grep '^PAIR gateway ' "$out/alt.txt")
-  printf "  %-9s floor p50=%sus gateway p50=%sus (alternating per request): gateway - floor p50 %+.0fus, median of per-request differences %+.0fus\n" alt "$fp" "$gp" "$p50" "$pair"
-  SUM[alt.p50]="${SUM[alt.p50]:-} $p50"; SUM[alt.pair]="${SUM[alt.pair]:-} $pair"
+  SUM[alt.pair]="${SUM[alt.pair]:-} $pair"
+  echo "$line (alternating per request); gateway - floor, median of per-request differences: ${pair}us"
 }
 for r in $(seq 1 "$K"); do
   echo "== round $r/$K: saturation ($C connections, ${D}s each), then one connection (${D}s each); redis: $REDIS"
@@ -366,7 +372,7 @@ done
 echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything)"
 echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 1.0 against the GCRA floor with -r), floor/direct = %.3f\n", $1/$2, $2/$3}'
 echo "$(med gateway1.p50) $(med floor1.p50) $(med direct1.p50)" | awk '{printf "  p50 one at a time: gateway - floor = %+.0f us (target <= 25 us), floor - direct = %+.0f us\n", $1-$2, $2-$3}'
-echo "$(med alt.p50) $(med alt.pair)" | awk '{printf "  p50 one at a time, alternating per request (bench/alternate): gateway - floor = %+.0f us (target <= 25 us), median of per-request differences %+.0f us\n", $1, $2}'
+echo "$(paired diff alt.gateway alt.floor) $(med alt.pair)" | awk '{printf "  p50 one at a time, alternating per request (bench/alternate): gateway - floor = %+.0f us (median of the rounds; target <= 25 us), median of per-request differences %+.0f us\n", $1, $2}'
 [ $REDIS = 0 ] || echo "$(med gateway.rps) $(med cfloor.rps) $(med gateway1.p50) $(med cfloor1.p50) $(med floor.rps) $(med floor1.p50)" |
   awk '{printf "  against the counter floor: throughput gateway/cfloor = %.3f, p50 gateway - cfloor = %+.0f us (GCRA floor/counter floor: %.3f, %+.0f us)\n", $1/$2, $3-$4, $5/$2, $6-$4}'
 echo "$(med gateway.cpu) $(med floor.cpu) $(med gateway1.cpu) $(med floor1.cpu)" | awk '{printf "  CPU per request (utime+stime): gateway %.0f us vs floor %.0f us at saturation; %.0f vs %.0f us one at a time\n", $1, $2, $3, $4}'
@@ -378,11 +384,13 @@ if [ $MANY = 1 ]; then
     awk '{printf "  10,000 teams at saturation: gateway CPU %.0f us per request in its phase plus %.1f us deferred (its held usage, sent after it); Redis %.1f plus %.1f us\n", $1, $2, $3, $4}'
   echo "$(med many.rps) $(med gateway.rps) $(med many1.p50) $(med gateway1.p50) $(med direct1.p50)" |
     awk '{printf "  10,000 teams / 100,000 sessions vs one of each: throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
+  echo "  10,000 teams, one at a time alternating per request (bench/alternate): overhead $(paired overhead alt.many alt.gateway alt.direct) (median of the rounds), spread $(spread overhead alt.many alt.gateway alt.direct)"
 fi
 if [ $LEVELS = 1 ]; then
   echo "$(med lvmany.rps) $(med lvone.rps) $(med lvmany1.p50) $(med lvone1.p50) $(med direct1.p50)" |
     awk '{printf "  100,000 keys and 100,000 end users vs one of each (3 levels a request): throughput %.3f, overhead one at a time (p50 - direct) %.3f (target within 10%%)\n", $1/$2, ($3-$5)/($4-$5)}'
   [ "$K" -le 1 ] || echo "  levels, paired: throughput $(paired ratio lvmany.rps lvone.rps), overhead one at a time $(paired overhead lvmany1.p50 lvone1.p50 direct1.p50)"
+  echo "  levels, one at a time alternating per request (bench/alternate): overhead $(paired overhead alt.lvmany alt.lvone alt.direct) (median of the rounds), spread $(spread overhead alt.lvmany alt.lvone alt.direct)"
 fi
 if [ $HITS = 1 ]; then
   echo "$(med cached.rps) $(med floor.rps) $(med cached1.p50) $(med floor1.p50) $(med unique.rps) $(med unique0.rps)" |

@@ -14,6 +14,12 @@
 //	    -t floor=http://127.0.0.1:19003/v1/chat/completions \
 //	    -t gateway=http://127.0.0.1:19002/v1/chat/completions
 //
+// A target's own headers (-th name=Header: value) may vary per request:
+// {r} and {s} are two numbers drawn for each request, independently and
+// uniformly from 0 to the target's range minus one (-tr name=N), and
+// {r%M} is r modulo M (bench/overhead.sh's 10,000 teams: key "sk-t{r%10000}"
+// with session "s{r}"; its levels: key "sk-k{r}" with end user "u{s}").
+//
 // It prints one line per target and one per target after the first:
 //
 //	ALT name requests errors p50-us p90-us p99-us
@@ -34,15 +40,57 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 type target struct {
 	name, url string
+	hdr       []header // its own headers, after the common ones
+	rng       int      // the range of {r} and {s} (0: 1)
 	client    *http.Client
 	lat       []time.Duration // one per cycle, in cycle order (0: the request failed)
 	errors    int
+}
+
+// header is a header of one target; value may hold {r}, {s} and {r%M}.
+type header struct{ name, value string }
+
+// expand fills a value's placeholders with the request's r and s.
+func expand(v string, r, s int) (string, error) {
+	if !strings.Contains(v, "{") {
+		return v, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(v, "{")
+		if i < 0 {
+			b.WriteString(v)
+			return b.String(), nil
+		}
+		j := strings.Index(v[i:], "}")
+		if j < 0 {
+			return "", fmt.Errorf("%q: a { without its }", v)
+		}
+		b.WriteString(v[:i])
+		p := v[i+1 : i+j]
+		switch {
+		case p == "r":
+			b.WriteString(strconv.Itoa(r))
+		case p == "s":
+			b.WriteString(strconv.Itoa(s))
+		case strings.HasPrefix(p, "r%"):
+			m, err := strconv.Atoi(p[2:])
+			if err != nil || m <= 0 {
+				return "", fmt.Errorf("{%s}: want {r%%M} with M > 0", p)
+			}
+			b.WriteString(strconv.Itoa(r % m))
+		default:
+			return "", fmt.Errorf("unknown placeholder {%s}: want {r}, {s} or {r%%M}", p)
+		}
+		v = v[i+j+1:]
+	}
 }
 
 type list []string
@@ -51,9 +99,11 @@ func (l *list) String() string     { return strings.Join(*l, ", ") }
 func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
-	var targets, headers list
+	var targets, headers, theaders, tranges list
 	flag.Var(&targets, "t", "a target, name=URL (repeat; the first is the one the others are compared with)")
 	flag.Var(&headers, "H", "a request header, 'Name: value' (repeat)")
+	flag.Var(&theaders, "th", "a header of one target, 'name=Name: value' with {r}, {s}, {r%M} (repeat)")
+	flag.Var(&tranges, "tr", "the range of a target's {r} and {s}, name=N (repeat)")
 	bodyFile := flag.String("body", "", "file holding the POST body (empty: GET)")
 	d := flag.Duration("d", 5*time.Second, "how long to measure")
 	warmup := flag.Duration("warmup", 500*time.Millisecond, "how long to send unmeasured first")
@@ -89,6 +139,29 @@ func main() {
 		tr := &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}
 		ts[i] = &target{name: name, url: url, client: &http.Client{Transport: tr, Timeout: *timeout}}
 	}
+	byName := map[string]*target{}
+	for _, t := range ts {
+		byName[t.name] = t
+	}
+	for _, th := range theaders {
+		name, h, ok := strings.Cut(th, "=")
+		k, v, ok2 := strings.Cut(h, ":")
+		if !ok || !ok2 || byName[name] == nil {
+			fail("alternate: -th " + th + ": want name=Name: value for a -t name")
+		}
+		if _, err := expand(v, 0, 0); err != nil {
+			fail("alternate: -th " + th + ": " + err.Error())
+		}
+		byName[name].hdr = append(byName[name].hdr, header{strings.TrimSpace(k), strings.TrimSpace(v)})
+	}
+	for _, tr := range tranges {
+		name, n, ok := strings.Cut(tr, "=")
+		v, err := strconv.Atoi(n)
+		if !ok || err != nil || v <= 0 || byName[name] == nil {
+			fail("alternate: -tr " + tr + ": want name=N, N > 0, for a -t name")
+		}
+		byName[name].rng = v
+	}
 	rng := rand.New(rand.NewPCG(*seed, 0))
 	order := make([]int, len(ts))
 	for i := range order {
@@ -98,7 +171,7 @@ func main() {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, i := range order {
 			t := ts[i]
-			lat, ok := send(t, body, hdr)
+			lat, ok := send(t, body, hdr, rng)
 			if !record {
 				continue
 			}
@@ -132,7 +205,7 @@ func main() {
 }
 
 // send makes one request and reads the whole answer; ok is a 200.
-func send(t *target, body []byte, hdr http.Header) (time.Duration, bool) {
+func send(t *target, body []byte, hdr http.Header, rng *rand.Rand) (time.Duration, bool) {
 	method := http.MethodGet
 	if body != nil {
 		method = http.MethodPost
@@ -142,6 +215,14 @@ func send(t *target, body []byte, hdr http.Header) (time.Duration, bool) {
 		fail("alternate: " + t.name + ": " + err.Error())
 	}
 	req.Header = hdr.Clone()
+	if len(t.hdr) > 0 {
+		n := max(t.rng, 1)
+		r, s := rng.IntN(n), rng.IntN(n)
+		for _, h := range t.hdr {
+			v, _ := expand(h.value, r, s) // checked when the flag was read
+			req.Header.Set(h.name, v)
+		}
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
