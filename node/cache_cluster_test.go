@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,59 @@ func TestCachePurgeAndStatsAcrossReplicas(t *testing.T) {
 	stats(0)
 	if stats(1); !st.Shared || st.Entries != 0 || st.Hits != 8 || st.Misses != 9 {
 		t.Fatalf("stats after the purges: %+v", st)
+	}
+}
+
+// SPEC 18, Redis killed after storing: the node that stored an answer
+// serves it from its own copy while Redis is gone (a hit, no upstream
+// call), and no request waits on the dead Redis longer than redis.timeout
+// (plus scheduling slack); another node, which only read the entry from
+// Redis, answers only-if-cached with 504 cache_miss, and without the
+// directive calls the upstream. Real redis-server, killed with SIGKILL.
+func TestCacheServedThroughRedisOutage(t *testing.T) {
+	rs, nodes, srvs := startCluster(t, 2, "200ms", "redis: {", "cache: {enabled: true}\nredis: {")
+	body := `{"model":"m","messages":[{"role":"user","content":"kept through an outage"}]}`
+	resp, _ := post(t, srvs[0].URL+"/v1/chat/completions", "sk-open", body)
+	if resp == nil || resp.StatusCode != 200 || resp.Header.Get("X-Switchyard-Cache") != "miss" {
+		t.Fatalf("first request on node 1: %v", resp)
+	}
+	// stored in Redis once node 2 answers it from there
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := post(t, srvs[1].URL+"/v1/chat/completions", "sk-open", body, "Cache-Control", "only-if-cached")
+		if resp != nil && resp.StatusCode == 200 && resp.Header.Get("X-Switchyard-Cache") == "hit" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 2 never found node 1's entry: %v", resp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rs.Kill()
+	const bound = 200*time.Millisecond + 800*time.Millisecond // redis.timeout, and slack for two shared cores
+	timed := func(node int, hdr ...string) (*http.Response, string, time.Duration) {
+		start := time.Now()
+		resp, b := post(t, srvs[node].URL+"/v1/chat/completions", "sk-open", body, hdr...)
+		return resp, b, time.Since(start)
+	}
+	for i := range 3 { // the first pays the timeout that opens the breaker, the others nothing
+		resp, b, took := timed(0, "Cache-Control", "only-if-cached")
+		if resp == nil || resp.StatusCode != 200 || resp.Header.Get("X-Switchyard-Cache") != "hit" || resp.Header.Get("X-Switchyard-Attempts") != "0" {
+			t.Fatalf("node 1, request %d with Redis gone: %v %s, want a hit from the node's copy", i, resp, b)
+		}
+		if took > bound {
+			t.Fatalf("node 1, request %d with Redis gone took %v (bound %v)", i, took, bound)
+		}
+	}
+	resp, b, took := timed(1, "Cache-Control", "only-if-cached")
+	if resp == nil || resp.StatusCode != 504 || !strings.Contains(b, "cache_miss") || took > bound {
+		t.Fatalf("node 2 (read the entry only from Redis), only-if-cached with Redis gone: %v %s after %v, want 504 cache_miss within %v", resp, b, took, bound)
+	}
+	resp, _, took = timed(1)
+	if resp == nil || resp.StatusCode != 200 || resp.Header.Get("X-Switchyard-Cache") != "miss" || took > bound {
+		t.Fatalf("node 2 with Redis gone: %v after %v, want the upstream's answer (a miss) within %v", resp, took, bound)
+	}
+	if st := nodes[0].RedisState(); st == "up" {
+		t.Fatalf("node 1's Redis state with Redis gone: %q", st)
 	}
 }
