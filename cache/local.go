@@ -118,6 +118,22 @@ func (l *Local) Put(k Key, val []byte, team, model string, now time.Time, ttl ti
 	return true
 }
 
+// Keep stores val under k like Put unless k is held already, in which case
+// it only marks k as the most recently used (the bytes under one key are
+// the same answer; a copy of an entry read from Redis need not replace
+// them). It reports whether k is held afterwards.
+func (l *Local) Keep(k Key, val []byte, team, model string, now time.Time, ttl time.Duration) bool {
+	l.mu.Lock()
+	if i, ok := l.index[k]; ok && now.UnixNano() < l.slots[i].expires {
+		l.unlinkLocked(i)
+		l.pushFrontLocked(i)
+		l.mu.Unlock()
+		return true
+	}
+	l.mu.Unlock()
+	return l.Put(k, val, team, model, now, ttl)
+}
+
 func (l *Local) pushFrontLocked(i int32) {
 	s := &l.slots[i]
 	s.prev, s.next = -1, l.head

@@ -100,6 +100,7 @@ func (cl *call) cacheLookup() (answered bool) {
 	now := time.Now()
 	if v.dir.Read() {
 		b, ok := []byte(cl.begun.Pins.Cache[slot]), cl.begun.Pins.Cache[slot] != ""
+		shared := ok
 		if !ok && cl.begun.Local {
 			// the node's copy answers only when Redis did not: with Redis
 			// up, an entry it lacks was purged (or is not written yet), and
@@ -107,7 +108,7 @@ func (cl *call) cacheLookup() (answered bool) {
 			b, ok = s.cacheLocal.Get(cl.cacheKey, now)
 		}
 		if ok {
-			if served, _ := cl.serveStored(b, now, cacheHit); served {
+			if served, _ := cl.serveStored(b, now, cacheHit, shared); served {
 				return true
 			}
 		}
@@ -161,7 +162,7 @@ func (cl *call) awaitLeader() bool {
 	cancel()
 	if err == nil {
 		var served bool
-		if served, err = cl.serveStored([]byte(raw), time.Now(), cacheCoalesced); served {
+		if served, err = cl.serveStored([]byte(raw), time.Now(), cacheCoalesced, true); served {
 			return true
 		}
 	}
@@ -193,13 +194,22 @@ func (cl *call) alone(where string, err error) {
 // serveStored answers with an encoded entry (result hit or coalesced)
 // when it decodes, the directives accept its age and no purge removed it
 // since it was stored; served false leaves the request to go on (err: the
-// entry did not decode).
-func (cl *call) serveStored(b []byte, now time.Time, result string) (served bool, err error) {
+// entry did not decode). An entry read from Redis (shared) that it served
+// is kept in the node's store too, for the rest of its TTL: while Redis is
+// down every node that served an entry answers it from its own copy, not
+// only the node that stored it (SPEC 18).
+func (cl *call) serveStored(b []byte, now time.Time, result string, shared bool) (served bool, err error) {
 	e, err := cache.Decode(b)
 	if err != nil || !cl.cv.usable(e, now) || cl.s.cachePurges.Purged(cl.team.Name, e.Model, e.StoredAt) {
 		return false, err
 	}
-	return cl.serveEntry(e, now, result), nil
+	if !cl.serveEntry(e, now, result) {
+		return false, nil
+	}
+	if left := cl.cv.ttl - now.Sub(e.StoredAt); shared && left > 0 {
+		cl.s.cacheLocal.Keep(cl.cacheKey, b, cl.team.Name, cl.cacheModel, now, left)
+	}
+	return true, nil
 }
 
 // passLease hands an answer this request followed on its node to the
