@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,13 +119,14 @@ func (l *Local) Put(k Key, val []byte, team, model string, now time.Time, ttl ti
 	return true
 }
 
-// Keep stores val under k like Put unless k is held already, in which case
-// it only marks k as the most recently used (the bytes under one key are
-// the same answer; a copy of an entry read from Redis need not replace
-// them). It reports whether k is held afterwards.
+// Keep stores val under k like Put unless k holds these very bytes
+// already, in which case it only marks k as the most recently used: a copy
+// of an entry read from Redis, kept on every hit, costs a lookup once it
+// is held, and a newer entry under the key (another node's fresh answer)
+// replaces the older one. It reports whether k is held afterwards.
 func (l *Local) Keep(k Key, val []byte, team, model string, now time.Time, ttl time.Duration) bool {
 	l.mu.Lock()
-	if i, ok := l.index[k]; ok && now.UnixNano() < l.slots[i].expires {
+	if i, ok := l.index[k]; ok && now.UnixNano() < l.slots[i].expires && bytes.Equal(l.slots[i].val, val) {
 		l.unlinkLocked(i)
 		l.pushFrontLocked(i)
 		l.mu.Unlock()

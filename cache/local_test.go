@@ -167,25 +167,28 @@ func TestLocalMemory(t *testing.T) {
 	runtime.KeepAlive(l)
 }
 
-// TestLocalKeep: Keep stores a key it does not hold, leaves the bytes of a
-// key it holds (marking it the most recently used, so it outlives others),
-// and replaces a key whose entry expired.
+// TestLocalKeep: Keep stores a key it does not hold, marks a key that holds
+// the same bytes as the most recently used (so it outlives others),
+// replaces different bytes (a newer entry) and a key whose entry expired.
 func TestLocalKeep(t *testing.T) {
 	per := int64(1 + len("t") + len("m") + itemOverhead)
 	l := NewLocal(2 * per)
 	if !l.Keep(key(0), []byte("a"), "t", "m", t0, time.Minute) || !l.Put(key(1), []byte("b"), "t", "m", t0, time.Minute) {
 		t.Fatal("refused")
 	}
-	if !l.Keep(key(0), []byte("x"), "t", "m", t0, time.Minute) {
-		t.Fatal("Keep of a held key reported false")
-	}
-	if v, _ := l.Get(key(0), t0); string(v) != "a" {
-		t.Fatalf("Keep replaced a held entry: %q", v)
-	}
-	l.Keep(key(0), []byte("x"), "t", "m", t0, time.Minute) // 0 most recent, 1 least
+	l.Keep(key(0), []byte("a"), "t", "m", t0, time.Minute) // the same bytes: 0 most recent, 1 least
 	l.Put(key(2), []byte("c"), "t", "m", t0, time.Minute)
 	if _, ok := l.Get(key(1), t0); ok {
 		t.Fatal("Keep did not mark its key as recently used: 1 survived, 0 should have")
+	}
+	if v, ok := l.Get(key(0), t0); !ok || string(v) != "a" {
+		t.Fatalf("key 0 after Keep of the same bytes: %q %v", v, ok)
+	}
+	if !l.Keep(key(0), []byte("x"), "t", "m", t0, time.Minute) {
+		t.Fatal("Keep of newer bytes refused")
+	}
+	if v, _ := l.Get(key(0), t0); string(v) != "x" {
+		t.Fatalf("Keep kept older bytes under a key: %q, want the newer", v)
 	}
 	later := t0.Add(2 * time.Minute)
 	if !l.Keep(key(0), []byte("y"), "t", "m", later, time.Minute) {
