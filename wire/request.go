@@ -187,16 +187,21 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	var b openAIBody
 	b.Messages.max = lim.MaxMessages
 	b.Input.max = lim.MaxInputItems
-	if err := json.Unmarshal(body, &b); err != nil {
-		var we *Error
-		if errors.As(err, &we) {
-			return nil, we
+	if !fastBody(body, &b) { // not the common shape: encoding/json decodes it and words any error
+		b = openAIBody{}
+		b.Messages.max = lim.MaxMessages
+		b.Input.max = lim.MaxInputItems
+		if err := json.Unmarshal(body, &b); err != nil {
+			var we *Error
+			if errors.As(err, &we) {
+				return nil, we
+			}
+			var ute *json.UnmarshalTypeError
+			if errors.As(err, &ute) {
+				return nil, badf(ute.Field, "field %q has the wrong type: got JSON %s, want %s", ute.Field, ute.Value, ute.Type)
+			}
+			return nil, badf("", "request body is not valid JSON: %v", err)
 		}
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return nil, badf(ute.Field, "field %q has the wrong type: got JSON %s, want %s", ute.Field, ute.Value, ute.Type)
-		}
-		return nil, badf("", "request body is not valid JSON: %v", err)
 	}
 	r := &Request{
 		Format: format, Op: op, Raw: body, Model: b.Model, Stream: b.Stream,

@@ -1,0 +1,124 @@
+package wire
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"switchyard/catalog"
+)
+
+// slowBody is what json.Unmarshal makes of body (the reference fastBody
+// must equal whenever it accepts a body).
+func slowBody(body []byte) (openAIBody, error) {
+	var b openAIBody
+	b.Messages.max, b.Input.max = DefaultMaxMessages, DefaultMaxInputItems
+	err := json.Unmarshal(body, &b)
+	return b, err
+}
+
+func fastOnly(body []byte) (openAIBody, bool) {
+	var b openAIBody
+	b.Messages.max, b.Input.max = DefaultMaxMessages, DefaultMaxInputItems
+	ok := fastBody(body, &b)
+	return b, ok
+}
+
+// TestFastBodyMatchesEncodingJSON: the common shapes take the fast path
+// and decode as encoding/json does; every shape it leaves to encoding/json
+// (a member spelled in another case or with an escape, one named twice,
+// null, escapes and invalid UTF-8 in strings, numbers that are not plain
+// integers, fields it does not decode, invalid JSON) is refused, so the
+// slow path decodes it and words its errors.
+func TestFastBodyMatchesEncodingJSON(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		fast bool
+	}{
+		{`{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":16}`, true},
+		{` { "model" : "m" , "stream" : true , "messages" : [ ] , "temperature" : 0.2 , "n" : 1 } `, true},
+		{`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"x"}]}],"max_completion_tokens":-3,"user":"u1","safety_identifier":"s","prompt_cache_key":"k","session_id":"x","reasoning_effort":"low","stream":false}`, true},
+		{`{"model":"m","extra":{"model":5,"messages":null},"messages":[]}`, true}, // nested names are not fields
+		{`{"Model":"m","messages":[]}`, false},
+		{`{"mod\u0065l":"m","messages":[]}`, false},
+		{`{"model":"m","model":"n","messages":[]}`, false},
+		{`{"model":null,"messages":[]}`, false},
+		{`{"model":"a\nb","messages":[]}`, false},
+		{"{\"model\":\"\xff\",\"messages\":[]}", false},
+		{`{"model":"m","max_tokens":16.0,"messages":[]}`, false},
+		{`{"model":"m","max_tokens":1e3,"messages":[]}`, false},
+		{`{"model":"m","max_tokens":99999999999999999999,"messages":[]}`, false},
+		{`{"model":"m","stream":null,"messages":[]}`, false},
+		{`{"model":"m","messages":null}`, false},
+		{`{"model":"m","messages":{}}`, false},
+		{`{"model":"m","tools":[{}],"messages":[]}`, false},
+		{`{"model":"m","stream_options":{"include_usage":true},"messages":[]}`, false},
+		{`{"model":"m","metadata":{"user_id":"u"},"messages":[]}`, false},
+		{`{"model":"m","messages":[]`, false},
+		{`[{"model":"m"}]`, false},
+		{`{"model":5,"messages":[]}`, false},
+	} {
+		fb, ok := fastOnly([]byte(c.body))
+		if ok != c.fast {
+			t.Errorf("%s: fast path %v, want %v", c.body, ok, c.fast)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		sb, err := slowBody([]byte(c.body))
+		if err != nil {
+			t.Errorf("%s: the fast path accepted a body encoding/json refuses: %v", c.body, err)
+		} else if !reflect.DeepEqual(fb, sb) {
+			t.Errorf("%s:\nfast %+v\nslow %+v", c.body, fb, sb)
+		}
+	}
+}
+
+// FuzzFastBody: for any input the fast path accepts, encoding/json accepts
+// it too and decodes the same openAIBody (the rest of ParseLimited reads
+// only that, so its answer is the slow path's).
+func FuzzFastBody(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":16}`,
+		`{"model":"m","stream":true,"messages":[{"role":"tool","content":[{"type":"tool_result","content":"x"}]}],"user":"u"}`,
+		`{"model":"m","MAX_TOKENS":3,"messages":[]}`,
+		`{"model":"m","max_tokens":-0,"messages":[],"x":[1,{"y":null}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"a","tool_calls":[{}]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fb, ok := fastOnly(body)
+		if !ok {
+			return
+		}
+		sb, err := slowBody(body)
+		if err != nil {
+			t.Fatalf("%q: the fast path accepted a body encoding/json refuses: %v", body, err)
+		}
+		if !reflect.DeepEqual(fb, sb) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", body, fb, sb)
+		}
+	})
+}
+
+// BenchmarkParseChat is ParseLimited on a small chat request of the
+// common shape (the fast path), and on the same request with a member
+// spelled in another case (encoding/json's path).
+func BenchmarkParseChat(b *testing.B) {
+	for _, c := range []struct{ name, body string }{
+		{"fast", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":16}`},
+		{"encoding-json", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"Max_Tokens":16}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			body := []byte(c.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseLimited(body, catalog.OpChat, FormatOpenAI, Limits{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
