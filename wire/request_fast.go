@@ -38,7 +38,7 @@ func fastBody(body []byte, b *openAIBody) bool {
 	if !json.Valid(body) { // the walk reads valid JSON only, as json.Unmarshal checks first
 		return false
 	}
-	var seen uint32
+	var seen uint32 // the fields given so far, a bit each
 	once := func(bit uint32) bool {
 		if seen&bit != 0 {
 			return false // named twice: the last wins in encoding/json, left to it
@@ -48,40 +48,27 @@ func fastBody(body []byte, b *openAIBody) bool {
 	}
 	err := jsonspan.EachMember(body, func(key, val []byte) error {
 		ok := true
-		switch string(key) {
-		case "model":
-			ok = once(1 << 0)
-			b.Model, ok = plainString(val, ok)
+		switch k := string(key); k {
 		case "stream":
-			ok = once(1<<1) && (string(val) == "true" || string(val) == "false")
+			ok = once(1<<0) && (string(val) == "true" || string(val) == "false")
 			b.Stream = string(val) == "true"
 		case "messages":
-			ok = once(1<<2) && !isNull(val) && b.Messages.UnmarshalJSON(val) == nil
-		case "max_tokens":
-			ok = once(1 << 3)
-			b.MaxTokens, ok = plainInt(val, ok)
-		case "max_completion_tokens":
-			ok = once(1 << 4)
-			b.MaxCompletionTokens, ok = plainInt(val, ok)
-		case "reasoning_effort":
-			ok = once(1 << 5)
-			b.ReasoningEffort, ok = plainString(val, ok)
-		case "prompt_cache_key":
-			ok = once(1 << 6)
-			b.PromptCacheKey, ok = plainString(val, ok)
-		case "session_id":
-			ok = once(1 << 7)
-			b.SessionID, ok = plainString(val, ok)
-		case "safety_identifier":
-			ok = once(1 << 8)
-			b.SafetyIdentifier, ok = plainString(val, ok)
-		case "user":
-			ok = once(1 << 9)
-			b.User, ok = plainString(val, ok)
+			ok = once(1<<1) && !isNull(val) && b.Messages.UnmarshalJSON(val) == nil
+		case "max_tokens", "max_completion_tokens":
+			dst, bit := &b.MaxTokens, uint32(1<<2)
+			if k == "max_completion_tokens" {
+				dst, bit = &b.MaxCompletionTokens, 1<<3
+			}
+			*dst, ok = plainInt(val, once(bit))
 		default:
-			// another field (an object, a raw value...), or a spelling
-			// encoding/json would match to a field: its decoding, not ours
-			ok = !namesField(key)
+			f := fastStringField(k)
+			if f < 0 {
+				// another field (an object, a raw value...), or a spelling
+				// encoding/json would match to a field: its decoding, not ours
+				ok = !namesField(key)
+				break
+			}
+			*fastStrings[f].field(b), ok = plainString(val, once(1<<(4+f)))
 		}
 		if !ok {
 			return errSlowPath
@@ -89,6 +76,30 @@ func fastBody(body []byte, b *openAIBody) bool {
 		return nil
 	})
 	return err == nil
+}
+
+// fastStrings are the string fields fastBody decodes.
+var fastStrings = [...]struct {
+	name  string
+	field func(*openAIBody) *string
+}{
+	{"model", func(b *openAIBody) *string { return &b.Model }},
+	{"reasoning_effort", func(b *openAIBody) *string { return &b.ReasoningEffort }},
+	{"prompt_cache_key", func(b *openAIBody) *string { return &b.PromptCacheKey }},
+	{"session_id", func(b *openAIBody) *string { return &b.SessionID }},
+	{"safety_identifier", func(b *openAIBody) *string { return &b.SafetyIdentifier }},
+	{"user", func(b *openAIBody) *string { return &b.User }},
+}
+
+// fastStringField is the index of the string field named k in fastStrings,
+// -1 when k names none.
+func fastStringField(k string) int {
+	for i := range fastStrings {
+		if fastStrings[i].name == k {
+			return i
+		}
+	}
+	return -1
 }
 
 // namesField reports whether encoding/json could match key to a field of
