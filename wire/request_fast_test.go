@@ -24,12 +24,14 @@ func fastOnly(body []byte) (openAIBody, bool) {
 	return b, ok
 }
 
-// TestFastBodyMatchesEncodingJSON: the common shapes take the fast path
-// and decode as encoding/json does; every shape it leaves to encoding/json
-// (a member spelled in another case or with an escape, one named twice,
-// null, escapes and invalid UTF-8 in strings, numbers that are not plain
-// integers, fields it does not decode, invalid JSON) is refused, so the
-// slow path decodes it and words its errors.
+// TestFastBodyMatchesEncodingJSON: the common shapes, every field of
+// openAIBody among them (tools, stream_options, metadata... as SDKs send
+// them), take the fast path and decode as encoding/json does; every shape
+// it leaves to encoding/json (a member spelled in another case, under
+// Unicode folding or with an escape, one named twice, null, escapes and
+// invalid UTF-8 in strings, numbers that are not plain integers, a member
+// that does not decode, invalid JSON) is refused, so the slow path decodes
+// it and words its errors.
 func TestFastBodyMatchesEncodingJSON(t *testing.T) {
 	for _, c := range []struct {
 		body string
@@ -49,11 +51,18 @@ func TestFastBodyMatchesEncodingJSON(t *testing.T) {
 		{`{"model":"m","max_tokens":1e3,"messages":[]}`, false},
 		{`{"model":"m","max_tokens":99999999999999999999,"messages":[]}`, false},
 		{`{"model":"m","stream":null,"messages":[]}`, false},
-		{`{"model":"m","messages":null}`, false},
+		{`{"model":"m","messages":null}`, true}, // encoding/json hands null to messageList too
 		{`{"model":"m","messages":{}}`, false},
-		{`{"model":"m","tools":[{}],"messages":[]}`, false},
-		{`{"model":"m","stream_options":{"include_usage":true},"messages":[]}`, false},
-		{`{"model":"m","metadata":{"user_id":"u"},"messages":[]}`, false},
+		{`{"model":"m","tools":[{},{}],"tool_choice":"auto","messages":[]}`, true},
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, true},
+		{`{"model":"m","metadata":{"user_id":"u","session_id":"s"},"messages":[]}`, true},
+		{`{"model":"m","reasoning":{"effort":"high"},"response_format":{"type":"json_object"},"thinking":{"type":"enabled"},"messages":[]}`, true},
+		{`{"model":"m","system":[{"type":"text","text":"s"}],"conversation":"c1","messages":[]}`, true},
+		{`{"model":"m","input":["a","b"]}`, true},
+		{`{"model":"m","prompt":"a cat","size":"1024x1024"}`, true},
+		{`{"model":"m","stream_options":{"include_usage":"yes"},"messages":[]}`, false},
+		{`{"model":"m","ſtream":true,"messages":[]}`, false}, // a long s: encoding/json folds it to stream
+		{`{"model":"m","tools":{},"messages":[]}`, false},
 		{`{"model":"m","messages":[]`, false},
 		{`[{"model":"m"}]`, false},
 		{`{"model":5,"messages":[]}`, false},
@@ -85,6 +94,7 @@ func FuzzFastBody(f *testing.F) {
 		`{"model":"m","MAX_TOKENS":3,"messages":[]}`,
 		`{"model":"m","max_tokens":-0,"messages":[],"x":[1,{"y":null}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"a","tool_calls":[{}]}]}`,
+		`{"model":"m","tools":[{"type":"function"}],"stream_options":{"include_usage":true},"metadata":{"user_id":"u"},"system":"s","input":[[1,2]],"reasoning":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -103,13 +113,16 @@ func FuzzFastBody(f *testing.F) {
 	})
 }
 
-// BenchmarkParseChat is ParseLimited on a small chat request of the
-// common shape (the fast path), and on the same request with a member
-// spelled in another case (encoding/json's path).
+// BenchmarkParseChat is ParseLimited on small chat requests through the
+// fast path, and on the same requests with a member spelled in another
+// case (encoding/json's path).
 func BenchmarkParseChat(b *testing.B) {
 	for _, c := range []struct{ name, body string }{
 		{"fast", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"max_tokens":16}`},
 		{"encoding-json", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"Max_Tokens":16}`},
+		// what an SDK streaming an agent's turn sends: tools and stream_options
+		{"fast-tools-stream", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"stream":true,"stream_options":{"include_usage":true}}`},
+		{"encoding-json-tools-stream", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"Tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"stream":true,"stream_options":{"include_usage":true}}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			body := []byte(c.body)
