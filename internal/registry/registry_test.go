@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 func TestMap(t *testing.T) {
@@ -56,5 +57,14 @@ func TestMapConcurrent(t *testing.T) {
 		if p != got[0] {
 			t.Fatal("two records stored for one name")
 		}
+	}
+}
+
+// TestMapShardPadding: two shards' locks are at least a cache line apart,
+// so they never share one.
+func TestMapShardPadding(t *testing.T) {
+	var g Map[*int]
+	if d := uintptr(unsafe.Pointer(&g.s[1].mu)) - uintptr(unsafe.Pointer(&g.s[0].mu)); d < 64 {
+		t.Fatalf("two shards' locks are %d bytes apart, want at least 64", d)
 	}
 }
