@@ -1,9 +1,10 @@
 package ratelimit
 
 import (
-	"runtime"
 	"strconv"
 	"testing"
+
+	"switchyard/internal/heaptest"
 )
 
 // TestLevelStateObjects: a key or user level's state is one object for
@@ -18,16 +19,13 @@ func TestLevelStateObjects(t *testing.T) {
 	}
 	l := NewLocal(nil, 1)
 	l.sweepAt.Store(1 << 40) // no sweep while counting
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for _, k := range keys {
-		l.sub(k)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(l)
-	per := float64(after.HeapObjects-before.HeapObjects) / n
+	objs, _ := heaptest.Retained(func() any {
+		for _, k := range keys {
+			l.sub(k)
+		}
+		return l
+	})
+	per := float64(objs) / n
 	t.Logf("%.2f heap objects per level", per)
 	if per > 1.2 {
 		t.Fatalf("%.2f heap objects per level, want <= 1.2", per)

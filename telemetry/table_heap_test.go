@@ -2,10 +2,11 @@ package telemetry
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"switchyard/internal/heaptest"
 )
 
 // TestCounterTableBytesPerTeam bounds the heap the per-team tables keep for
@@ -17,24 +18,20 @@ func TestCounterTableBytesPerTeam(t *testing.T) {
 	for i := range teams {
 		teams[i] = fmt.Sprintf("t%d", i)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	requests := NewCounterTable(prometheus.CounterOpts{Name: "r_total", Help: "r"}, "model", "team", "status")
-	tokens := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "t"}, "team", "deployment", "direction")
-	for _, tm := range teams {
-		requests.WithLabelValues("m", tm, "200").Inc()
-		for _, d := range []string{"d1", "d2"} {
-			tokens.WithLabelValues(tm, d, "prompt").Add(3)
-			tokens.WithLabelValues(tm, d, "completion").Add(5)
+	objects, bytes := heaptest.Retained(func() any {
+		requests := NewCounterTable(prometheus.CounterOpts{Name: "r_total", Help: "r"}, "model", "team", "status")
+		tokens := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "t"}, "team", "deployment", "direction")
+		for _, tm := range teams {
+			requests.WithLabelValues("m", tm, "200").Inc()
+			for _, d := range []string{"d1", "d2"} {
+				tokens.WithLabelValues(tm, d, "prompt").Add(3)
+				tokens.WithLabelValues(tm, d, "completion").Add(5)
+			}
 		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(requests)
-	runtime.KeepAlive(tokens)
-	per := (after.HeapAlloc - before.HeapAlloc) / n
-	objs := float64(after.HeapObjects-before.HeapObjects) / n
+		return [2]*CounterTable{requests, tokens}
+	})
+	per := bytes / n
+	objs := float64(objects) / n
 	t.Logf("%d B and %.2f objects per team for 5 series", per, objs)
 	if per > tableBytesPerTeam {
 		t.Fatalf("%d B per team of 5 series, want <= %d", per, tableBytesPerTeam)
