@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"switchyard/config"
+	"switchyard/internal/heaptest"
 )
 
 // manyTeams is the SPEC 16 figure's configuration: n teams of one key each,
@@ -20,19 +21,10 @@ func manyTeams(n int) *config.Config {
 }
 
 // liveBytes is how many heap bytes what make returns keeps alive, after a
-// collection on both sides.
+// collection on both sides (0 when the heap shrank).
 func liveBytes(make func() any) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	v := make()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(v)
-	if after.HeapAlloc < before.HeapAlloc {
-		return 0
-	}
-	return after.HeapAlloc - before.HeapAlloc
+	_, b := heaptest.Retained(make)
+	return uint64(max(b, 0))
 }
 
 // TestHeapPerTeam bounds what a snapshot and its state keep per team (SPEC
