@@ -63,6 +63,13 @@ type Server struct {
 	// "off", or a size such as "512MiB" (MemoryLimit). GOMEMLIMIT in the
 	// environment wins over it. Changing it needs a restart.
 	MemoryLimitSpec string `koanf:"memory_limit"`
+	// Procs is how many CPUs the Go runtime runs the node's goroutines on
+	// (GOMAXPROCS): "adaptive" (the default: one while the node uses less
+	// than one, the runtime's own choice as soon as it needs more), "auto"
+	// (the runtime's own choice: the CPUs the process may use, or its
+	// container's CPU limit) or a number (ParseProcs). GOMAXPROCS in the
+	// environment wins over it. Changing it needs a restart.
+	Procs string `koanf:"procs"`
 	// GCPercent is the Go collector's GOGC for a large heap: the heap may
 	// grow this many percent past what was live at the last collection,
 	// and at least 32 MiB (a small heap is not collected more often than

@@ -48,6 +48,7 @@ func defaults() map[string]any {
 		"server.max_input_items":           2048,
 		"server.max_inflight_body_bytes":   0, // derived from max_body_bytes in applyItemDefaults
 		"server.memory_limit":              MemoryLimitAuto,
+		"server.procs":                     ProcsAdaptive,
 		"server.gc_percent":                DefaultGCPercent,
 		"data_dir":                         "./data",
 		"redis.timeout":                    "50ms",

@@ -45,6 +45,9 @@ func Validate(c *Config) Problems {
 	if _, err := ParseMemoryLimit(c.Server.MemoryLimitSpec); err != nil {
 		add("server.memory_limit: %v", err)
 	}
+	if _, _, err := ParseProcs(c.Server.Procs); err != nil {
+		add("server.procs: %v", err)
+	}
 	if g := c.Server.GCPercent; g < 20 || g > 1000 {
 		add("server.gc_percent: must be between 20 and 1000 (default %d, Go's own; 70 trades throughput for memory), got %d", DefaultGCPercent, g)
 	}

@@ -225,6 +225,7 @@ func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *s
 	// node memory is measured as RSS).
 	debug.FreeOSMemory()
 	startGCTuner(ctx, cfg.Server, os.Getenv("GOGC"), log) // after the start's transient heap is gone
+	startProcs(ctx, cfg.Server, os.Getenv("GOMAXPROCS"), log)
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		log.Error("listening", "addr", cfg.Server.Listen, "error", err)
