@@ -52,12 +52,15 @@
 # container with a limit of SIZE/0.9; without it the gateways run with the
 # default ("auto": no limit on a machine without a cgroup limit). With -p
 # PERCENT every gateway runs with server.gc_percent PERCENT (default 100).
+# With -P MODE every gateway runs with server.procs MODE (default adaptive:
+# one P while a gateway is mostly idle, as in the one-at-a-time phases;
+# "auto" runs them on the Go runtime's default of Ps, as the floor runs).
 #
-#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h] [-l] [-g SIZE] [-p PERCENT]
+#   bench/overhead.sh [-d SECONDS] [-c CONCURRENCY] [-k ROUNDS] [-r] [-t] [-m] [-h] [-l] [-g SIZE] [-p PERCENT] [-P MODE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0; LEVELS=0; MEMLIMIT=auto; GCP=100
-while getopts "d:c:k:rtmhlg:p:" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; l) LEVELS=1;; g) MEMLIMIT=$OPTARG;; p) GCP=$OPTARG;; *) exit 2;; esac; done
+D=5; C=50; K=3; REDIS=0; TRACE=0; MANY=0; HITS=0; LEVELS=0; MEMLIMIT=auto; GCP=100; PROCS=adaptive
+while getopts "d:c:k:rtmhlg:p:P:" o; do case $o in d) D=$OPTARG;; c) C=$OPTARG;; k) K=$OPTARG;; r) REDIS=1;; t) TRACE=1;; m) MANY=1;; h) HITS=1;; l) LEVELS=1;; g) MEMLIMIT=$OPTARG;; p) GCP=$OPTARG;; P) PROCS=$OPTARG;; *) exit 2;; esac; done
 command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install -y wrk)"; exit 1; }
 [ $REDIS = 0 ] || command -v redis-server >/dev/null || { echo "bench: -r needs redis-server"; exit 1; }
 
@@ -104,7 +107,7 @@ if [ $MANY = 1 ]; then
 fi
 gwyaml() { # listen-address teams-file
   cat <<YAML
-server: {listen: "$1", memory_limit: "$MEMLIMIT", gc_percent: $GCP}
+server: {listen: "$1", memory_limit: "$MEMLIMIT", gc_percent: $GCP, procs: "$PROCS"}
 data_dir: ""
 $redis_yaml
 providers: [{name: mock, kind: openai, base_url: "http://$MOCK/v1", api_key: "x"}]
@@ -137,7 +140,7 @@ if [ $LEVELS = 1 ]; then
   dl='{"id": "mock-1", "model": "bench", "provider": "mock"}'
   [ $MANY = 0 ] || dl="$dl, "'{"id": "mock-2", "model": "bench", "provider": "mock"}'
   rt=""; [ $MANY = 1 ] || rt='"routing": {"session_keeping": false},'
-  { printf '{"server": {"listen": "%s", "memory_limit": "%s", "gc_percent": %s}, "data_dir": "", %s\n' "$GWL" "$MEMLIMIT" "$GCP" "$rl"
+  { printf '{"server": {"listen": "%s", "memory_limit": "%s", "gc_percent": %s, "procs": "%s"}, "data_dir": "", %s\n' "$GWL" "$MEMLIMIT" "$GCP" "$PROCS" "$rl"
     printf ' "providers": [{"name": "mock", "kind": "openai", "base_url": "http://%s/v1", "api_key": "x"}],\n' "$MOCK"
     printf ' "deployments": [%s], %s\n' "$dl" "$rt"
     printf ' "teams": [{"name": "lv", "models": ["*"]%s, "user_limits": {%s}, "keys": [\n' "$tl" "$lim"
@@ -369,7 +372,7 @@ for r in $(seq 1 "$K"); do
   rotated "$r" "${one1[@]}"
   alt "$r"
 done
-echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything)"
+echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything; gateways at server.procs $PROCS)"
 echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 1.0 against the GCRA floor with -r), floor/direct = %.3f\n", $1/$2, $2/$3}'
 echo "$(med gateway1.p50) $(med floor1.p50) $(med direct1.p50)" | awk '{printf "  p50 one at a time: gateway - floor = %+.0f us (target <= 25 us), floor - direct = %+.0f us\n", $1-$2, $2-$3}'
 echo "$(paired diff alt.gateway alt.floor) $(med alt.pair)" | awk '{printf "  p50 one at a time, alternating per request (bench/alternate): gateway - floor = %+.0f us (median of the rounds; target <= 25 us), median of per-request differences %+.0f us\n", $1, $2}'
