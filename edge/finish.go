@@ -125,14 +125,31 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 	if k, s, ok := rowOf(o, r.cfg.Clock()); ok {
 		w.lvRow, w.lvSums, w.lvOK = k, s, true
 	}
+	lazy := w.lazy()
 	visit, urgent := ts.add(t, &w, r.w, r.cfg.MaxPins)
 	if o.Audit != nil {
 		r.ring.Record(o.Audit)
 		r.w.audit(o.Audit)
 	}
-	if visit {
+	switch {
+	case !visit:
+	case lazy && !urgent:
+		r.w.markLazy(ts)
+	default:
 		r.w.markDirty(ts, urgent)
 	}
+}
+
+// lazy reports whether w only settles what its request reserved at
+// admission (SPEC 3: the tokens and the budget it used, more or less than
+// its reservation) and reports usage, so the writer may hold it up to
+// lazyEvery: other nodes' admissions already count the reservation, and
+// what the settlement moves is the error of the estimate. A slot release,
+// a pin, a cache entry or a lease end, which another node's next request
+// looks for, goes out on the writer's next tick.
+func (w *finishWrite) lazy() bool {
+	return w.slot == "" && w.tierKey == "" && w.depKey == "" && w.cacheKey == "" && w.lease.key == "" &&
+		(w.nsub == 0 || w.subs[0].slot == "") && (w.nsub < 2 || w.subs[1].slot == "")
 }
 
 // keepPin stores the pin key = value in the local copy and returns the key

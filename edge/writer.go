@@ -15,19 +15,21 @@ import (
 
 // Writer bounds and rhythm.
 const (
-	defaultFlushEvery  = 10 * time.Millisecond // what is pending goes out at least this often
-	defaultUsageEvery  = 10 * time.Second      // a team's usage report waits at most this long
-	defaultMaxPins     = 100_000               // pending pin writes, all teams together
-	defaultMaxAudit    = 10_000                // audit entries queued for the stream
-	maxRefunds         = 256                   // refund pairs per team per batch; more are merged
-	maxReleases        = 10_000                // pending slot releases per team; beyond, the lease frees them
-	maxBatchItems      = 1_000                 // releases, renewals or pins per script call (Lua unpack limit)
-	maxBatchRows       = 256                   // usage-by-level rows per team per script call
-	maxAuditPerFlush   = 1_024                 // XADDs per pipeline
-	maxTeamsPerCall    = 512                   // teams per finishLua call on one shard
-	markTTL            = 24 * time.Hour        // life of a node's applied-batch mark
-	usageTTL           = 40 * 24 * time.Hour   // life of a team's usage hash after its last write
-	usageRefresh       = 24 * time.Hour        // how often a busy team's usage TTL is renewed
+	defaultFlushEvery  = 10 * time.Millisecond  // what others' admissions need goes out at least this often
+	lazyEvery          = 100 * time.Millisecond // what they do not need (lazy) waits at most this long
+	lazyBatch          = 64                     // or until this many teams or audit entries wait
+	defaultUsageEvery  = 10 * time.Second       // a team's usage report waits at most this long
+	defaultMaxPins     = 100_000                // pending pin writes, all teams together
+	defaultMaxAudit    = 10_000                 // audit entries queued for the stream
+	maxRefunds         = 256                    // refund pairs per team per batch; more are merged
+	maxReleases        = 10_000                 // pending slot releases per team; beyond, the lease frees them
+	maxBatchItems      = 1_000                  // releases, renewals or pins per script call (Lua unpack limit)
+	maxBatchRows       = 256                    // usage-by-level rows per team per script call
+	maxAuditPerFlush   = 1_024                  // XADDs per pipeline
+	maxTeamsPerCall    = 512                    // teams per finishLua call on one shard
+	markTTL            = 24 * time.Hour         // life of a node's applied-batch mark
+	usageTTL           = 40 * 24 * time.Hour    // life of a team's usage hash after its last write
+	usageRefresh       = 24 * time.Hour         // how often a busy team's usage TTL is renewed
 	retryMin, retryMax = 50 * time.Millisecond, time.Second
 )
 
@@ -198,6 +200,14 @@ type writer struct {
 	pinCount   atomic.Int64
 	cacheBytes atomic.Int64 // response-cache entries pending (maxPendingCacheBytes)
 
+	// prompt is set when a write another node's admission needs soon is
+	// pending (a charge past its reservation, a release, a pin, a cache
+	// entry, a lease end): the next tick sends. lazySince is when the oldest
+	// lazy write still waiting was queued (unix ns; 0: none): refunds and
+	// audit entries, sent within lazyEvery, or sooner once lazyBatch wait.
+	prompt    atomic.Bool
+	lazySince atomic.Int64
+
 	rowCount  atomic.Int64 // usage-by-level rows pending, all teams (maxNodeRows)
 	rowFolded atomic.Int64 // rows folded into OtherUser since start
 
@@ -217,6 +227,7 @@ type writer struct {
 	held       []heldUsage // teams whose usage waits (dueUsage), from heldHead on
 	heldHead   int
 	draining   bool // close: everything goes out, held usage included
+	failed     bool // the last round failed: every tick tries again (after retryAt)
 }
 
 func newWriter(r *Redis, store *telemetry.RedisAudit, usage *ratelimit.RedisUsage) *writer {
@@ -250,6 +261,7 @@ func (w *writer) audit(e *telemetry.Entry) {
 	}
 	select {
 	case w.auditQ <- e:
+		w.lazySince.CompareAndSwap(0, w.r.cfg.Clock().UnixNano())
 	default:
 		w.r.obs.OnDropped("audit", 1)
 	}
@@ -270,25 +282,6 @@ func (w *writer) requeue(teams []*teamState) {
 	}
 }
 
-// markDirty queues ts for the next flush; urgent wakes the writer now.
-func (w *writer) markDirty(ts *teamState, urgent bool) {
-	ts.mu.Lock()
-	queued := ts.dirty
-	ts.dirty = true
-	ts.mu.Unlock()
-	if !queued {
-		w.dmu.Lock()
-		w.dirty = append(w.dirty, ts)
-		w.dmu.Unlock()
-	}
-	if urgent {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
 func (w *writer) run() {
 	w.started.Store(true)
 	defer close(w.done)
@@ -298,13 +291,20 @@ func (w *writer) run() {
 	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	for {
+		now := time.Time{}
 		select {
 		case <-w.wake:
 		case <-tick.C:
+			if now = w.r.cfg.Clock(); !w.due(now) {
+				continue
+			}
 		case <-w.stop:
 			return
 		}
-		w.step(context.Background(), w.r.cfg.Clock())
+		if now.IsZero() {
+			now = w.r.cfg.Clock()
+		}
+		w.step(context.Background(), now)
 	}
 }
 
@@ -315,6 +315,10 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 	if now.Before(w.retryAt) {
 		return false
 	}
+	// what is queued from here on flags the next round (this one may or
+	// may not take it)
+	w.prompt.Store(false)
+	w.lazySince.Store(0)
 	w.releaseHeld(now)
 	renew := !now.Before(w.nextRenew)
 	if renew {
@@ -386,13 +390,14 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 		w.usage.Step(cctx)
 		cancel()
 	}
+	w.failed = !ok
 	if ok {
 		w.backoff = 0
 	} else {
 		w.backoff = min(max(2*w.backoff, retryMin), retryMax)
 		w.retryAt = now.Add(w.backoff)
 	}
-	if len(w.auditQ) > 0 {
+	if len(entries) == maxAuditPerFlush && len(w.auditQ) > 0 { // more than a round's worth: drain now
 		select {
 		case w.wake <- struct{}{}:
 		default:
