@@ -84,8 +84,8 @@ go build -o "$out/floorproxy" ./bench/floorproxy
 go build -o "$out/alternate" ./bench/alternate
 [ $TRACE = 0 ] || go build -o "$out/otlpsink" ./bench/otlpsink
 
-MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008; GWC=127.0.0.1:19009; GWL=127.0.0.1:19010
-for port in 19001 19002 19003 19004 19005 19006 19007 19008 19009 19010; do
+MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008; GWC=127.0.0.1:19009; GWL=127.0.0.1:19010; GWL2=127.0.0.1:19011
+for port in 19001 19002 19003 19004 19005 19006 19007 19008 19009 19010 19011; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "bench: 127.0.0.1:$port is in use (a process left from an earlier run?)"; exit 1; fi
 done
 "$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
@@ -148,6 +148,10 @@ if [ $LEVELS = 1 ]; then
     echo ']}]}'
   } > "$out/gwl.json"
   "$out/switchyard" serve -config "$out/gwl.json" 2>"$out/gwl.log" & GWLPID=$!; pids+=($GWLPID)
+  # a second node of the same configuration, for the duo (both sides at
+  # once need a process each: in one they would share its queue)
+  sed -e "s/\"listen\": \"$GWL\"/\"listen\": \"$GWL2\"/" "$out/gwl.json" > "$out/gwl2.json"
+  "$out/switchyard" serve -config "$out/gwl2.json" 2>"$out/gwl2.log" & GWL2PID=$!; pids+=($GWL2PID)
 fi
 GWCPID=""
 if [ $HITS = 1 ]; then
@@ -166,7 +170,7 @@ for i in $(seq 1 300); do
     { [ $TRACE = 0 ] || curl -sf "http://$GWT/healthz" >/dev/null; } &&
     { [ $MANY = 0 ] || curl -sf "http://$GWM/healthz" >/dev/null; } &&
     { [ $HITS = 0 ] || curl -sf "http://$GWC/healthz" >/dev/null; } &&
-    { [ $LEVELS = 0 ] || curl -sf "http://$GWL/healthz" >/dev/null; } && break; sleep 0.1
+    { [ $LEVELS = 0 ] || { curl -sf "http://$GWL/healthz" >/dev/null && curl -sf "http://$GWL2/healthz" >/dev/null; }; } && break; sleep 0.1
 done
 
 cp bench/post.lua "$out/post.lua"
@@ -236,6 +240,7 @@ fi
 echo "== warm-up (${D}s per gateway, 24s for the many-teams one; not measured)"
 wrk -t2 -c"$C" -d"${D}s" -s "$one" "http://$GW/v1/chat/completions" >/dev/null 2>&1
 [ $LEVELS = 0 ] || wrk -t2 -c"$C" -d"${D}s" -s "$out/lvmany.lua" "http://$GWL/v1/chat/completions" >/dev/null 2>&1
+[ $LEVELS = 0 ] || wrk -t2 -c"$C" -d"${D}s" -s "$out/lvone.lua" "http://$GWL2/v1/chat/completions" >/dev/null 2>&1
 if [ $MANY = 1 ]; then
   wrk -t2 -c"$C" -d24s -s "$out/manywarm.lua" "http://$GWM/v1/chat/completions" > "$out/warm.txt" 2>&1
   read -r _ warmed _ < <(grep RESULT "$out/warm.txt")
@@ -366,11 +371,37 @@ alt() { # round
   SUM[alt.pair]="${SUM[alt.pair]:-} $pair"
   echo "$line (alternating per request); gateway - floor, median of per-request differences: ${pair}us"
 }
+# duo: the same comparison at saturation, both sides at once: two wrk runs
+# of C/2 connections each, one per side, for D seconds. Each side then has
+# the machine in the same state (wrk's phases are seconds apart, and one
+# round's ratio moved from 0.62 to 1.14 with the same code), and the two
+# share its CPUs, so the ratio of their rates is the inverse ratio of what
+# a request costs each. Printed beside the phases' ratios, not instead.
+duos=()
+[ $MANY = 0 ] || duos+=("many $GWMPID http://$GWM/v1/chat/completions $out/many.lua gateway $GWPID http://$GW/v1/chat/completions $one")
+[ $LEVELS = 0 ] || duos+=("lvmany $GWLPID http://$GWL/v1/chat/completions $out/lvmany.lua lvone $GWL2PID http://$GWL2/v1/chat/completions $out/lvone.lua")
+[ $HITS = 0 ] || duos+=("unique $GWCPID http://$GWC/v1/chat/completions $out/unique.lua unique0 $GWPID http://$GW/v1/chat/completions $out/unique.lua")
+duo() { # name-a pid-a url-a script-a name-b pid-b url-b script-b
+  sleep 1
+  local half=$((C / 2))
+  wrk -t1 -c"$half" -d"${D}s" -s "$4" "$3" > "$out/duo.$1.txt" 2>&1 & local wa=$!
+  wrk -t1 -c"$half" -d"${D}s" -s "$8" "$7" > "$out/duo.$5.txt" 2>&1 & local wb=$!
+  wait $wa $wb
+  local ra rb
+  read -r _ _ _ ra _ < <(grep RESULT "$out/duo.$1.txt")
+  read -r _ _ _ rb _ < <(grep RESULT "$out/duo.$5.txt")
+  SUM[duo.$1]="${SUM[duo.$1]:-} $ra"; SUM[duo.$5]="${SUM[duo.$5]:-} $rb"
+  printf "  duo      %s rps=%.0f and %s rps=%.0f at once: %.3f\n" "$1" "$ra" "$5" "$rb" "$(echo "$ra / $rb" | bc -l)"
+}
 for r in $(seq 1 "$K"); do
   echo "== round $r/$K: saturation ($C connections, ${D}s each), then one connection (${D}s each); redis: $REDIS"
   rotated "$r" "${sat[@]}"
   rotated "$r" "${one1[@]}"
   alt "$r"
+  for d in "${duos[@]}"; do
+    # shellcheck disable=SC2086 # each duo is a word list of duo arguments
+    duo $d
+  done
 done
 echo "== result (medians over $K interleaved rounds; the machine is shared: only ratios within a run mean anything; gateways at server.procs $PROCS)"
 echo "$(med gateway.rps) $(med floor.rps) $(med direct.rps)" | awk '{printf "  throughput at saturation: gateway/floor = %.3f (target >= 1.0 against the GCRA floor with -r), floor/direct = %.3f\n", $1/$2, $2/$3}'
@@ -395,6 +426,13 @@ if [ $LEVELS = 1 ]; then
   [ "$K" -le 1 ] || echo "  levels, paired: throughput $(paired ratio lvmany.rps lvone.rps), overhead one at a time $(paired overhead lvmany1.p50 lvone1.p50 direct1.p50)"
   echo "  levels, one at a time alternating per request (bench/alternate): overhead $(paired overhead alt.lvmany alt.lvone alt.direct) (median of the rounds), spread $(spread overhead alt.lvmany alt.lvone alt.direct)"
 fi
+[ ${#duos[@]} = 0 ] || {
+  line="  both at once (duo: the two sides loaded together, C/2 connections each), median of the rounds' ratios:"
+  [ $MANY = 0 ] || line="$line 10,000 teams/one $(paired ratio duo.many duo.gateway) ($(spread ratio duo.many duo.gateway));"
+  [ $LEVELS = 0 ] || line="$line levels $(paired ratio duo.lvmany duo.lvone) ($(spread ratio duo.lvmany duo.lvone));"
+  [ $HITS = 0 ] || line="$line cacheable miss/cache off $(paired ratio duo.unique duo.unique0) ($(spread ratio duo.unique duo.unique0))"
+  echo "$line"
+}
 if [ $HITS = 1 ]; then
   echo "$(med cached.rps) $(med floor.rps) $(med cached1.p50) $(med floor1.p50) $(med unique.rps) $(med unique0.rps)" |
     awk '{printf "  response cache: hits at saturation %.3f x the floor (target >= 1.5), hit p50 one at a time %+.0f us vs the floor (target < 0); a cacheable miss %.3f x the same request with the cache off (target >= 0.95)\n", $1/$2, $3-$4, $5/$6}'
