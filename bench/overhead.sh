@@ -149,7 +149,11 @@ if [ $LEVELS = 1 ]; then
   } > "$out/gwl.json"
   "$out/switchyard" serve -config "$out/gwl.json" 2>"$out/gwl.log" & GWLPID=$!; pids+=($GWLPID)
   # a second node of the same configuration, for the duo (both sides at
-  # once need a process each: in one they would share its queue)
+  # once need a process each: in one they would share its queue), started
+  # once the first is up: in the one run that started both at once, the
+  # first peaked at 156 MB (134-141 MB in every run before), which the two
+  # starts competing for the CPUs may explain
+  for _ in $(seq 1 300); do curl -sf "http://$GWL/healthz" >/dev/null && break; sleep 0.1; done
   sed -e "s/\"listen\": \"$GWL\"/\"listen\": \"$GWL2\"/" "$out/gwl.json" > "$out/gwl2.json"
   "$out/switchyard" serve -config "$out/gwl2.json" 2>"$out/gwl2.log" & GWL2PID=$!; pids+=($GWL2PID)
 fi
