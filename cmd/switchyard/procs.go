@@ -92,6 +92,8 @@ func startProcs(ctx context.Context, s config.Server, env string, log *slog.Logg
 		log.Info("server.procs adaptive: the process's CPU time cannot be read here; running on the runtime's default", "procs", runtime.GOMAXPROCS(0))
 		return false
 	}
+	log.Info("Ps adaptive: one while the node is mostly idle, the runtime's default under load (go_sched_gomaxprocs_threads shows which)",
+		"default", runtime.GOMAXPROCS(0))
 	t := time.NewTicker(procsTick)
 	go func() {
 		defer t.Stop()
