@@ -200,11 +200,11 @@ type writer struct {
 	pinCount   atomic.Int64
 	cacheBytes atomic.Int64 // response-cache entries pending (maxPendingCacheBytes)
 
-	// prompt is set when a write another node's admission needs soon is
-	// pending (a charge past its reservation, a release, a pin, a cache
-	// entry, a lease end): the next tick sends. lazySince is when the oldest
-	// lazy write still waiting was queued (unix ns; 0: none): refunds and
-	// audit entries, sent within lazyEvery, or sooner once lazyBatch wait.
+	// prompt is set when a write another node's next request looks for is
+	// pending (a slot release, a pin, a cache entry, a lease end; rhythm.go):
+	// the next tick sends. lazySince is when the oldest lazy write still
+	// waiting was queued (unix ns; 0: none): the settlements of reservations
+	// and audit entries, sent within lazyEvery, or sooner once lazyBatch wait.
 	prompt    atomic.Bool
 	lazySince atomic.Int64
 
