@@ -24,7 +24,15 @@ func (w *writer) markDirty(ts *teamState, urgent bool) {
 // a round within lazyEvery.
 func (w *writer) markLazy(ts *teamState) {
 	w.queue(ts)
-	w.lazySince.CompareAndSwap(0, w.r.cfg.Clock().UnixNano())
+	w.stampLazy()
+}
+
+// stampLazy records that a lazy write waits, from now unless an older one
+// does: the clock is read only for the first since the last round.
+func (w *writer) stampLazy() {
+	if w.lazySince.Load() == 0 {
+		w.lazySince.CompareAndSwap(0, w.r.cfg.Clock().UnixNano())
+	}
 }
 
 // queue adds ts to the teams the next round visits, once.

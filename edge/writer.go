@@ -261,7 +261,7 @@ func (w *writer) audit(e *telemetry.Entry) {
 	}
 	select {
 	case w.auditQ <- e:
-		w.lazySince.CompareAndSwap(0, w.r.cfg.Clock().UnixNano())
+		w.stampLazy()
 	default:
 		w.r.obs.OnDropped("audit", 1)
 	}
