@@ -171,6 +171,14 @@ func Parse(body []byte, op catalog.Operation, format Format) (*Request, error) {
 	return ParseLimited(body, op, format, Limits{})
 }
 
+// newOpenAIBody is an empty body with lim's shape limits, what a parse
+// fills.
+func newOpenAIBody(lim Limits) openAIBody {
+	var b openAIBody
+	b.Messages.max, b.Input.max = lim.MaxMessages, lim.MaxInputItems
+	return b
+}
+
 // ParseLimited reads a body for op in format. It returns *Error for
 // anything the client must fix, a shape over lim included; it never panics
 // on input. Parsing allocates at most a small multiple of the body: arrays
@@ -184,13 +192,9 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	if format == FormatResponses {
 		return parseResponses(body, lim.MaxMessages)
 	}
-	var b openAIBody
-	b.Messages.max = lim.MaxMessages
-	b.Input.max = lim.MaxInputItems
+	b := newOpenAIBody(lim)
 	if !fastBody(body, &b) { // not the common shape: encoding/json decodes it and words any error
-		b = openAIBody{}
-		b.Messages.max = lim.MaxMessages
-		b.Input.max = lim.MaxInputItems
+		b = newOpenAIBody(lim)
 		if err := json.Unmarshal(body, &b); err != nil {
 			var we *Error
 			if errors.As(err, &we) {

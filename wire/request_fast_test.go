@@ -11,15 +11,13 @@ import (
 // slowBody is what json.Unmarshal makes of body (the reference fastBody
 // must equal whenever it accepts a body).
 func slowBody(body []byte) (openAIBody, error) {
-	var b openAIBody
-	b.Messages.max, b.Input.max = DefaultMaxMessages, DefaultMaxInputItems
+	b := newOpenAIBody(Limits{}.orDefaults())
 	err := json.Unmarshal(body, &b)
 	return b, err
 }
 
 func fastOnly(body []byte) (openAIBody, bool) {
-	var b openAIBody
-	b.Messages.max, b.Input.max = DefaultMaxMessages, DefaultMaxInputItems
+	b := newOpenAIBody(Limits{}.orDefaults())
 	ok := fastBody(body, &b)
 	return b, ok
 }
