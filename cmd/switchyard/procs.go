@@ -127,12 +127,13 @@ func tuneProcs(ctx context.Context, ticks <-chan time.Time, now func() time.Time
 			return
 		case <-ticks:
 		}
-		wall, used := now(), time.Duration(0)
-		if c, ok := cpu(); ok {
-			used, lastCPU = c-lastCPU, c
+		wall := now()
+		c, ok := cpu()
+		if !ok {
+			continue // no reading is no evidence the node is idle: the next one spans this tick too
 		}
-		elapsed := wall.Sub(lastWall)
-		lastWall = wall
+		used, elapsed := c-lastCPU, wall.Sub(lastWall)
+		lastWall, lastCPU = wall, c
 		if elapsed <= 0 {
 			continue
 		}

@@ -147,3 +147,27 @@ func TestStartProcs(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestTuneProcsWithoutReadings: ticks whose CPU time cannot be read
+// decide nothing (they used to count as idle, and moved a node to one P).
+func TestTuneProcsWithoutReadings(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ticks := make(chan time.Time)
+	var wall atomic.Int64
+	var sets atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tuneProcs(ctx, ticks, func() time.Time { return time.Unix(0, wall.Load()) },
+			func() (time.Duration, bool) { return 0, false },
+			func() time.Duration { return 0 }, func(bool) { sets.Add(1) })
+	}()
+	for range 2 * procsCalm {
+		ticks <- time.Unix(0, wall.Add(int64(procsTick)))
+	}
+	cancel()
+	<-done
+	if n := sets.Load(); n != 0 {
+		t.Fatalf("%d changes without a CPU reading", n)
+	}
+}
