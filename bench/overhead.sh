@@ -155,7 +155,7 @@ if [ $LEVELS = 1 ]; then
   # starts competing for the CPUs may explain
   for _ in $(seq 1 300); do curl -sf "http://$GWL/healthz" >/dev/null && break; sleep 0.1; done
   sed -e "s/\"listen\": \"$GWL\"/\"listen\": \"$GWL2\"/" "$out/gwl.json" > "$out/gwl2.json"
-  "$out/switchyard" serve -config "$out/gwl2.json" 2>"$out/gwl2.log" & GWL2PID=$!; pids+=($GWL2PID)
+  "$out/switchyard" serve -config "$out/gwl2.json" 2>"$out/gwl2.log" & pids+=($!)
 fi
 GWCPID=""
 if [ $HITS = 1 ]; then
@@ -382,20 +382,20 @@ alt() { # round
 # share its CPUs, so the ratio of their rates is the inverse ratio of what
 # a request costs each. Printed beside the phases' ratios, not instead.
 duos=()
-[ $MANY = 0 ] || duos+=("many $GWMPID http://$GWM/v1/chat/completions $out/many.lua gateway $GWPID http://$GW/v1/chat/completions $one")
-[ $LEVELS = 0 ] || duos+=("lvmany $GWLPID http://$GWL/v1/chat/completions $out/lvmany.lua lvone $GWL2PID http://$GWL2/v1/chat/completions $out/lvone.lua")
-[ $HITS = 0 ] || duos+=("unique $GWCPID http://$GWC/v1/chat/completions $out/unique.lua unique0 $GWPID http://$GW/v1/chat/completions $out/unique.lua")
-duo() { # name-a pid-a url-a script-a name-b pid-b url-b script-b
+[ $MANY = 0 ] || duos+=("many http://$GWM/v1/chat/completions $out/many.lua gateway http://$GW/v1/chat/completions $one")
+[ $LEVELS = 0 ] || duos+=("lvmany http://$GWL/v1/chat/completions $out/lvmany.lua lvone http://$GWL2/v1/chat/completions $out/lvone.lua")
+[ $HITS = 0 ] || duos+=("unique http://$GWC/v1/chat/completions $out/unique.lua unique0 http://$GW/v1/chat/completions $out/unique.lua")
+duo() { # name-a url-a script-a name-b url-b script-b
   sleep 1
   local half=$((C / 2))
-  wrk -t1 -c"$half" -d"${D}s" -s "$4" "$3" > "$out/duo.$1.txt" 2>&1 & local wa=$!
-  wrk -t1 -c"$half" -d"${D}s" -s "$8" "$7" > "$out/duo.$5.txt" 2>&1 & local wb=$!
+  wrk -t1 -c"$half" -d"${D}s" -s "$3" "$2" > "$out/duo.$1.txt" 2>&1 & local wa=$!
+  wrk -t1 -c"$half" -d"${D}s" -s "$6" "$5" > "$out/duo.$4.txt" 2>&1 & local wb=$!
   wait $wa $wb
   local ra rb
   read -r _ _ _ ra _ < <(grep RESULT "$out/duo.$1.txt")
-  read -r _ _ _ rb _ < <(grep RESULT "$out/duo.$5.txt")
-  SUM[duo.$1]="${SUM[duo.$1]:-} $ra"; SUM[duo.$5]="${SUM[duo.$5]:-} $rb"
-  printf "  duo      %s rps=%.0f and %s rps=%.0f at once: %.3f\n" "$1" "$ra" "$5" "$rb" "$(echo "$ra / $rb" | bc -l)"
+  read -r _ _ _ rb _ < <(grep RESULT "$out/duo.$4.txt")
+  SUM[duo.$1]="${SUM[duo.$1]:-} $ra"; SUM[duo.$4]="${SUM[duo.$4]:-} $rb"
+  printf "  duo      %s rps=%.0f and %s rps=%.0f at once: %.3f\n" "$1" "$ra" "$4" "$rb" "$(echo "$ra / $rb" | bc -l)"
 }
 for r in $(seq 1 "$K"); do
   echo "== round $r/$K: saturation ($C connections, ${D}s each), then one connection (${D}s each); redis: $REDIS"
