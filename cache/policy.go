@@ -15,14 +15,19 @@ type Policy struct {
 	teams  map[string]config.TeamCache
 }
 
-// NewPolicy indexes the cache settings of c's models and teams.
+// NewPolicy indexes the cache settings of c's models and teams. Only the
+// teams that set their own switch are kept: a team absent from the index
+// reads as one that inherits cache.enabled, and a node of 10,000 teams,
+// few or none with a setting, held one entry each (about 1 MB live).
 func NewPolicy(c *config.Config) *Policy {
-	p := &Policy{global: c.Cache, models: make(map[string]config.ModelCache, len(c.Models)), teams: make(map[string]config.TeamCache, len(c.Teams))}
+	p := &Policy{global: c.Cache, models: make(map[string]config.ModelCache, len(c.Models)), teams: map[string]config.TeamCache{}}
 	for _, m := range c.Models {
 		p.models[m.Name] = m.Cache
 	}
 	for _, t := range c.Teams {
-		p.teams[t.Name] = t.Cache
+		if t.Cache != (config.TeamCache{}) {
+			p.teams[t.Name] = t.Cache
+		}
 	}
 	return p
 }

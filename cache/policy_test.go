@@ -36,4 +36,9 @@ func TestPolicy(t *testing.T) {
 	if p.TTL("a", "b") != time.Minute || p.TTL("b") != time.Hour {
 		t.Error("ttl")
 	}
+	// only the team with a setting of its own is indexed; "inherit" reads
+	// the same without an entry (the cases above)
+	if len(p.teams) != 1 {
+		t.Errorf("teams indexed: %d, want 1 (only those with a cache setting)", len(p.teams))
+	}
 }
