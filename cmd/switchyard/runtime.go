@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"time"
 
 	"switchyard/config"
 )
@@ -43,10 +43,11 @@ func liveHeap() uint64 {
 }
 
 // tuneGC keeps the collector's GOGC at gcPercentFor(live(), base) as the
-// live heap changes: at once, then on every tick until ctx ends. A change
-// of less than a tenth is not applied (set is cheap, but a live heap
-// moving by a few percent is no reason to move the pacer).
-func tuneGC(ctx context.Context, base int, ticks <-chan time.Time, live func() uint64, set func(int)) {
+// live heap changes: at once, then on every signal on cycles (a collection
+// ended: gcCycles) until ctx ends. A change of less than a tenth is not
+// applied (set is cheap, but a live heap moving by a few percent is no
+// reason to move the pacer).
+func tuneGC(ctx context.Context, base int, cycles <-chan struct{}, live func() uint64, set func(int)) {
 	cur := 0
 	for {
 		if p := gcPercentFor(live(), base); cur == 0 || 10*abs(p-cur) >= cur {
@@ -56,7 +57,7 @@ func tuneGC(ctx context.Context, base int, ticks <-chan time.Time, live func() u
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticks:
+		case <-cycles:
 		}
 	}
 }
@@ -77,21 +78,58 @@ func lowerGCForStart(env string) {
 	}
 }
 
-// startGCTuner runs tuneGC every second for server.gc_percent until ctx
-// ends, unless GOGC (env) is set: the runtime has applied that one and an
-// operator who sets it means it. It reports whether the tuner runs.
+// startGCTuner runs tuneGC after every collection (gcCycles) for
+// server.gc_percent until ctx ends, unless GOGC (env) is set: the runtime
+// has applied that one and an operator who sets it means it. It reports
+// whether the tuner runs.
+//
+// After every collection, not on a clock: the live heap the percentage is
+// computed from changes only at a collection, and a tuner a second late
+// let the heap overshoot. An idle node (3 MB live) ran at 965%, for
+// gcHeadroom over it; when load arrived the live heap grew to 7 MB, and
+// the next goal was 7 MB at 965%, 75 MB, before the tick lowered it (peak
+// RSS 106 MB against a steady 84 MB for one team; the 10,000-team node's
+// start under load overshot the same way).
 func startGCTuner(ctx context.Context, s config.Server, env string, log *slog.Logger) bool {
 	if env != "" {
 		log.Info("collector from GOGC; server.gc_percent is not applied", "GOGC", env, "server.gc_percent", s.GCPercent)
 		return false
 	}
-	t := time.NewTicker(time.Second)
-	go func() {
-		defer t.Stop()
-		tuneGC(ctx, s.GCPercent, t.C, liveHeap, func(p int) { debug.SetGCPercent(p) })
-	}()
+	cycles := gcCycles(ctx)
+	go tuneGC(ctx, s.GCPercent, cycles, liveHeap, func(p int) { debug.SetGCPercent(p) })
 	return true
 }
+
+// gcCycles returns a channel that receives a value after each garbage
+// collection until ctx ends (at most one waits: a tuner that is still busy
+// misses nothing it needs, since it reads the latest live heap). It is a
+// finalizer on a sentinel that arms a new sentinel each time it runs: the
+// runtime runs it once the collection that found the sentinel unreachable
+// is over, in the finalizer goroutine, so it only sends without blocking.
+func gcCycles(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	var arm func()
+	arm = func() {
+		s := new(gcSentinel)
+		runtime.SetFinalizer(s, func(*gcSentinel) {
+			if ctx.Err() != nil {
+				return // stopped: no new sentinel
+			}
+			arm() // before the signal: the collection it cues finds the next sentinel
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		})
+	}
+	arm()
+	return ch
+}
+
+// gcSentinel is the object gcCycles watches: 32 bytes, so it is an
+// allocation of its own (a finalizer on a zero-sized object, or on one the
+// runtime packs with others under 16 bytes, may never run).
+type gcSentinel struct{ _ [32]byte }
 
 // applyMemoryLimit sets the runtime's soft memory limit from
 // server.memory_limit (cgroups mounted at root for "auto"), unless

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"testing"
@@ -53,20 +54,21 @@ func TestGCPercentFor(t *testing.T) {
 }
 
 // TestTuneGC: the tuner sets the percentage at once, follows the live heap
-// on each tick, skips changes under a tenth, and stops with its context.
+// after each collection, skips changes under a tenth, and stops with its
+// context.
 func TestTuneGC(t *testing.T) {
 	lives := []uint64{0, 16 << 20, 17 << 20, 100 << 20, 100 << 20}
-	ticks := make(chan time.Time)
+	cycles := make(chan struct{})
 	var set []int
 	i := 0
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tuneGC(ctx, 70, ticks, func() uint64 { v := lives[min(i, len(lives)-1)]; i++; return v }, func(p int) { set = append(set, p) })
+		tuneGC(ctx, 70, cycles, func() uint64 { v := lives[min(i, len(lives)-1)]; i++; return v }, func(p int) { set = append(set, p) })
 	}()
 	for range len(lives) - 1 {
-		ticks <- time.Time{}
+		cycles <- struct{}{}
 	}
 	cancel()
 	<-done
@@ -98,5 +100,21 @@ func TestLowerGCForStart(t *testing.T) {
 	lowerGCForStart("150")
 	if g := debug.SetGCPercent(100); g != 100 {
 		t.Fatalf("GOGC set, yet the start changed the collector to %d", g)
+	}
+}
+
+// TestGCCycles: every collection signals the channel (the tuner's cue),
+// once per collection at most one waiting, until the context ends.
+func TestGCCycles(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cycles := gcCycles(ctx)
+	for i := range 3 {
+		runtime.GC() // the sentinel is unreachable: its finalizer runs after this
+		select {
+		case <-cycles:
+		case <-time.After(10 * time.Second): // a bound on a failing run, not a wait for timing
+			t.Fatalf("no signal after collection %d", i+1)
+		}
 	}
 }
