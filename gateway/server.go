@@ -22,7 +22,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"switchyard/cache"
 	"switchyard/catalog"
@@ -301,9 +300,16 @@ func printable(s string) bool {
 	return true
 }
 
-// MetricsHandler serves the Prometheus metrics of this node.
+// MetricsHandler serves the Prometheus metrics of this node: the
+// registry's and the per-team tables' (telemetry.Handler).
 func (s *Server) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})
+	var tables []*telemetry.CounterTable
+	if s.Metrics != nil {
+		tables = s.Metrics.Tables()
+	}
+	return telemetry.Handler(s.Registry, tables, func(err error) {
+		s.Logger.Warn("gathering metrics: some were not served", "error", err)
+	})
 }
 
 // MetricsServer is the http.Server of server.metrics_listen, serving only

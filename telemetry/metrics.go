@@ -93,8 +93,16 @@ func (m *Metrics) ForgetTeams(drop func(team string) bool) {
 	}
 }
 
+// Tables are the per-team tables (requests, edge rejections, tokens,
+// cost). They are not registered on the registry: Handler writes them into
+// /metrics series by series (exposition.go), and a caller that gathers the
+// registry itself reads them here.
+func (m *Metrics) Tables() []*CounterTable {
+	return []*CounterTable{m.Requests, m.EdgeRejections, m.Tokens, m.Cost}
+}
+
 // NewMetrics creates the collectors and registers them, plus the Go and
-// process collectors, on reg.
+// process collectors, on reg; the per-team tables stay off it (Tables).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "switchyard"
 	latencyBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
@@ -171,8 +179,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests answered 503 because the node held server.max_inflight_body_bytes of request bodies."}),
 	}
 	reg.MustRegister(
-		m.Requests, m.RequestDuration, m.Overhead, m.Attempts, m.UpstreamLatency, m.UpstreamTTFB,
-		m.EdgeRejections, m.Tokens, m.Cost, m.StreamErrors,
+		m.RequestDuration, m.Overhead, m.Attempts, m.UpstreamLatency, m.UpstreamTTFB, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
 		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.CacheRequests, m.CacheSavedTokens, m.CacheSavedUSD, m.CacheAlone, m.EdgeDropped, m.BodyBudgetRejected,

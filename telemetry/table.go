@@ -31,6 +31,9 @@ type CounterTable struct {
 	desc   *prometheus.Desc
 	labels int // 1 to 3
 	row    int // index of the row label
+	// name, help and sorted are what WriteText writes (exposition.go)
+	name, help string
+	sorted     []exposedLabel
 
 	mu    sync.RWMutex
 	rows  map[string]*CounterRow   // guarded by mu; by the row label's value
@@ -105,7 +108,8 @@ func NewCounterTable(opts prometheus.CounterOpts, labels ...string) *CounterTabl
 	}
 	name := prometheus.BuildFQName(opts.Namespace, opts.Subsystem, opts.Name)
 	return &CounterTable{
-		desc:   prometheus.NewDesc(name, opts.Help, labels, opts.ConstLabels),
+		desc: prometheus.NewDesc(name, opts.Help, labels, opts.ConstLabels),
+		name: name, help: opts.Help, sorted: sortedLabels(labels, opts.ConstLabels),
 		labels: len(labels),
 		row:    max(slices.Index(labels, "team"), 0),
 		rows:   map[string]*CounterRow{},
