@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,13 +165,31 @@ func errNoTeam(name string) *apiError {
 		Message: "no team named \"" + name + "\""}
 }
 
+// listTeams answers GET /admin/teams: {"teams": [...], "version": n}, the
+// object c.JSON made of the whole list, written a team at a time. The
+// console asks every 2 s: with 10,000 teams the list and its 4 MB of JSON
+// built at once took a node from 130 to 158 MB RSS in three asks.
 func (a *Admin) listTeams(c *gin.Context) {
 	st := a.holder.Load().State
-	out := []teamView{}
-	for _, t := range st.Teams {
-		out = append(out, viewTeam(t))
+	w := c.Writer
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	_, _ = bw.WriteString(`{"teams":[`)
+	for i, t := range st.Teams {
+		b, err := json.Marshal(viewTeam(t))
+		if err != nil {
+			return // a view of plain fields always encodes
+		}
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		if _, err := bw.Write(b); err != nil {
+			return // the client is gone
+		}
 	}
-	c.JSON(http.StatusOK, gin.H{"version": st.Version, "teams": out})
+	_, _ = bw.WriteString(`],"version":` + strconv.FormatInt(st.Version, 10) + "}")
+	_ = bw.Flush()
 }
 
 func (a *Admin) getTeam(c *gin.Context) {

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"switchyard/config"
 )
@@ -478,4 +481,38 @@ func TestAdminHealthNodeAllLocal(t *testing.T) {
 	}
 	wantErr(t, adm(t, n, "GET", "/admin/health?node=ghost", ""), 404, "node")
 	wantErr(t, adm(t, n, "GET", "/admin/health?node=", ""), 400, "node")
+}
+
+// TestAdminTeamsListBytes: GET /admin/teams, written a team at a time, is
+// byte for byte the object c.JSON made of the whole list (keys in order,
+// the same encoding), with teams and without.
+func TestAdminTeamsListBytes(t *testing.T) {
+	n, _ := teamsNode(t)
+	if w := adm(t, n, "PUT", "/admin/teams/mob-ile.2", `{"models":["b"],"rpm":2}`); w.Code != 201 {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	want := func() []byte {
+		st := n.Server.Admin.holder.Load().State
+		views := []teamView{}
+		for _, tm := range st.Teams {
+			views = append(views, viewTeam(tm))
+		}
+		b, err := json.Marshal(gin.H{"version": st.Version, "teams": views})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	w := adm(t, n, "GET", "/admin/teams", "")
+	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json; charset=utf-8" || !bytes.Equal(w.Body.Bytes(), want()) {
+		t.Fatalf("%d %q\n%s\nwant\n%s", w.Code, w.Header().Get("Content-Type"), w.Body, want())
+	}
+	for _, name := range []string{"mob-ile.2", "web"} {
+		if w := adm(t, n, "DELETE", "/admin/teams/"+url.PathEscape(name), ""); w.Code != 200 {
+			t.Fatalf("delete %s: %d %s", name, w.Code, w.Body)
+		}
+	}
+	if w := adm(t, n, "GET", "/admin/teams", ""); !bytes.Equal(w.Body.Bytes(), want()) || !strings.HasPrefix(w.Body.String(), `{"teams":[]`) {
+		t.Fatalf("no teams: %s", w.Body)
+	}
 }
