@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,7 +47,12 @@ func (s *Server) handleUsage(c *gin.Context) {
 		writeError(c, e)
 		return
 	}
-	rep, err := s.Edge.UsageRows(c.Request.Context(), q.UsageQuery)
+	// the same ask within usageFresh shares one read (group_by is applied
+	// here, after it)
+	read := strings.Join([]string{c.Query("team"), q.From.Format(time.DateOnly), q.To.Format(time.DateOnly), q.Model, q.Key, q.User}, "\x00")
+	rep, err := s.usageReads.get(c.Request.Context(), read, func(ctx context.Context) (edge.UsageReport, error) {
+		return s.Edge.UsageRows(ctx, q.UsageQuery)
+	})
 	if err != nil {
 		writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "unavailable", Message: "usage unavailable: " + err.Error()})
 		return

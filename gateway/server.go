@@ -98,6 +98,8 @@ type Server struct {
 	// cacheShared is the cluster-wide administration; nil on a node
 	// without Redis. Set by SetCacheShared before serving.
 	cacheShared CacheShared
+
+	usageReads *usageReads // GET /admin/usage's reads, shared by the same asks (usagecache.go)
 }
 
 // New builds the server and its routes.
@@ -125,7 +127,7 @@ func New(d Deps) *Server {
 	if d.Live == nil {
 		d.Live = NewLive(&LiveConfig{Config: d.Config, Router: d.Router, Adapters: d.Adapters, Tier: d.Tier})
 	}
-	s := &Server{Deps: d, engine: gin.New(), cachePolicy: policy, cacheLocal: local, cacheGroup: group}
+	s := &Server{Deps: d, engine: gin.New(), cachePolicy: policy, cacheLocal: local, cacheGroup: group, usageReads: newUsageReads(time.Now)}
 	if k := d.Config.Admin.Key; k != "" {
 		// clear or sha256:<hex>, like team keys (SPEC 15); validated at load
 		if digest, err := config.KeyDigest(k); err == nil {
