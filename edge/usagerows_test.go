@@ -334,4 +334,15 @@ func TestUsageRowsReadsInBatches(t *testing.T) {
 	if grown := int64(peak) - int64(base); grown > 6<<20 {
 		t.Fatalf("the live heap grew by %d bytes while reading, want under 6 MiB", grown)
 	}
+
+	// a day's key of another type spoils only its own hash
+	usageRowsBatchHook = nil
+	if err := g.m.Set("sy:{team:lv}:usage:"+now.AddDate(0, 0, -3).UTC().Format(time.DateOnly), "not a hash"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = g.r.UsageRows(context.Background(), UsageQuery{Teams: []string{"lv"}, From: q.From, To: q.To})
+	if err != nil || !rep.Shared {
+		t.Fatalf("with a key of another type: shared %v, %v", rep.Shared, err)
+	}
+	sameRows(t, "with a key of another type", rep.Rows, wantLevelRows("lv", day))
 }
