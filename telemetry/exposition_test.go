@@ -70,13 +70,7 @@ func TestWriteTextMatchesGather(t *testing.T) {
 // per series: the scrape of 10,000 teams is what SPEC 16's memory figure
 // pays for.
 func TestWriteTextAllocs(t *testing.T) {
-	tab := NewCounterTable(prometheus.CounterOpts{Name: "tokens_total", Help: "h"}, "team", "deployment", "direction")
-	for i := range 10000 {
-		team := "team-" + strconv.Itoa(i)
-		tab.WithLabelValues(team, "d1", "prompt").Add(float64(i))
-		tab.WithLabelValues(team, "d1", "completion").Add(float64(2 * i))
-		tab.WithLabelValues(team, "d2", "prompt").Add(1)
-	}
+	tab := teamsTable(10000)
 	if n := testing.AllocsPerRun(5, func() { _ = tab.WriteText(io.Discard) }); n > 4 {
 		t.Fatalf("%.0f allocations to write 30,000 series, want at most 4", n)
 	}
@@ -152,17 +146,23 @@ func TestAcceptsGzip(t *testing.T) {
 	}
 }
 
-// TestHandlerScrapeBytes: a scrape of 30,000 table series allocates well
-// under a megabyte (gathered through the registry, the same series were
-// built as metric objects first: about 15 MB a scrape).
-func TestHandlerScrapeBytes(t *testing.T) {
+// teamsTable is a tokens table of teams teams with three series each.
+func teamsTable(teams int) *CounterTable {
 	tab := NewCounterTable(prometheus.CounterOpts{Name: "tokens_total", Help: "h"}, "team", "deployment", "direction")
-	for i := range 10000 {
+	for i := range teams {
 		team := "team-" + strconv.Itoa(i)
 		tab.WithLabelValues(team, "d1", "prompt").Add(float64(i))
 		tab.WithLabelValues(team, "d1", "completion").Add(float64(2 * i))
 		tab.WithLabelValues(team, "d2", "prompt").Add(1)
 	}
+	return tab
+}
+
+// TestHandlerScrapeBytes: a scrape of 30,000 table series allocates well
+// under a megabyte (gathered through the registry, the same series were
+// built as metric objects first: 27 MB a scrape, measured with promhttp).
+func TestHandlerScrapeBytes(t *testing.T) {
+	tab := teamsTable(10000)
 	h := Handler(prometheus.NewRegistry(), []*CounterTable{tab}, nil)
 	scrape := func() int {
 		w := &scrapeCounter{h: http.Header{}}
