@@ -47,6 +47,13 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 		cmd  *redis.MapStringStringCmd
 	}
 	part := make([]hash, 0, min(rowsPipe, len(q.Teams)*int(max(0, to-from+1))))
+	// each day's key suffix and date, made once for every team's hash of
+	// that day (300,000 hashes made a date string and a suffix each)
+	names, dates := make([]string, 0, max(0, to-from+1)), make([]string, 0, max(0, to-from+1))
+	for d := from; d <= to; d++ {
+		dates = append(dates, dayString(d))
+		names = append(names, "usage:"+dates[len(dates)-1])
+	}
 	ctx, cancel := context.WithTimeout(ctx, rowsReadTimeout)
 	defer cancel()
 	rep := UsageReport{Shared: true, Folded: r.w.rowFolded.Load()}
@@ -54,7 +61,7 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 	send := func() bool {
 		_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j := range part {
-				part[j].cmd = p.HGetAll(ctx, cluster.TeamKey(r.cfg.Prefix, part[j].team, "usage:"+dayString(part[j].day)))
+				part[j].cmd = p.HGetAll(ctx, cluster.TeamKey(r.cfg.Prefix, part[j].team, names[part[j].day-from]))
 			}
 			return nil
 		})
@@ -63,7 +70,7 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 			return false
 		}
 		for _, h := range part {
-			rep.Rows = appendHashRows(rep.Rows, &q, h.team, h.day, from, to, h.cmd.Val())
+			rep.Rows = appendHashRows(rep.Rows, &q, h.team, h.day, dates[h.day-from], from, to, h.cmd.Val())
 		}
 		part = part[:0]
 		if usageRowsBatchHook != nil {
@@ -89,9 +96,9 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 // are folded.
 var usageRowsBatchHook func()
 
-// appendHashRows appends the rows of one team's hash of one day (fields
-// as rowField writes them) that q asks for.
-func appendHashRows(out []UsageRow, q *UsageQuery, team string, day, from, to int32, fields map[string]string) []UsageRow {
+// appendHashRows appends the rows of one team's hash of one day (date:
+// its dayString; fields as rowField writes them) that q asks for.
+func appendHashRows(out []UsageRow, q *UsageQuery, team string, day int32, date string, from, to int32, fields map[string]string) []UsageRow {
 	if len(fields) == 0 {
 		return out // most hashes of a long range were never written
 	}
@@ -116,9 +123,8 @@ func appendHashRows(out []UsageRow, q *UsageQuery, team string, day, from, to in
 		}
 		s.set(m, n)
 	}
-	ds := dayString(day)
 	for k, s := range rows {
-		out = append(out, UsageRow{Team: team, Day: ds, Model: k.model, Key: k.key, User: k.user, UsageSums: *s})
+		out = append(out, UsageRow{Team: team, Day: date, Model: k.model, Key: k.key, User: k.user, UsageSums: *s})
 	}
 	return out
 }
