@@ -23,22 +23,14 @@ while getopts "d:" o; do case $o in d) D=$OPTARG;; *) exit 2;; esac; done
 for c in wrk redis-server curl; do command -v $c >/dev/null || { echo "bench: needs $c"; exit 1; }; done
 
 out=$(mktemp -d); pids=()
-cleanup() {
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    p=${pids[i]}
-    kill "$p" 2>/dev/null || continue
-    for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
-  done
-  rm -rf "$out"
-}
+. bench/lib.sh
+cleanup() { stop_started; rm -rf "$out"; }
 trap cleanup EXIT
 echo "building..."
 go build -o "$out/switchyard" ./cmd/switchyard
 
 MOCK=127.0.0.1:19101; GW=127.0.0.1:19102; RPORT=19104; ADMIN=sk-admin-opsmem-0123456789
-for port in 19101 19102 19104; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "bench: 127.0.0.1:$port is in use"; exit 1; fi
-done
+ports_free 19101 19102 19104
 "$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
 redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null & pids+=($!)
 {

@@ -65,18 +65,8 @@ command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install -y wrk)";
 [ $REDIS = 0 ] || command -v redis-server >/dev/null || { echo "bench: -r needs redis-server"; exit 1; }
 
 out=$(mktemp -d); pids=(); RPID=""
-# Stops what it started, last first, each before the next: the gateways
-# while Redis still answers their final flush (with Redis gone first each
-# spent its whole 30 s shutdown budget retrying, and a run started right
-# after found the 10,000-team gateway still on its port); at most 40 s each.
-cleanup() {
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    p=${pids[i]}
-    kill "$p" 2>/dev/null || continue
-    for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
-  done
-  rm -rf "$out"
-}
+. bench/lib.sh
+cleanup() { stop_started; rm -rf "$out"; }
 trap cleanup EXIT
 echo "building..."
 go build -o "$out/switchyard" ./cmd/switchyard
@@ -85,9 +75,7 @@ go build -o "$out/alternate" ./bench/alternate
 [ $TRACE = 0 ] || go build -o "$out/otlpsink" ./bench/otlpsink
 
 MOCK=127.0.0.1:19001; GW=127.0.0.1:19002; FLOOR=127.0.0.1:19003; RPORT=19004; GWT=127.0.0.1:19005; SINK=127.0.0.1:19006; GWM=127.0.0.1:19007; CFLOOR=127.0.0.1:19008; GWC=127.0.0.1:19009; GWL=127.0.0.1:19010; GWL2=127.0.0.1:19011
-for port in 19001 19002 19003 19004 19005 19006 19007 19008 19009 19010 19011; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "bench: 127.0.0.1:$port is in use (a process left from an earlier run?)"; exit 1; fi
-done
+ports_free 19001 19002 19003 19004 19005 19006 19007 19008 19009 19010 19011
 "$out/switchyard" mockllm -listen $MOCK -ttfb 0s -tps 100000 2>"$out/mock.log" & pids+=($!)
 redis_yaml=""; floor_redis=""; limits=""
 if [ $REDIS = 1 ]; then

@@ -19,16 +19,10 @@ while getopts "d:k:o:" o; do case $o in d) D=$OPTARG;; k) K=$OPTARG;; o) O=$OPTA
 for c in wrk redis-server; do command -v $c >/dev/null || { echo "profile1: needs $c"; exit 1; }; done
 mkdir -p "$O"
 MOCK=127.0.0.1:19021; GW=127.0.0.1:19022; FLOOR=127.0.0.1:19023; RPORT=19024; GWP=127.0.0.1:19025; FLP=127.0.0.1:19026
-for port in 19021 19022 19023 19024 19025 19026; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "profile1: 127.0.0.1:$port is in use"; exit 1; fi
-done
+. bench/lib.sh
+ports_free 19021 19022 19023 19024 19025 19026
 pids=()
-cleanup() {
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill "${pids[i]}" 2>/dev/null || continue
-    for _ in $(seq 100); do kill -0 "${pids[i]}" 2>/dev/null || break; sleep 0.2; done
-  done
-}
+cleanup() { stop_started; }
 trap cleanup EXIT
 echo "building (gateway with -tags pprof)..."
 go build -tags pprof -o "$O/switchyard" ./cmd/switchyard

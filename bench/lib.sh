@@ -1,0 +1,23 @@
+# Shared by the bench scripts (sourced): the ports they take, and stopping
+# what they started.
+
+# ports_free PORT...: exits with a message when a port on 127.0.0.1 answers
+# (a process left from an earlier run?).
+ports_free() {
+  for port in "$@"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "bench: 127.0.0.1:$port is in use (a process left from an earlier run?)"; exit 1; fi
+  done
+}
+
+# stop_started: stops the processes in the pids array, last first, each
+# before the next: the gateways while Redis still answers their final flush
+# (with Redis gone first each spent its whole 30 s shutdown budget retrying,
+# and a run started right after found the 10,000-team gateway still on its
+# port); at most 40 s each. Only the pids the script recorded, by pid.
+stop_started() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    p=${pids[i]}
+    kill "$p" 2>/dev/null || continue
+    for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+  done
+}
