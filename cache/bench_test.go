@@ -65,11 +65,15 @@ func BenchmarkLocalGet(b *testing.B) {
 }
 
 func BenchmarkFromBody(b *testing.B) {
-	body, _ := Render(entries["tools"], Target{Format: wire.FormatOpenAI, Now: t0})
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := FromBody(catalog.OpChat, wire.FormatOpenAI, body, meta); err != nil {
-			b.Fatal(err)
-		}
+	for _, name := range []string{"text", "tools"} {
+		body, _ := Render(entries[name], Target{Format: wire.FormatOpenAI, Now: t0})
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := FromBody(catalog.OpChat, wire.FormatOpenAI, body, meta); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

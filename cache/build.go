@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"switchyard/catalog"
+	"switchyard/internal/jsonspan"
 	"switchyard/wire"
 )
 
@@ -338,7 +340,7 @@ func vectorOf(raw json.RawMessage) ([]float64, error) {
 // for anything else, and openAIEntry decodes it with encoding/json (which
 // also gives the reason an answer is not storable).
 func openAIEntryFast(body []byte) (e *Entry, ok bool) {
-	if !json.Valid(body) { // the walkers below read valid JSON only
+	if !jsonspan.Valid(body) { // the walkers below read valid JSON only
 		return nil, false
 	}
 	e = &Entry{}
@@ -437,8 +439,17 @@ func exactMember(k []byte, names ...string) string {
 			return n
 		}
 	}
+	ascii := true
+	for _, c := range k {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
 	for _, n := range names {
-		if strings.EqualFold(string(k), n) {
+		// an ASCII key folds to an ASCII name of its own length only (the
+		// names are ASCII); another key may fold through a multi-byte rune
+		if (!ascii || len(k) == len(n)) && strings.EqualFold(string(k), n) {
 			return "?"
 		}
 	}

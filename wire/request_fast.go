@@ -42,7 +42,7 @@ var fastBodyFields = [...]string{"model", "stream", "stream_options", "messages"
 // takes 1.3-1.6 µs and 6 allocations this way, 2.9-3.6 µs and 12 through
 // encoding/json.
 func fastBody(body []byte, b *openAIBody) bool {
-	if !json.Valid(body) { // the walk reads valid JSON only, as json.Unmarshal checks first
+	if !jsonspan.Valid(body) { // the walk reads valid JSON only, as json.Unmarshal checks first
 		return false
 	}
 	var seen uint32 // the fields given so far, a bit each

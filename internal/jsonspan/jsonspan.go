@@ -4,7 +4,10 @@
 // request shapes with it; catalog sizes a decoded key list with it.
 package jsonspan
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+)
 
 // ErrNotArray is returned by EachElement for a value that is not an array
 // (and by EachMember for one that is not an object).
@@ -89,19 +92,28 @@ func SkipSpace(b []byte, i int) int {
 }
 
 // SkipString returns the index after the string starting at b[i] == '"'.
+// A backslash escapes the byte after it, so the string ends at the first
+// quote after an even run of backslashes; the quotes are found with
+// bytes.IndexByte, which a long content string crosses many bytes at a time.
 func SkipString(b []byte, i int) int {
 	if i >= len(b) || b[i] != '"' {
 		return -1
 	}
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for i++; ; {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return -1
 		}
+		j += i
+		k := j // the run of backslashes before the quote (never past i: b[i-1] is a quote)
+		for k > i && b[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j + 1
+		}
+		i = j + 1
 	}
-	return -1
 }
 
 // SkipValue returns the index after the JSON value starting at b[i].

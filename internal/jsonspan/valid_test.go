@@ -1,0 +1,86 @@
+package jsonspan
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+var validCases = []string{
+	``, ` `, `{}`, `[]`, `""`, `0`, `-0`, `1.5e+10`, `-1E-2`, `true`, `false`, `null`,
+	` {"a" : [1, 2, {"b": null}], "c": "\u00e9\n"} `,
+	`{"a":1,}`, `[1,]`, `[,1]`, `{,}`, `{"a"}`, `{"a":}`, `{"a" 1}`, `{1:2}`, `[1 2]`, `[1,,2]`,
+	`01`, `-`, `1.`, `.5`, `1e`, `1e+`, `+1`, `0x1`, `1.5.5`, `--1`, `tru`, `nulll`, `truefalse`,
+	`"\x"`, `"\u12"`, `"\u12g4"`, "\"a\tb\"", "\"\x7f\xff\"", `"abc`, `"\"`, `"\\"`, `"\/"`,
+	`{"a":1}}`, `[[]`, `[]]`, `{"a":[}`, `[{]}`, `{} {}`, `1 2`, "\v1", "1\u00a0",
+	strings.Repeat(`[`, 63) + strings.Repeat(`]`, 63),
+	strings.Repeat(`[`, 64) + strings.Repeat(`]`, 64),
+	strings.Repeat(`[`, 65) + strings.Repeat(`]`, 65),
+	strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat(`}`, 70),
+	strings.Repeat(`[`, 70) + strings.Repeat(`]`, 69),
+	`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":16}}`,
+}
+
+func TestValidMatchesEncodingJSON(t *testing.T) {
+	for _, c := range validCases {
+		if got, want := Valid([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("Valid(%q) = %v, encoding/json says %v", c, got, want)
+		}
+	}
+}
+
+// FuzzValid holds Valid to encoding/json.Valid's answer for any input.
+func FuzzValid(f *testing.F) {
+	for _, c := range validCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	body := []byte(validCases[len(validCases)-1])
+	b.SetBytes(int64(len(body)))
+	b.Run("jsonspan", func(b *testing.B) {
+		for b.Loop() {
+			Valid(body)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			json.Valid(body)
+		}
+	})
+}
+
+// skipStringByteWise is SkipString as it was written first, a byte at a
+// time: the reference FuzzSkipString holds the IndexByte version to, on
+// any input.
+func skipStringByteWise(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+func FuzzSkipString(f *testing.F) {
+	for _, c := range []string{`""`, `"a"`, `"\""`, `"\\"`, `"\\\""x`, `"\`, `"abc`, `"a\\\\"b"`, `x`, ``} {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := SkipString(b, 0), skipStringByteWise(b, 0); got != want {
+			t.Fatalf("SkipString(%q) = %d, byte-wise %d", b, got, want)
+		}
+	})
+}
