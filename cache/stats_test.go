@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -62,5 +64,57 @@ func TestCountersDrainAndTotals(t *testing.T) {
 	c.ResetEntries("a", "")
 	if s := c.Snapshot(); len(s) != 0 {
 		t.Fatalf("after ResetEntries: %+v", s)
+	}
+}
+
+// TestCountersCountAllocs: counting a team and model seen before allocates
+// nothing (a cacheable miss counts four times: the request, the entry
+// stored, each on the node's totals and on what it has yet to send).
+func TestCountersCountAllocs(t *testing.T) {
+	var c Counters
+	team, model := "team-a", "model-b"
+	c.Count(team, model, ResultMiss, 0, 0)
+	if n := testing.AllocsPerRun(100, func() {
+		c.Count(team, model, ResultMiss, 0, 0)
+		c.Stored(team, model, 10)
+	}); n != 0 {
+		t.Fatalf("Count and Stored allocate %v times a call pair, want 0", n)
+	}
+}
+
+// TestCountersConcurrent counts from several goroutines while the sender
+// drains and a sweep forgets another team: no count is lost (run with
+// -race).
+func TestCountersConcurrent(t *testing.T) {
+	var c Counters
+	var wg sync.WaitGroup
+	const workers, each = 4, 1000
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				c.Count("t", "m", ResultMiss, 0, 0)
+				c.Stored("gone", "m"+strconv.Itoa((w+i)%3), 1)
+			}
+		}()
+	}
+	var misses int64
+	for range 50 {
+		for _, s := range c.Drain() {
+			if s.Team == "t" {
+				misses += s.Misses
+			}
+		}
+		c.Forget(func(team, _ string) bool { return team == "gone" })
+	}
+	wg.Wait()
+	for _, s := range c.Drain() {
+		if s.Team == "t" {
+			misses += s.Misses
+		}
+	}
+	if misses != workers*each {
+		t.Fatalf("drained %d misses, want %d", misses, workers*each)
 	}
 }
