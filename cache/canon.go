@@ -19,6 +19,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"switchyard/internal/jsonspan"
 	"switchyard/wire"
 )
 
@@ -132,7 +133,7 @@ type field struct {
 // whole input before decoding), so it is not scanned a second time.
 func decodeFields(body []byte, valid bool) (fields, error) {
 	// walked in place (the values are sub-slices of body, never copied)
-	if !valid && !json.Valid(body) {
+	if !valid && !jsonspan.Valid(body) {
 		return nil, notCacheable("body is not valid JSON")
 	}
 	f := &fieldSet{}

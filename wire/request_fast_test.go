@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"switchyard/catalog"
@@ -121,6 +122,8 @@ func BenchmarkParseChat(b *testing.B) {
 		// what an SDK streaming an agent's turn sends: tools and stream_options
 		{"fast-tools-stream", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"stream":true,"stream_options":{"include_usage":true}}`},
 		{"encoding-json-tools-stream", `{"model":"bench","messages":[{"role":"user","content":"hello"}],"Tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"stream":true,"stream_options":{"include_usage":true}}`},
+		// an agent's turn deep into its conversation: 64 KiB of messages
+		{"fast-64KiB", longChat(64 << 10)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			body := []byte(c.body)
@@ -132,4 +135,20 @@ func BenchmarkParseChat(b *testing.B) {
 			}
 		})
 	}
+}
+
+// longChat is a chat request of at least n bytes: turns of plain text,
+// each with an escaped line break and quotes.
+func longChat(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"bench","max_tokens":16,"messages":[`)
+	for i := 0; b.Len() < n; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		role := [2]string{"user", "assistant"}[i%2]
+		b.WriteString(`{"role":"` + role + `","content":"` + strings.Repeat("Refactor the parser so that it reads each value once. ", 20) + `\n\"quoted\" line"}`)
+	}
+	b.WriteString(`]}`)
+	return b.String()
 }

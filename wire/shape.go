@@ -294,15 +294,16 @@ func decodeString(q []byte) string {
 	}
 	out := make([]byte, 0, len(body))
 	for i := 0; i < len(body); {
-		c := body[i]
-		if c != '\\' {
-			r, size := utf8.DecodeRune(body[i:])
-			if r == utf8.RuneError && size == 1 {
-				out = utf8.AppendRune(out, utf8.RuneError)
-			} else {
-				out = append(out, body[i:i+size]...)
+		// the run up to the next escape, copied whole when it is valid
+		// UTF-8 (a long prompt's text between its \n escapes); a rune at
+		// a time otherwise
+		if body[i] != '\\' {
+			run := body[i:]
+			if j := bytes.IndexByte(run, '\\'); j >= 0 {
+				run = run[:j]
 			}
-			i += size
+			out = appendValidRunes(out, run)
+			i += len(run)
 			continue
 		}
 		if i+1 >= len(body) {
@@ -342,6 +343,24 @@ func decodeString(q []byte) string {
 		}
 	}
 	return string(out)
+}
+
+// appendValidRunes appends run to out with each invalid UTF-8 byte
+// replaced by U+FFFD, as encoding/json decodes it.
+func appendValidRunes(out, run []byte) []byte {
+	if utf8.Valid(run) {
+		return append(out, run...)
+	}
+	for i := 0; i < len(run); {
+		r, size := utf8.DecodeRune(run[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = utf8.AppendRune(out, utf8.RuneError)
+		} else {
+			out = append(out, run[i:i+size]...)
+		}
+		i += size
+	}
+	return out
 }
 
 // hex4 reads the four hex digits at b[i:]; -1 when they are not there.

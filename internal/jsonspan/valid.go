@@ -1,6 +1,9 @@
 package jsonspan
 
-import "encoding/json"
+import (
+	"encoding/binary"
+	"encoding/json"
+)
 
 // maxValidDepth is how deep Valid follows objects and arrays itself; a
 // deeper value is left to encoding/json.Valid, whose own limit then
@@ -118,12 +121,23 @@ func member(b []byte, i int) int {
 // escape other than \" \\ \/ \b \f \n \r \t and \u with four hex digits.
 func validString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			return i + 1
-		case c < 0x20:
+		// at the start and after each escape: eight plain bytes at a time
+		// (no quote, backslash or control byte), so a long prompt's text
+		// is crossed a word per step; then byte by byte to the special
+		// byte the word held
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' {
+			i++
+		}
+		if i >= len(b) {
 			return -1
-		case c == '\\':
+		}
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
 			if i+1 >= len(b) {
 				return -1
 			}
@@ -143,9 +157,20 @@ func validString(b []byte, i int) int {
 			default:
 				return -1
 			}
+		default: // a control byte
+			return -1
 		}
 	}
 	return -1
+}
+
+// plain8 reports whether none of the eight bytes in x is a quote, a
+// backslash or below 0x20 (the classic "has a zero byte" test on x with
+// each of those bytes XORed to zero, and on x minus 0x20 for the controls).
+func plain8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, bs := x^(ones*'"'), x^(ones*'\\')
+	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs == 0
 }
 
 func isHex(c byte) bool {

@@ -18,6 +18,8 @@ var validCases = []string{
 	strings.Repeat(`[`, 65) + strings.Repeat(`]`, 65),
 	strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat(`}`, 70),
 	strings.Repeat(`[`, 70) + strings.Repeat(`]`, 69),
+	`"` + strings.Repeat("long text without escapes ", 5) + `"`, `"` + strings.Repeat("a", 17) + "\x01" + `"`,
+	`"` + strings.Repeat("b", 15) + `\u00e9` + strings.Repeat("c", 9) + `\"` + `"`, `"` + strings.Repeat("d", 16),
 	`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":16}}`,
 }
 
@@ -42,18 +44,35 @@ func FuzzValid(f *testing.F) {
 }
 
 func BenchmarkValid(b *testing.B) {
-	body := []byte(validCases[len(validCases)-1])
-	b.SetBytes(int64(len(body)))
-	b.Run("jsonspan", func(b *testing.B) {
-		for b.Loop() {
-			Valid(body)
+	// a chat answer, and a 64 KiB request: an agent's conversation, its
+	// text mostly plain
+	var long strings.Builder
+	long.WriteString(`{"model":"m","messages":[`)
+	for i := 0; long.Len() < 64<<10; i++ {
+		if i > 0 {
+			long.WriteString(",")
 		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		for b.Loop() {
-			json.Valid(body)
+		long.WriteString(`{"role":"user","content":"` + strings.Repeat("Refactor the parser so that it reads each value once. ", 20) + `\n\"quoted\" line"}`)
+	}
+	long.WriteString(`]}`)
+	for _, c := range []struct{ name, body string }{{"answer", validCases[len(validCases)-1]}, {"request-64KiB", long.String()}} {
+		body := []byte(c.body)
+		if !json.Valid(body) {
+			b.Fatal("invalid benchmark body")
 		}
-	})
+		b.Run(c.name+"/jsonspan", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				Valid(body)
+			}
+		})
+		b.Run(c.name+"/encoding-json", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				json.Valid(body)
+			}
+		})
+	}
 }
 
 // skipStringByteWise is SkipString as it was written first, a byte at a
