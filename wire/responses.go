@@ -153,7 +153,7 @@ type rawTool struct {
 // an *Error naming the field; nothing the client sends makes it panic.
 func parseResponses(body []byte, maxItems int) (*Request, error) {
 	var b responsesBody
-	if err := json.Unmarshal(body, &b); err != nil {
+	if err := decodeResponsesBody(body, &b); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return nil, badf(ute.Field, "field %q has the wrong type: got JSON %s, want %s", ute.Field, ute.Value, ute.Type)
@@ -353,8 +353,8 @@ func parseInput(raw json.RawMessage, maxItems int) ([]Item, error) {
 		return nil, nil
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, ok := exactString(raw)
+		if !ok && json.Unmarshal(raw, &s) != nil {
 			return nil, badf("input", "input is not a valid JSON string")
 		}
 		return []Item{{Type: "message", Role: "user", Content: []Part{{Type: "input_text", Text: s}}}}, nil
@@ -394,7 +394,7 @@ func parseInput(raw json.RawMessage, maxItems int) ([]Item, error) {
 // content-part budget.
 func parseItem(raw json.RawMessage, i int, parts *int) (Item, error) {
 	var ri rawItem
-	if err := json.Unmarshal(raw, &ri); err != nil {
+	if err := decodeItem(raw, &ri); err != nil {
 		return Item{}, badf(fmt.Sprintf("input[%d]", i), "input[%d] must be an object like {\"role\":\"user\",\"content\":\"...\"} or a typed item", i)
 	}
 	typ := ri.Type
@@ -455,8 +455,8 @@ func parseParts(raw json.RawMessage, role string, i int, budget *int) ([]Part, e
 		return nil, nil
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, ok := exactString(raw)
+		if !ok && json.Unmarshal(raw, &s) != nil {
 			return nil, badf(fmt.Sprintf("input[%d].content", i), "input[%d].content is not a valid string", i)
 		}
 		return []Part{{Type: textType, Text: s}}, nil
@@ -470,7 +470,7 @@ func parseParts(raw json.RawMessage, role string, i int, budget *int) ([]Part, e
 			Message: "input has more content parts in all than server.max_messages allows: send fewer"}
 	}
 	rps := make([]rawPart, 0, n) // exact: the decoder fills it without growing
-	if err := json.Unmarshal(raw, &rps); err != nil {
+	if err := decodeParts(raw, &rps); err != nil {
 		return nil, badf(fmt.Sprintf("input[%d].content", i), "input[%d].content must be a string or an array of content parts", i)
 	}
 	parts := make([]Part, 0, len(rps))

@@ -1,0 +1,219 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"switchyard/internal/jsonspan"
+)
+
+// The Responses input's items and content parts, read without reflection
+// in the shape clients send: every member spelled exactly once, each
+// string field a JSON string. Anything else (a member in another case or
+// with an escape, one named twice, a null or another type where a string
+// belongs) goes to encoding/json, which decides and words the error: so
+// for any item the fast readers accept, the result is json.Unmarshal's
+// (TestFastItemMatchesEncodingJSON, FuzzFastItem). The body was validated
+// whole before (parseResponses' json.Unmarshal); each item decoded with
+// json.Unmarshal was validated again, and its content parts once more: a
+// 64 KiB conversation took 2.3 ms to parse, most of it in those scans.
+
+var rawItemFields = [...]string{"type", "id", "role", "status", "content", "call_id", "name", "arguments", "output"}
+
+var rawPartFields = [...]string{"type", "text", "refusal", "image_url", "file_id", "detail"}
+
+// decodeItem decodes one input item (valid JSON) into ri.
+func decodeItem(raw []byte, ri *rawItem) error {
+	if fastItem(raw, ri) {
+		return nil
+	}
+	*ri = rawItem{}
+	return json.Unmarshal(raw, ri)
+}
+
+func fastItem(raw []byte, ri *rawItem) bool {
+	strs := [...]*string{0: &ri.Type, 1: &ri.ID, 2: &ri.Role, 3: &ri.Status, 5: &ri.CallID, 6: &ri.Name, 7: &ri.Arguments}
+	return fastObject(raw, rawItemFields[:], func(f int, val []byte) bool {
+		switch f {
+		case 4:
+			ri.Content = val
+		case 8:
+			ri.Output = val
+		default:
+			var ok bool
+			*strs[f], ok = exactString(val)
+			return ok
+		}
+		return true
+	})
+}
+
+// decodeParts decodes an array of content parts (valid JSON) into rps.
+func decodeParts(raw []byte, rps *[]rawPart) error {
+	if fastParts(raw, rps) {
+		return nil
+	}
+	*rps = (*rps)[:0]
+	return json.Unmarshal(raw, rps)
+}
+
+func fastParts(raw []byte, rps *[]rawPart) bool {
+	err := jsonspan.EachElement(raw, func(_ int, elem []byte) error {
+		var p rawPart
+		strs := [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.FileID, &p.Detail}
+		if !fastObject(elem, rawPartFields[:], func(f int, val []byte) bool {
+			var ok bool
+			*strs[f], ok = exactString(val)
+			return ok
+		}) {
+			return errSlowPath
+		}
+		*rps = append(*rps, p)
+		return nil
+	})
+	return err == nil
+}
+
+// fastObject walks the object b (valid JSON), calling set with the index in
+// fields of each member named exactly so; false (the caller goes to
+// encoding/json) when b is not an object, a member is named twice or in a
+// spelling encoding/json would match to a field, or set refuses a value.
+// Members that name no field are skipped, as encoding/json skips them.
+func fastObject(b []byte, fields []string, set func(f int, val []byte) bool) bool {
+	var seen uint32
+	err := jsonspan.EachMember(b, func(key, val []byte) error {
+		f := -1
+		for i, name := range fields {
+			if string(key) == name {
+				f = i
+				break
+			}
+		}
+		if f < 0 {
+			if bytes.IndexByte(key, '\\') >= 0 {
+				return errSlowPath
+			}
+			for _, name := range fields {
+				if strings.EqualFold(name, string(key)) {
+					return errSlowPath
+				}
+			}
+			return nil
+		}
+		if seen&(1<<f) != 0 || !set(f, val) {
+			return errSlowPath
+		}
+		seen |= 1 << f
+		return nil
+	})
+	return err == nil
+}
+
+// exactString decodes a JSON string (valid JSON) as encoding/json does,
+// escapes included; ok false for anything else (null, another type) and
+// for a string with invalid UTF-8, whose replacement encoding/json decides.
+func exactString(val []byte) (string, bool) {
+	if len(val) < 2 || val[0] != '"' || !utf8.Valid(val) {
+		return "", false
+	}
+	return decodeString(val), true
+}
+
+var responsesBodyFields = [...]string{
+	"model", "stream", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature",
+	"top_p", "parallel_tool_calls", "text", "reasoning", "metadata", "store", "previous_response_id", "user",
+	"safety_identifier", "prompt_cache_key", "session_id", "conversation",
+}
+
+// decodeResponsesBody decodes a Responses request body into b:
+// fastResponsesBody, else encoding/json (which also words every error).
+func decodeResponsesBody(body []byte, b *responsesBody) error {
+	if fastResponsesBody(body, b) {
+		return nil
+	}
+	*b = responsesBody{}
+	return json.Unmarshal(body, b)
+}
+
+// fastResponsesBody is json.Unmarshal into b for the shape clients send
+// (fastObject's terms; numbers plain, booleans true or false, a null only
+// where b holds a pointer or raw JSON), after one jsonspan.Valid scan of
+// the body: encoding/json scans it twice, to validate it and to skip over
+// the raw members (input, most of a conversation's bytes).
+func fastResponsesBody(body []byte, b *responsesBody) bool {
+	if !jsonspan.Valid(body) {
+		return false
+	}
+	// the string and raw members by their index in responsesBodyFields
+	strs := [len(responsesBodyFields)]*string{0: &b.Model, 14: &b.PreviousResponseID, 15: &b.User, 16: &b.SafetyIdentifier, 17: &b.PromptCacheKey, 18: &b.SessionID}
+	raws := [len(responsesBodyFields)]*json.RawMessage{2: &b.Input, 3: &b.Instructions, 4: &b.Tools, 5: &b.ToolChoice, 10: &b.Text, 11: &b.Reasoning, 12: &b.Metadata, 19: &b.Conversation}
+	return fastObject(bytes.TrimSpace(body), responsesBodyFields[:], func(f int, val []byte) bool {
+		if p := strs[f]; p != nil {
+			var ok bool
+			*p, ok = exactString(val)
+			return ok
+		}
+		if p := raws[f]; p != nil {
+			*p = val
+			return true
+		}
+		null := string(val) == "null"
+		switch f {
+		case 1:
+			b.Stream = string(val) == "true"
+			return b.Stream || string(val) == "false"
+		case 6:
+			if null {
+				b.MaxOutputTokens = nil
+				return true
+			}
+			var ok bool
+			b.MaxOutputTokens, ok = plainInt(val)
+			return ok
+		case 7, 8:
+			p := &b.Temperature
+			if f == 8 {
+				p = &b.TopP
+			}
+			if null {
+				*p = nil
+				return true
+			}
+			x, ok := plainFloat(val)
+			*p = x
+			return ok
+		case 9, 13:
+			p := &b.ParallelToolCalls
+			if f == 13 {
+				p = &b.Store
+			}
+			switch string(val) {
+			case "null":
+				*p = nil
+			case "true", "false":
+				v := string(val) == "true"
+				*p = &v
+			default:
+				return false
+			}
+			return true
+		}
+		return false
+	})
+}
+
+// plainFloat is a JSON number as encoding/json sets a *float64 field to
+// it; ok false for anything else, or one out of float64's range.
+func plainFloat(val []byte) (*float64, bool) {
+	if len(val) == 0 || (val[0] != '-' && (val[0] < '0' || val[0] > '9')) {
+		return nil, false
+	}
+	x, err := strconv.ParseFloat(string(val), 64)
+	if err != nil {
+		return nil, false
+	}
+	return &x, true
+}

@@ -1,0 +1,117 @@
+package wire
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"switchyard/catalog"
+)
+
+var fastResponsesCases = []string{
+	`{"model":"m","input":"hi"}`,
+	`{"model":"m","stream":true,"store":false,"parallel_tool_calls":null,"temperature":0.5,"top_p":1,"max_output_tokens":100,"user":"u","safety_identifier":"s","prompt_cache_key":"p","session_id":"x","previous_response_id":"resp_1","metadata":{"a":"b"},"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"tools":[],"tool_choice":"auto","instructions":"be brief","conversation":null,"input":[{"role":"user","content":"a\nb \"q\" \u00e9"}]}`,
+	`{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"},{"type":"input_image","image_url":"https://x/y.png","detail":"low"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{\"a\":1}","id":"fc_1","status":"completed"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"r"}]}]}`,
+	// encoding/json's cases: the fast readers leave them to it
+	`{"model":"m","Model":"n"}`, `{"model":"m","model":"n"}`, `{"mod\u0065l":"m"}`, `{"model":null}`, `{"model":"m","stream":null}`,
+	`{"model":"m","max_output_tokens":1.5}`, `{"model":"m","max_output_tokens":1e2}`, `{"model":"m","temperature":1e400}`,
+	`{"model":"m","store":1}`, `{"model":"m","temperature":-0}`, "{\"model\":\"\xff\"}", `{"model":"m","unknown":{"deep":[1,2]}}`,
+	`{"model":"m","input":[{"role":"user","Content":"x"}]}`, `{"model":"m","input":[{"role":"user","content":"x","content":"y"}]}`,
+	`{"model":"m","input":[{"role":null,"content":"x"}]}`, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":null}]}]}`,
+	`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","TEXT":"a"}]}]}`, `[1]`, ` {"model":"m"} `, `{"model":"\ud800"}`,
+}
+
+// checkFastResponses holds the fast readers to encoding/json on body: when
+// fastResponsesBody accepts it, it decodes what json.Unmarshal decodes, and
+// so does every item and part list fastItem and fastParts accept.
+func checkFastResponses(t *testing.T, body []byte) {
+	t.Helper()
+	var fast, slow responsesBody
+	if fastResponsesBody(body, &fast) {
+		if err := json.Unmarshal(body, &slow); err != nil {
+			t.Fatalf("fast path accepted %q, encoding/json: %v", body, err)
+		}
+		if !reflect.DeepEqual(normalRaw(fast), normalRaw(slow)) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", body, fast, slow)
+		}
+	}
+	if json.Unmarshal(body, &slow) != nil {
+		return
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(slow.Input, &items) != nil {
+		return
+	}
+	for _, raw := range items {
+		var fi, si rawItem
+		if fastItem(raw, &fi) {
+			if err := json.Unmarshal(raw, &si); err != nil || !reflect.DeepEqual(normalItem(fi), normalItem(si)) {
+				t.Fatalf("item %q:\nfast %+v\nslow %+v (%v)", raw, fi, si, err)
+			}
+		}
+		if json.Unmarshal(raw, &si) != nil || len(si.Content) == 0 || si.Content[0] != '[' {
+			continue
+		}
+		fp, sp := []rawPart{}, []rawPart{} // as parseParts makes them
+		if fastParts(si.Content, &fp) {
+			if err := json.Unmarshal(si.Content, &sp); err != nil || !reflect.DeepEqual(fp, sp) {
+				t.Fatalf("parts %q:\nfast %+v\nslow %+v (%v)", si.Content, fp, sp, err)
+			}
+		}
+	}
+}
+
+// normalRaw and normalItem make raw members comparable: encoding/json
+// copies them, the fast readers slice the body (same bytes).
+func normalRaw(b responsesBody) responsesBody {
+	for _, p := range []*json.RawMessage{&b.Input, &b.Instructions, &b.Tools, &b.ToolChoice, &b.Text, &b.Reasoning, &b.Metadata, &b.Conversation} {
+		if *p != nil {
+			*p = append(json.RawMessage{}, *p...)
+		}
+	}
+	return b
+}
+
+func normalItem(i rawItem) rawItem {
+	for _, p := range []*json.RawMessage{&i.Content, &i.Output} {
+		if *p != nil {
+			*p = append(json.RawMessage{}, *p...)
+		}
+	}
+	return i
+}
+
+func TestFastResponsesMatchEncodingJSON(t *testing.T) {
+	accepted := 0
+	for _, c := range fastResponsesCases {
+		checkFastResponses(t, []byte(c))
+		var b responsesBody
+		if fastResponsesBody([]byte(c), &b) {
+			accepted++
+		}
+	}
+	if accepted < 3 {
+		t.Fatalf("the fast path took %d of the cases, want the first three at least", accepted)
+	}
+}
+
+func FuzzFastResponses(f *testing.F) {
+	for _, c := range fastResponsesCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkFastResponses(t, body) })
+}
+
+// BenchmarkParseResponses is ParseLimited on a Responses request with a
+// 64 KiB input: an agent's turn deep into its conversation.
+func BenchmarkParseResponses(b *testing.B) {
+	body := []byte(strings.Replace(longChat(64<<10), `"messages":`, `"input":`, 1))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseLimited(body, catalog.OpChat, FormatResponses, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
