@@ -125,17 +125,17 @@ func anthropicReply(ctx context.Context, req *Request, model string, resp *http.
 // the stream flag when the gateway's mode differs from the body's.
 func anthropicBody(raw []byte, model string, stream bool) []byte {
 	var q [96]byte
-	body := wire.SetTopLevel(raw, "model", wire.AppendString(q[:0], model))
-	s, e, ok := wire.FindTopLevel(body, "stream")
-	isStream := ok && bytes.Equal(body[s:e], jsonTrue)
+	edits := [2]wire.TopLevelEdit{{Key: "model", Value: wire.AppendString(q[:0], model)}}
+	s, e, ok := wire.FindTopLevel(raw, "stream")
+	isStream := ok && bytes.Equal(raw[s:e], jsonTrue)
 	if stream != isStream {
-		v := jsonFalse
+		edits[1] = wire.TopLevelEdit{Key: "stream", Value: jsonFalse}
 		if stream {
-			v = jsonTrue
+			edits[1].Value = jsonTrue
 		}
-		body = wire.SetTopLevel(body, "stream", v)
+		return wire.EditTopLevel(raw, edits[1], edits[0])
 	}
-	return body
+	return wire.EditTopLevel(raw, edits[0])
 }
 
 // anthropicUsageOf reads the usage of an Anthropic message.

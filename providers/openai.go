@@ -157,26 +157,23 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 // openAIBody rewrites an OpenAI-format client body for the upstream: only
 // the model value changes, plus, for streams, stream:true and
 // stream_options.include_usage (SPEC 3: the gateway always wants usage).
-// Top-level edits in place; the body is never re-marshalled.
+// One pass of top-level edits (wire.EditTopLevel), which also drops any
+// second spelling of a key it writes; the body is never re-marshalled.
 func openAIBody(raw []byte, model string, op catalog.Operation, stream bool) []byte {
 	var q [96]byte
-	body := wire.SetTopLevel(raw, "model", wire.AppendString(q[:0], model))
+	m := wire.TopLevelEdit{Key: "model", Value: wire.AppendString(q[:0], model)}
 	if op != catalog.OpChat {
-		return body
+		return wire.EditTopLevel(raw, m)
 	}
-	s, e, ok := wire.FindTopLevel(body, "stream")
-	isStream := ok && bytes.Equal(body[s:e], jsonTrue)
+	s, e, ok := wire.FindTopLevel(raw, "stream")
+	isStream := ok && bytes.Equal(raw[s:e], jsonTrue)
 	switch {
 	case stream:
-		if !isStream {
-			body = wire.SetTopLevel(body, "stream", jsonTrue)
-		}
-		body = wire.SetTopLevel(body, "stream_options", includeUsage)
+		return wire.EditTopLevel(raw, wire.TopLevelEdit{Key: "stream_options", Value: includeUsage}, wire.TopLevelEdit{Key: "stream", Value: jsonTrue}, m)
 	case isStream:
-		body = wire.SetTopLevel(body, "stream", jsonFalse)
-		body = wire.DeleteTopLevel(body, "stream_options")
+		return wire.EditTopLevel(raw, wire.TopLevelEdit{Key: "stream", Value: jsonFalse}, wire.TopLevelEdit{Key: "stream_options"}, m)
 	}
-	return body
+	return wire.EditTopLevel(raw, m)
 }
 
 // readBody reads a complete 2xx body, bounded, and closes it. The buffer

@@ -401,6 +401,13 @@ func TestOpenAIBody(t *testing.T) {
 		{"sync drops a stray stream flag", `{"model":"a","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, false, `{"model":"m\"x","stream":false,"messages":[]}`},
 		{"stream without options", `{"model":"a","stream":true,"messages":[]}`, true, `{"stream_options":{"include_usage":true},"model":"m\"x","stream":true,"messages":[]}`},
 		{"stream forced on", `{"model":"a","messages":[]}`, true, `{"stream_options":{"include_usage":true},"stream":true,"model":"m\"x","messages":[]}`},
+		// a body naming the model twice, or escaped, or in another case: the
+		// gateway routed on the last (encoding/json), a parser upstream that
+		// reads the last must not get the client's name instead of the
+		// deployment's (a public name mapped to a cheaper upstream model
+		// would otherwise reach the upstream as itself)
+		{"one model however named", `{"model":"a","messages":[],"model":"gpt-4o","mod\u0065l":"b","MODEL":"c"}`, false, `{"model":"m\"x","messages":[]}`},
+		{"one stream flag", `{"model":"a","stream":false,"messages":[],"stream":true,"Stream_Options":{}}`, true, `{"model":"m\"x","stream":true,"messages":[],"stream_options":{"include_usage":true}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -427,5 +434,25 @@ func TestNewRejectsBadProviders(t *testing.T) {
 	}
 	if _, err := New(nil); err == nil {
 		t.Error("New(nil) accepted")
+	}
+}
+
+// TestAnthropicBodyOneModel: the Anthropic pass-through writes the
+// deployment's model once, whatever other spellings of the key the client
+// sent (TestOpenAIBody's case), and the stream flag the gateway decided.
+func TestAnthropicBodyOneModel(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		stream bool
+		want   string
+	}{
+		{`{"model":"a","max_tokens":5,"model":"claude-opus","mod\u0065l":"b"}`, false, `{"model":"up","max_tokens":5}`},
+		{`{"model":"a","stream":false,"stream":true}`, true, `{"model":"up","stream":true}`},
+		{`{"model":"a", "messages":[]}`, false, `{"model":"up", "messages":[]}`},
+	} {
+		got := anthropicBody([]byte(tc.in), "up", tc.stream)
+		if string(got) != tc.want {
+			t.Errorf("anthropicBody(%s) = %s, want %s", tc.in, got, tc.want)
+		}
 	}
 }

@@ -136,8 +136,7 @@ func (v *vertex) do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 	if err != nil {
 		return nil, err
 	}
-	body = wire.DeleteTopLevel(body, "model")
-	body = wire.SetTopLevel(body, "anthropic_version", wire.AppendString(nil, vertexAnthropicVersion))
+	body = wire.EditTopLevel(body, wire.TopLevelEdit{Key: "anthropic_version", Value: wire.AppendString(nil, vertexAnthropicVersion)}, wire.TopLevelEdit{Key: "model"})
 	method := ":rawPredict"
 	if req.Stream {
 		method = ":streamRawPredict"

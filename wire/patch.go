@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 
 	"switchyard/internal/jsonspan"
 )
@@ -47,66 +49,156 @@ func FindTopLevel(body []byte, key string) (start, end int, ok bool) {
 	}
 }
 
-// SetTopLevel returns body with the top-level key set to raw (a JSON
-// value), replacing it in place or inserting it first. One allocation.
-func SetTopLevel(body []byte, key string, raw []byte) []byte {
-	if s, e, ok := FindTopLevel(body, key); ok {
-		out := make([]byte, 0, len(body)-(e-s)+len(raw))
-		out = append(out, body[:s]...)
-		out = append(out, raw...)
-		return append(out, body[e:]...)
-	}
-	i := jsonspan.SkipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return body
-	}
-	out := make([]byte, 0, len(body)+len(key)+len(raw)+4)
-	out = append(out, body[:i+1]...)
-	out = AppendString(out, key)
-	out = append(out, ':')
-	out = append(out, raw...)
-	rest := body[i+1:]
-	if j := jsonspan.SkipSpace(rest, 0); j < len(rest) && rest[j] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, rest...)
+// TopLevelEdit is one change EditTopLevel makes: Key set to Value (a JSON
+// value), or removed when Value is nil.
+type TopLevelEdit struct {
+	Key   string
+	Value []byte
 }
 
-// DeleteTopLevel removes a top-level key (and its comma) if present.
-func DeleteTopLevel(body []byte, key string) []byte {
-	s, e, ok := FindTopLevel(body, key)
-	if !ok {
+// EditTopLevel returns body (a valid JSON object) with the edits applied,
+// in one walk and one allocation. Every top-level member whose key names an
+// edit's key goes: after its escapes are resolved and in any case, as a
+// parser upstream may read it (a body that named "model" twice, or once as
+// "mod\u0065l", must not keep a second model beside the one the gateway
+// writes). An edit with a value is written once, in place of the first
+// such member (its spacing kept, and its spelling when it is the key's
+// exactly), or, when there is
+// none, first in the object, in the order of edits. Every other byte is
+// kept (a pass-through body stays byte for byte the client's but for the
+// edits), but for the space beside a member that goes. A body that is not
+// an object is returned as it is.
+func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
+	open := jsonspan.SkipSpace(body, 0)
+	if open >= len(body) || body[open] != '{' {
 		return body
 	}
-	// walk back over `"key"\s*:\s*` to the key's opening quote
-	ks := s - 1
-	for ks >= 0 && body[ks] != ':' {
-		ks--
+	type member struct {
+		ks, ke, vs, ve int // key start and end, value start and end
+		edit           int // the edit it names, -1 none
 	}
-	ks--
-	for ks >= 0 && body[ks] != '"' {
-		ks--
-	}
-	ks--
-	for ks >= 0 && body[ks] != '"' {
-		ks--
-	}
-	// consume a following comma, or else a preceding one
-	j := jsonspan.SkipSpace(body, e)
-	if j < len(body) && body[j] == ',' {
-		e = j + 1
-	} else {
-		p := ks - 1
-		for p >= 0 && jsonspan.IsSpace(body[p]) {
-			p--
+	var buf [32]member
+	members := buf[:0]
+	var named [8]bool // which edits name a member (the first 8)
+	i := open + 1
+	for {
+		i = jsonspan.SkipSpace(body, i)
+		if i < len(body) && body[i] == ',' {
+			i = jsonspan.SkipSpace(body, i+1)
 		}
-		if p >= 0 && body[p] == ',' {
-			ks = p
+		if i >= len(body) || body[i] == '}' {
+			break
+		}
+		ke := jsonspan.SkipString(body, i)
+		if ke < 0 {
+			return body
+		}
+		j := jsonspan.SkipSpace(body, ke)
+		if j >= len(body) || body[j] != ':' {
+			return body
+		}
+		vs := jsonspan.SkipSpace(body, j+1)
+		ve := jsonspan.SkipValue(body, vs)
+		if ve < 0 {
+			return body
+		}
+		m := member{ks: i, ke: ke, vs: vs, ve: ve, edit: -1}
+		for e := range edits {
+			if keyNames(body[i+1:ke-1], edits[e].Key) {
+				m.edit = e
+				if e < len(named) {
+					named[e] = true
+				}
+				break
+			}
+		}
+		members = append(members, m)
+		i = ve
+	}
+	if i >= len(body) {
+		return body
+	}
+	close := i
+	size := len(body)
+	for _, e := range edits {
+		size += len(e.Key) + len(e.Value) + 4
+	}
+	out := make([]byte, 0, size)
+	out = append(out, body[:open+1]...)
+	n := 0 // members written
+	sep := func() {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+	}
+	written := make([]bool, len(edits))
+	for e, ed := range edits {
+		if ed.Value != nil && !(e < len(named) && named[e]) {
+			sep()
+			out = AppendString(out, ed.Key)
+			out = append(out, ':')
+			out = append(out, ed.Value...)
+			written[e] = true
 		}
 	}
-	out := make([]byte, 0, len(body)-(e-ks))
-	out = append(out, body[:ks]...)
-	return append(out, body[e:]...)
+	last := -1 // the member last written
+	for idx, m := range members {
+		replace := m.edit >= 0 && edits[m.edit].Value != nil && !written[m.edit]
+		if m.edit >= 0 && !replace {
+			continue
+		}
+		// the bytes between it and the member before, when that one was
+		// written too (the body's own spacing); else a comma
+		switch {
+		case idx > 0 && last == idx-1:
+			out = append(out, body[members[idx-1].ve:m.ks]...)
+		case idx == 0 && n == 0:
+			out = append(out, body[open+1:m.ks]...)
+		case n > 0:
+			out = append(out, ',')
+		}
+		n++
+		last = idx
+		if !replace {
+			out = append(out, body[m.ks:m.ve]...)
+			continue
+		}
+		ed := edits[m.edit]
+		if string(body[m.ks+1:m.ke-1]) == ed.Key {
+			out = append(out, body[m.ks:m.vs]...) // its spelling and spacing
+		} else {
+			out = append(AppendString(out, ed.Key), ':') // "MODEL", "mod\u0065l": the key as upstreams read it
+		}
+		out = append(out, ed.Value...)
+		written[m.edit] = true
+	}
+	if last >= 0 && last == len(members)-1 {
+		out = append(out, body[members[last].ve:close]...)
+	}
+	return append(out, body[close:]...)
+}
+
+// keyNames reports whether the raw key k (between its quotes, escapes as
+// sent) reads as name once its escapes are resolved, in any case.
+func keyNames(k []byte, name string) bool {
+	if bytes.IndexByte(k, '\\') < 0 {
+		return len(k) == len(name) && strings.EqualFold(string(k), name)
+	}
+	q := make([]byte, 0, len(k)+2)
+	q = append(append(append(q, '"'), k...), '"')
+	return strings.EqualFold(decodeString(q), name)
+}
+
+// SetTopLevel returns body with the top-level key set to raw (a JSON
+// value): EditTopLevel with one edit.
+func SetTopLevel(body []byte, key string, raw []byte) []byte {
+	return EditTopLevel(body, TopLevelEdit{Key: key, Value: raw})
+}
+
+// DeleteTopLevel removes a top-level key (every member naming it).
+func DeleteTopLevel(body []byte, key string) []byte {
+	return EditTopLevel(body, TopLevelEdit{Key: key})
 }
 
 // EachMember calls fn with the key (its raw bytes between the quotes,

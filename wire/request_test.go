@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -103,6 +105,14 @@ func TestSetTopLevel(t *testing.T) {
 		{`{"x":1}`, "stream_options", `{"include_usage":true}`, `{"stream_options":{"include_usage":true},"x":1}`},
 		{`{}`, "k", `1`, `{"k":1}`},
 		{`{"a":"q\"model\"","model":[1,{"b":"]"}]}`, "model", `2`, `{"a":"q\"model\"","model":2}`},
+		// a key named twice, escaped or in another case: one model remains,
+		// the one written (a parser upstream reading the last would
+		// otherwise get the client's)
+		{`{"model":"a","x":1,"model":"b"}`, "model", `"u"`, `{"model":"u","x":1}`},
+		{`{"model":"a","mod\u0065l":"b"}`, "model", `"u"`, `{"model":"u"}`},
+		{`{"x":1,"MODEL":"a"}`, "model", `"u"`, `{"x":1,"model":"u"}`},
+		{` {"a" : 1 , "b":2 } `, "b", `3`, ` {"a" : 1 , "b":3 } `},
+		{`{ "a":1, "b":2, "a":3 }`, "a", `0`, `{ "a":0, "b":2}`},
 	}
 	for _, tc := range cases {
 		if got := string(SetTopLevel([]byte(tc.in), tc.key, []byte(tc.val))); got != tc.want {
@@ -114,6 +124,9 @@ func TestSetTopLevel(t *testing.T) {
 		{`{"a":1,"b":2}`, "b", `{"a":1}`},
 		{`{"a":1}`, "a", `{}`},
 		{`{"a":1}`, "z", `{"a":1}`},
+		{`{"a":1,"b":2,"a":3}`, "a", `{"b":2}`},
+		{`{"\u0061":1,"A":2}`, "a", `{}`},
+		{`[1]`, "a", `[1]`},
 	}
 	for _, tc := range del {
 		if got := string(DeleteTopLevel([]byte(tc.in), tc.key)); got != tc.want {
@@ -147,6 +160,59 @@ func FuzzParse(f *testing.F) {
 		out := SetTopLevel(body, "model", []byte(`"upstream"`))
 		if !jsonValid(out) {
 			t.Fatalf("rewrite broke JSON: %s -> %s", body, out)
+		}
+	})
+}
+
+// FuzzEditTopLevel: on any JSON object the edit keeps valid JSON; the keys
+// it edits are there once each with their values (or gone), however the
+// body spelled or repeated them; every other member is kept.
+func FuzzEditTopLevel(f *testing.F) {
+	for _, s := range []string{`{"model":"a","stream":true,"stream_options":{"x":1},"messages":[]}`, `{"model":"a","model":"b"}`,
+		`{"mod\u0065l":"a","MODEL":"b","x":{"model":1}}`, `{}`, `{"stream_options":null,"Stream":false}`} {
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, stream bool) {
+		var in map[string]json.RawMessage
+		if json.Unmarshal(body, &in) != nil || in == nil {
+			return
+		}
+		edits := []TopLevelEdit{{Key: "stream_options"}, {Key: "stream", Value: []byte("false")}, {Key: "model", Value: []byte(`"up"`)}}
+		if stream {
+			edits[0].Value = []byte(`{"include_usage":true}`)
+		}
+		out := EditTopLevel(body, edits...)
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s -> %s: %v", body, out, err)
+		}
+		edited := func(k string) bool {
+			for _, e := range edits {
+				if strings.EqualFold(k, e.Key) {
+					return true
+				}
+			}
+			return false
+		}
+		for k, v := range in {
+			if !edited(k) && string(got[k]) != string(v) {
+				t.Fatalf("%s -> %s: member %q lost or changed", body, out, k)
+			}
+		}
+		for _, e := range edits {
+			n := 0
+			for k := range got {
+				if strings.EqualFold(k, e.Key) {
+					n++
+				}
+			}
+			if e.Value == nil && n != 0 || e.Value != nil && (n != 1 || string(got[e.Key]) != string(e.Value)) {
+				t.Fatalf("%s -> %s: key %q", body, out, e.Key)
+			}
+			// and no member the upstream could read as it twice
+			if e.Value != nil && bytes.Count(out, []byte(`"`+e.Key+`"`)) < 1 {
+				t.Fatalf("%s -> %s: %q not written as such", body, out, e.Key)
+			}
 		}
 	})
 }
