@@ -189,6 +189,9 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badf("", "request body is empty: send a JSON object")
 	}
+	if k := repeatedKey(body); k != "" {
+		return nil, errDuplicate(k)
+	}
 	if format == FormatResponses {
 		return parseResponses(body, lim.MaxMessages)
 	}

@@ -216,3 +216,34 @@ func FuzzEditTopLevel(f *testing.F) {
 		}
 	})
 }
+
+// TestRepeatedKeyRefused: a body naming a top-level field twice (the same
+// key, escaped, or in another case) is refused with duplicate_field in every
+// format: the gateway would otherwise route, cap and estimate the last
+// (encoding/json) while an upstream may read the first.
+func TestRepeatedKeyRefused(t *testing.T) {
+	many := `{"model":"m","messages":[{"role":"user","content":"x"}]`
+	for i := range 40 {
+		many += `,"k` + string(rune('a'+i%26)) + string(rune('a'+i/26)) + `":1`
+	}
+	for _, tc := range []struct {
+		body   string
+		format Format
+		param  string
+	}{
+		{`{"model":"a","messages":[],"model":"b"}`, FormatOpenAI, "model"},
+		{`{"model":"a","messages":[{"role":"user","content":"x"}],"Messages":[]}`, FormatOpenAI, "Messages"},
+		{`{"model":"a","max_tokens":1,"messages":[],"mod\u0065l":"b"}`, FormatAnthropic, `mod\u0065l`},
+		{`{"model":"a","input":"x","temperature":1,"TEMPERATURE":0}`, FormatResponses, "TEMPERATURE"},
+		{many + `,"KNB":2}`, FormatOpenAI, "KNB"},
+	} {
+		_, err := Parse([]byte(tc.body), catalog.OpChat, tc.format)
+		we, ok := err.(*Error)
+		if !ok || we.Code != "duplicate_field" || we.Param != tc.param {
+			t.Errorf("Parse(%s) = %v, want duplicate_field on %q", tc.body, err, tc.param)
+		}
+	}
+	if _, err := Parse([]byte(many+`}`), catalog.OpChat, FormatOpenAI); err != nil {
+		t.Errorf("40 distinct keys refused: %v", err)
+	}
+}

@@ -1,0 +1,81 @@
+package wire
+
+import (
+	"bytes"
+	"strings"
+
+	"switchyard/internal/jsonspan"
+)
+
+// repeatedKey returns a top-level key of body (a JSON object) that another
+// member names again: the same name once escapes are resolved, in any
+// case. encoding/json decodes such a body with the last of them, and a
+// parser upstream may read the first or refuse the body, so the gateway
+// would route, estimate, cap and cache what the upstream does not answer:
+// ParseLimited refuses it (400 duplicate_field). "" when every key is
+// named once (or body is not an object: the decoder words that).
+func repeatedKey(body []byte) string {
+	var small [16][]byte // the keys so far, raw: compared in place, no allocation
+	keys := small[:0]
+	var seen map[string]struct{} // folded, once past 16 keys
+	dup := ""
+	_ = jsonspan.EachMember(body, func(k, _ []byte) error {
+		if seen == nil {
+			for _, o := range keys {
+				if sameKey(o, k) {
+					dup = string(k)
+					return errStopped
+				}
+			}
+			if len(keys) < len(small) {
+				keys = append(keys, k)
+				return nil
+			}
+			seen = make(map[string]struct{}, 4*len(keys))
+			for _, o := range keys {
+				seen[foldedKey(o)] = struct{}{}
+			}
+		}
+		name := foldedKey(k)
+		if _, ok := seen[name]; ok {
+			dup = string(k)
+			return errStopped
+		}
+		seen[name] = struct{}{}
+		return nil
+	})
+	return dup
+}
+
+// sameKey reports whether the raw keys a and b read as one name (escapes
+// resolved, in any case).
+func sameKey(a, b []byte) bool {
+	if bytes.IndexByte(a, '\\') < 0 && bytes.IndexByte(b, '\\') < 0 {
+		return strings.EqualFold(string(a), string(b))
+	}
+	return foldedKey(a) == foldedKey(b)
+}
+
+// foldedKey is the raw key k (escapes as sent) as a parser reads it, in
+// lower case: what repeatedKey compares.
+func foldedKey(k []byte) string {
+	if bytes.IndexByte(k, '\\') >= 0 {
+		q := make([]byte, 0, len(k)+2)
+		return strings.ToLower(decodeString(append(append(append(q, '"'), k...), '"')))
+	}
+	for _, c := range k {
+		if c >= 'A' && c <= 'Z' || c >= 0x80 {
+			return strings.ToLower(string(k))
+		}
+	}
+	return string(k)
+}
+
+// errDuplicate is ParseLimited's answer to a body repeatedKey refuses.
+func errDuplicate(key string) *Error {
+	if len(key) > 64 { // the client's own bytes, but bounded
+		key = strings.ToValidUTF8(key[:64], "") + "..."
+	}
+	return &Error{Param: key, Code: "duplicate_field",
+		Message: "the body names \"" + key + "\" twice (as the same key, escaped or in another case): send each field once"}
+}
