@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"switchyard/wire"
 )
 
 // defaultAnthropicMaxTokens fills max_tokens, which Anthropic requires and
@@ -27,7 +29,47 @@ func openAIToAnthropicRequest(raw []byte, model string, stream bool) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(out)
+	return marshalAnthropic(out)
+}
+
+// marshalAnthropic is json.Marshal(out), byte for byte
+// (TestMarshalAnthropicIsJSONMarshal), without encoding/json compacting
+// every message's content once more: each is a raw member json.Marshal
+// made from its blocks (chatToAnthropic), which the encoder would scan a
+// byte at a time again, 0.5-0.8 ms of a 64 KiB conversation. The
+// messages are written around those bytes and put in place of the
+// "messages" member of the rest.
+func marshalAnthropic(out *anRequest) ([]byte, error) {
+	msgs := out.Messages
+	out.Messages = nil
+	head, err := json.Marshal(out)
+	out.Messages = msgs
+	if err != nil || msgs == nil {
+		return head, err
+	}
+	n := 2
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + 24
+	}
+	arr := append(make([]byte, 0, n), '[')
+	for i, m := range msgs {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		role, err := json.Marshal(m.Role) // encoding/json's escaping, HTML included
+		if err != nil {
+			return nil, err
+		}
+		arr = append(append(append(arr, `{"role":`...), role...), `,"content":`...)
+		if len(m.Content) == 0 {
+			arr = append(arr, "null"...)
+		} else {
+			arr = append(arr, m.Content...)
+		}
+		arr = append(arr, '}')
+	}
+	arr = append(arr, ']')
+	return wire.EditTopLevel(head, wire.TopLevelEdit{Key: "messages", Value: arr}), nil
 }
 
 // chatToAnthropic maps a parsed chat request onto a Messages request (the
@@ -193,6 +235,9 @@ func openAIText(raw json.RawMessage) (string, error) {
 		return "", nil
 	}
 	if raw[0] == '"' {
+		if s, ok := wire.StringValue(raw); ok { // without encoding/json's scan of a long turn
+			return s, nil
+		}
 		var s string
 		err := json.Unmarshal(raw, &s)
 		return s, err

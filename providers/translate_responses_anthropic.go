@@ -25,7 +25,7 @@ func responsesToAnthropicBody(rq *wire.Responses, model string, stream bool) ([]
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(out)
+	return marshalAnthropic(out)
 }
 
 // anthropicToResponses translates an Anthropic message into a response

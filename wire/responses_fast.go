@@ -112,6 +112,11 @@ func fastObject(b []byte, fields []string, set func(f int, val []byte) bool) boo
 	return err == nil
 }
 
+// StringValue is exactString for the adapters: a JSON string value (valid
+// JSON) decoded as encoding/json decodes it, ok false when it is anything
+// else or holds invalid UTF-8 (json.Unmarshal then decides).
+func StringValue(val []byte) (string, bool) { return exactString(val) }
+
 // exactString decodes a JSON string (valid JSON) as encoding/json does,
 // escapes included; ok false for anything else (null, another type) and
 // for a string with invalid UTF-8, whose replacement encoding/json decides.
