@@ -47,3 +47,39 @@ func FuzzMarshalAnthropic(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) { checkMarshalAnthropic(t, body) })
 }
+
+var marshalOpenAICases = []string{
+	`{"model":"m","max_tokens":5,"system":"be <brief>","messages":[{"role":"user","content":"hi & bye \u2028"}]}`,
+	`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s"}],"stop_sequences":["x"],"metadata":{"user_id":"u"},"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]},{"role":"assistant","content":[{"type":"text","text":"t"},{"type":"tool_use","id":"c1","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"42"},{"type":"text","text":"go on"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`,
+	`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[]}]}`,
+	`{"model":"m","max_tokens":5,"messages":[]}`,
+}
+
+// checkMarshalOpenAI holds marshalOpenAI to json.Marshal's bytes for the
+// chat request anthropicToOpenAIChat makes of body.
+func checkMarshalOpenAI(t *testing.T, body []byte) {
+	t.Helper()
+	out, err := anthropicToOpenAIChat(body, "gpt", len(body)%2 == 0)
+	if err != nil {
+		return
+	}
+	want, werr := json.Marshal(out)
+	got, gerr := marshalOpenAI(out)
+	if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+		t.Fatalf("%s:\n got %s (%v)\nwant %s (%v)", body, got, gerr, want, werr)
+	}
+}
+
+func TestMarshalOpenAIIsJSONMarshal(t *testing.T) {
+	for _, c := range marshalOpenAICases {
+		checkMarshalOpenAI(t, []byte(c))
+	}
+	checkMarshalOpenAI(t, longOpenAIChat(16<<10))
+}
+
+func FuzzMarshalOpenAI(f *testing.F) {
+	for _, c := range marshalOpenAICases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkMarshalOpenAI(t, body) })
+}

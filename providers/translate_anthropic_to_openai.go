@@ -16,6 +16,15 @@ import (
 // anthropicToOpenAIRequest translates an Anthropic Messages body into an
 // OpenAI chat completions body for model.
 func anthropicToOpenAIRequest(raw []byte, model string, stream bool) ([]byte, error) {
+	out, err := anthropicToOpenAIChat(raw, model, stream)
+	if err != nil {
+		return nil, err
+	}
+	return marshalOpenAI(out)
+}
+
+// anthropicToOpenAIChat is the chat request for an Anthropic Messages body.
+func anthropicToOpenAIChat(raw []byte, model string, stream bool) (*oaRequest, error) {
 	var in struct {
 		anRequest
 		TopK *int `json:"top_k"` // no OpenAI equivalent; dropped
@@ -72,8 +81,65 @@ func anthropicToOpenAIRequest(raw []byte, model string, stream bool) ([]byte, er
 			out.ParallelToolCalls = &f
 		}
 	}
-	return json.Marshal(out)
+	return &out, nil
 }
+
+// marshalOpenAI is json.Marshal(out), byte for byte
+// (TestMarshalOpenAIIsJSONMarshal), without encoding/json compacting each
+// message's content again: a raw member (the client's string, or one
+// json.Marshal made) that the encoder would scan a byte at a time, most
+// of a long conversation. Each message is marshalled with a placeholder
+// content whose value is then replaced by the content's bytes, and the
+// messages put in place of the "messages" member of the rest. A content
+// holding a byte that compaction would change (HTML's <, > and &, U+2028,
+// U+2029, which encoding/json escapes) is left to encoding/json.
+func marshalOpenAI(out *oaRequest) ([]byte, error) {
+	msgs := out.Messages
+	out.Messages = nil
+	head, err := json.Marshal(out)
+	out.Messages = msgs
+	if err != nil || msgs == nil {
+		return head, err
+	}
+	n := 2
+	for _, m := range msgs {
+		n += len(m.Content) + 64
+	}
+	arr := append(make([]byte, 0, n), '[')
+	for i, m := range msgs {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		content := m.Content
+		splice := len(content) > 0 && !compactWouldChange(content)
+		if splice {
+			m.Content = placeholderContent
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		if splice {
+			b = wire.EditTopLevel(b, wire.TopLevelEdit{Key: "content", Value: content})
+		}
+		arr = append(arr, b...)
+	}
+	arr = append(arr, ']')
+	return wire.EditTopLevel(head, wire.TopLevelEdit{Key: "messages", Value: arr}), nil
+}
+
+// compactWouldChange reports whether b (compact JSON) holds a byte
+// encoding/json's compaction escapes: <, > or &, or U+2028 or U+2029
+// (each found a word at a time, not a rune at a time).
+func compactWouldChange(b []byte) bool {
+	return bytes.IndexAny(b, "<>&") >= 0 || bytes.Contains(b, lineSep) || bytes.Contains(b, paraSep)
+}
+
+var lineSep, paraSep = []byte("\u2028"), []byte("\u2029")
+
+// placeholderContent stands for a message's content while the rest of the
+// message is marshalled (marshalOpenAI).
+var placeholderContent = json.RawMessage("0")
 
 // anthropicMessageToOpenAI maps one Anthropic message to OpenAI messages:
 // tool_result blocks become role "tool" messages (placed first, right after

@@ -23,15 +23,24 @@ func longOpenAIChat(n int) []byte {
 	return []byte(sb.String())
 }
 
-// BenchmarkTranslateLarge translates a 64 KiB OpenAI chat body for an
-// Anthropic deployment, whole and its last step alone (json.Marshal of
-// the Messages request against marshalAnthropic).
+// BenchmarkTranslateLarge translates a 64 KiB conversation between the
+// OpenAI and Anthropic formats (the body is both: turns of text with
+// max_tokens), and the last step of OpenAI to Anthropic alone
+// (json.Marshal of the Messages request against marshalAnthropic).
 func BenchmarkTranslateLarge(b *testing.B) {
 	body := longOpenAIChat(64 << 10)
 	b.Run("openai-to-anthropic", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := openAIToAnthropicRequest(body, "claude", false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("anthropic-to-openai", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := anthropicToOpenAIRequest(body, "gpt", false); err != nil {
 				b.Fatal(err)
 			}
 		}
