@@ -101,15 +101,12 @@ func marshalOpenAI(out *oaRequest) ([]byte, error) {
 	if err != nil || msgs == nil {
 		return head, err
 	}
-	n := 2
+	size := 0
 	for _, m := range msgs {
-		n += len(m.Content) + 64
+		size += len(m.Content) + 64
 	}
-	arr := append(make([]byte, 0, n), '[')
-	for i, m := range msgs {
-		if i > 0 {
-			arr = append(arr, ',')
-		}
+	return spliceMessages(head, len(msgs), size, func(dst []byte, i int) ([]byte, error) {
+		m := msgs[i]
 		content := m.Content
 		splice := len(content) > 0 && !compactWouldChange(content)
 		if splice {
@@ -122,10 +119,8 @@ func marshalOpenAI(out *oaRequest) ([]byte, error) {
 		if splice {
 			b = wire.EditTopLevel(b, wire.TopLevelEdit{Key: "content", Value: content})
 		}
-		arr = append(arr, b...)
-	}
-	arr = append(arr, ']')
-	return wire.EditTopLevel(head, wire.TopLevelEdit{Key: "messages", Value: arr}), nil
+		return append(dst, b...), nil
+	})
 }
 
 // compactWouldChange reports whether b (compact JSON) holds a byte

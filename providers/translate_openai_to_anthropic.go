@@ -47,26 +47,39 @@ func marshalAnthropic(out *anRequest) ([]byte, error) {
 	if err != nil || msgs == nil {
 		return head, err
 	}
-	n := 2
+	size := 0
 	for _, m := range msgs {
-		n += len(m.Role) + len(m.Content) + 24
+		size += len(m.Role) + len(m.Content) + 24
 	}
-	arr := append(make([]byte, 0, n), '[')
-	for i, m := range msgs {
-		if i > 0 {
-			arr = append(arr, ',')
-		}
-		role, err := json.Marshal(m.Role) // encoding/json's escaping, HTML included
+	return spliceMessages(head, len(msgs), size, func(dst []byte, i int) ([]byte, error) {
+		role, err := json.Marshal(msgs[i].Role) // encoding/json's escaping, HTML included
 		if err != nil {
 			return nil, err
 		}
-		arr = append(append(append(arr, `{"role":`...), role...), `,"content":`...)
-		if len(m.Content) == 0 {
-			arr = append(arr, "null"...)
+		dst = append(append(append(dst, `{"role":`...), role...), `,"content":`...)
+		if c := msgs[i].Content; len(c) > 0 {
+			dst = append(dst, c...)
 		} else {
-			arr = append(arr, m.Content...)
+			dst = append(dst, "null"...)
 		}
-		arr = append(arr, '}')
+		return append(dst, '}'), nil
+	})
+}
+
+// spliceMessages puts n messages, each appended by appendMsg, in place of
+// the "messages" member of head (the request json.Marshal made with its
+// messages nil): marshalAnthropic and marshalOpenAI write each message
+// around its content's bytes.
+func spliceMessages(head []byte, n, size int, appendMsg func(dst []byte, i int) ([]byte, error)) ([]byte, error) {
+	arr := append(make([]byte, 0, size+2), '[')
+	for i := range n {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		var err error
+		if arr, err = appendMsg(arr, i); err != nil {
+			return nil, err
+		}
 	}
 	arr = append(arr, ']')
 	return wire.EditTopLevel(head, wire.TopLevelEdit{Key: "messages", Value: arr}), nil
