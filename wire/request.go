@@ -189,14 +189,18 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badf("", "request body is empty: send a JSON object")
 	}
-	if k := repeatedKey(body); k != "" {
-		return nil, errDuplicate(k)
-	}
 	if format == FormatResponses {
+		if k := repeatedKey(body); k != "" {
+			return nil, errDuplicate(k)
+		}
 		return parseResponses(body, lim.MaxMessages)
 	}
 	b := newOpenAIBody(lim)
 	if !fastBody(body, &b) { // not the common shape: encoding/json decodes it and words any error
+		// (fastBody's walk refuses a repeated key; this one names it)
+		if k := repeatedKey(body); k != "" {
+			return nil, errDuplicate(k)
+		}
 		b = newOpenAIBody(lim)
 		if err := json.Unmarshal(body, &b); err != nil {
 			var we *Error

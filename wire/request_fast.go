@@ -46,7 +46,18 @@ func fastBody(body []byte, b *openAIBody) bool {
 		return false
 	}
 	var seen uint32 // the fields given so far, a bit each
+	var keyBuf [32][]byte
+	keys := keyBuf[:0] // every key so far: a body naming one twice is repeatedKey's to refuse
 	err := jsonspan.EachMember(body, func(key, val []byte) error {
+		if len(keys) == len(keyBuf) {
+			return errSlowPath
+		}
+		for _, o := range keys {
+			if sameKey(o, key) {
+				return errSlowPath
+			}
+		}
+		keys = append(keys, key)
 		f := fastField(string(key))
 		if f < 0 {
 			// no field, or a spelling encoding/json would match to one
