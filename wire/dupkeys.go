@@ -77,5 +77,5 @@ func errDuplicate(key string) *Error {
 		key = strings.ToValidUTF8(key[:64], "") + "..."
 	}
 	return &Error{Param: key, Code: "duplicate_field",
-		Message: "the body names \"" + key + "\" twice (as the same key, escaped or in another case): send each field once"}
+		Message: "the body names a field a second time as \"" + key + "\" (the same key, escaped or in another case): send each field once"}
 }
