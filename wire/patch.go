@@ -63,14 +63,13 @@ type TopLevelEdit struct {
 // "mod\u0065l", must not keep a second model beside the one the gateway
 // writes). An edit with a value is written once, in place of the first
 // such member (its spacing kept, and its spelling when it is the key's
-// exactly), or, when there is
-// none, first in the object, in the order of edits. Every other byte is
-// kept (a pass-through body stays byte for byte the client's but for the
-// edits), but for the space beside a member that goes. A body that is not
-// an object is returned as it is.
+// exactly), or, when there is none, first in the object, in the order of
+// edits. Every other byte is kept (a pass-through body stays byte for byte
+// the client's but for the edits), but for the space beside a member that
+// goes. A body that is not an object is returned as it is.
 func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
-	open := jsonspan.SkipSpace(body, 0)
-	if open >= len(body) || body[open] != '{' {
+	lbrace := jsonspan.SkipSpace(body, 0)
+	if lbrace >= len(body) || body[lbrace] != '{' {
 		return body
 	}
 	type member struct {
@@ -79,8 +78,13 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 	}
 	var buf [32]member
 	members := buf[:0]
-	var named [8]bool // which edits name a member (the first 8)
-	i := open + 1
+	// per edit: whether a member names it, and whether it is written
+	var flagBuf [8]struct{ named, written bool }
+	flags := flagBuf[:]
+	if len(edits) > len(flagBuf) {
+		flags = make([]struct{ named, written bool }, len(edits))
+	}
+	i := lbrace + 1
 	for {
 		i = jsonspan.SkipSpace(body, i)
 		if i < len(body) && body[i] == ',' {
@@ -105,10 +109,7 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 		m := member{ks: i, ke: ke, vs: vs, ve: ve, edit: -1}
 		for e := range edits {
 			if keyNames(body[i+1:ke-1], edits[e].Key) {
-				m.edit = e
-				if e < len(named) {
-					named[e] = true
-				}
+				m.edit, flags[e].named = e, true
 				break
 			}
 		}
@@ -118,13 +119,13 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 	if i >= len(body) {
 		return body
 	}
-	close := i
+	rbrace := i
 	size := len(body)
 	for _, e := range edits {
 		size += len(e.Key) + len(e.Value) + 4
 	}
 	out := make([]byte, 0, size)
-	out = append(out, body[:open+1]...)
+	out = append(out, body[:lbrace+1]...)
 	n := 0 // members written
 	sep := func() {
 		if n > 0 {
@@ -132,19 +133,18 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 		}
 		n++
 	}
-	written := make([]bool, len(edits))
 	for e, ed := range edits {
-		if ed.Value != nil && !(e < len(named) && named[e]) {
+		if ed.Value != nil && !flags[e].named {
 			sep()
 			out = AppendString(out, ed.Key)
 			out = append(out, ':')
 			out = append(out, ed.Value...)
-			written[e] = true
+			flags[e].written = true
 		}
 	}
 	last := -1 // the member last written
 	for idx, m := range members {
-		replace := m.edit >= 0 && edits[m.edit].Value != nil && !written[m.edit]
+		replace := m.edit >= 0 && edits[m.edit].Value != nil && !flags[m.edit].written
 		if m.edit >= 0 && !replace {
 			continue
 		}
@@ -154,7 +154,7 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 		case idx > 0 && last == idx-1:
 			out = append(out, body[members[idx-1].ve:m.ks]...)
 		case idx == 0 && n == 0:
-			out = append(out, body[open+1:m.ks]...)
+			out = append(out, body[lbrace+1:m.ks]...)
 		case n > 0:
 			out = append(out, ',')
 		}
@@ -171,12 +171,12 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 			out = append(AppendString(out, ed.Key), ':') // "MODEL", "mod\u0065l": the key as upstreams read it
 		}
 		out = append(out, ed.Value...)
-		written[m.edit] = true
+		flags[m.edit].written = true
 	}
 	if last >= 0 && last == len(members)-1 {
-		out = append(out, body[members[last].ve:close]...)
+		out = append(out, body[members[last].ve:rbrace]...)
 	}
-	return append(out, body[close:]...)
+	return append(out, body[rbrace:]...)
 }
 
 // keyNames reports whether the raw key k (between its quotes, escapes as

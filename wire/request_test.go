@@ -247,3 +247,17 @@ func TestRepeatedKeyRefused(t *testing.T) {
 		t.Errorf("40 distinct keys refused: %v", err)
 	}
 }
+
+// TestEditTopLevelManyEdits: past the eight edits EditTopLevel tracks on
+// its stack, each key is still written once.
+func TestEditTopLevelManyEdits(t *testing.T) {
+	var edits []TopLevelEdit
+	for c := 'a'; c <= 'j'; c++ {
+		edits = append(edits, TopLevelEdit{Key: string(c), Value: []byte("1")})
+	}
+	got := string(EditTopLevel([]byte(`{"j":0,"a":0,"x":2,"J":3}`), edits...))
+	want := `{"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"j":1,"a":1,"x":2}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
