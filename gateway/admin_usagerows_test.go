@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"switchyard/edge"
 )
 
@@ -257,6 +259,43 @@ func TestGroupUsage(t *testing.T) {
 		}
 		if total.Requests != 4 || total.CachedRequests != 3 || total.CostUSD != 6.5 || total.SavedUSD != 2 {
 			t.Fatalf("totals %+v", total)
+		}
+	}
+}
+
+// TestUsageRowOutBytes: a row encodes to the bytes the map of its fields
+// (the earlier encoding) gave, for every grouping: encoding/json sorts a
+// map's keys, and usageRowOut's fields are in that order.
+func TestUsageRowOutBytes(t *testing.T) {
+	sums := edge.UsageSums{Requests: 3, InputTokens: 10, CachedTokens: 4, OutputTokens: 7, CostUSD: 0.125, CachedRequests: 1, SavedUSD: 1e-7}
+	for _, groups := range [][]string{nil, {"day"}, {"model", "key"}, {"user", "team"}, {"key", "user"}, {"team", "day"}} {
+		vals := [2]string{"a<&>\u2028", ""}
+		h := gin.H{"requests": sums.Requests, "input_tokens": sums.InputTokens, "cached_tokens": sums.CachedTokens,
+			"output_tokens": sums.OutputTokens, "cost_usd": sums.CostUSD, "cached_requests": sums.CachedRequests, "saved_usd": sums.SavedUSD}
+		o := usageRowOut{Requests: sums.Requests, InputTokens: sums.InputTokens, CachedTokens: sums.CachedTokens,
+			OutputTokens: sums.OutputTokens, CostUSD: sums.CostUSD, CachedRequests: sums.CachedRequests, SavedUSD: sums.SavedUSD}
+		for i, g := range groups {
+			v := &vals[i]
+			h[g] = *v
+			switch g {
+			case "day":
+				o.Day = v
+			case "model":
+				o.Model = v
+			case "key":
+				name := "name-" + *v
+				h["key_name"] = name
+				o.Key, o.KeyName = v, &name
+			case "user":
+				o.User = v
+			case "team":
+				o.Team = v
+			}
+		}
+		want, _ := json.Marshal(h)
+		got, _ := json.Marshal(o)
+		if string(got) != string(want) {
+			t.Errorf("group_by %v:\n got %s\nwant %s", groups, got, want)
 		}
 	}
 }
