@@ -15,36 +15,53 @@ import (
 // ParseLimited refuses it (400 duplicate_field). "" when every key is
 // named once (or body is not an object: the decoder words that).
 func repeatedKey(body []byte) string {
-	var small [16][]byte // the keys so far, raw: compared in place, no allocation
-	keys := small[:0]
-	var seen map[string]struct{} // folded, once past 16 keys
+	var keys keyList
 	dup := ""
 	_ = jsonspan.EachMember(body, func(k, _ []byte) error {
-		if seen == nil {
-			for _, o := range keys {
-				if sameKey(o, k) {
-					dup = string(k)
-					return errStopped
-				}
-			}
-			if len(keys) < len(small) {
-				keys = append(keys, k)
-				return nil
-			}
-			seen = make(map[string]struct{}, 4*len(keys))
-			for _, o := range keys {
-				seen[foldedKey(o)] = struct{}{}
-			}
-		}
-		name := foldedKey(k)
-		if _, ok := seen[name]; ok {
+		if keys.repeats(k) {
 			dup = string(k)
 			return errStopped
 		}
-		seen[name] = struct{}{}
 		return nil
 	})
 	return dup
+}
+
+// keyList is the keys of one JSON object so far, raw, and tells a key that
+// names one of them again (sameKey): compared in place, without
+// allocating, up to 16, then by their folded names in a map. repeatedKey
+// and the fast readers' walk (fastObject) share it.
+type keyList struct {
+	small [16][]byte
+	n     int
+	more  map[string]struct{} // folded names, once past 16 keys
+}
+
+// repeats adds the raw key k and reports whether an earlier key reads as
+// the same name.
+func (l *keyList) repeats(k []byte) bool {
+	if l.more == nil {
+		for _, o := range l.small[:l.n] {
+			if sameKey(o, k) {
+				return true
+			}
+		}
+		if l.n < len(l.small) {
+			l.small[l.n] = k
+			l.n++
+			return false
+		}
+		l.more = make(map[string]struct{}, 4*l.n)
+		for _, o := range l.small[:l.n] {
+			l.more[foldedKey(o)] = struct{}{}
+		}
+	}
+	name := foldedKey(k)
+	if _, ok := l.more[name]; ok {
+		return true
+	}
+	l.more[name] = struct{}{}
+	return false
 }
 
 // sameKey reports whether the raw keys a and b read as one name (escapes
@@ -57,7 +74,7 @@ func sameKey(a, b []byte) bool {
 }
 
 // foldedKey is the raw key k (escapes as sent) as a parser reads it, in
-// lower case: what repeatedKey compares.
+// lower case: what keyList compares past its first keys.
 func foldedKey(k []byte) string {
 	if bytes.IndexByte(k, '\\') >= 0 {
 		q := make([]byte, 0, len(k)+2)

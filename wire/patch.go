@@ -1,9 +1,7 @@
 package wire
 
 import (
-	"bytes"
 	"errors"
-	"strings"
 
 	"switchyard/internal/jsonspan"
 )
@@ -108,7 +106,7 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 		}
 		m := member{ks: i, ke: ke, vs: vs, ve: ve, edit: -1}
 		for e := range edits {
-			if keyNames(body[i+1:ke-1], edits[e].Key) {
+			if sameKey(body[i+1:ke-1], []byte(edits[e].Key)) {
 				m.edit, flags[e].named = e, true
 				break
 			}
@@ -177,17 +175,6 @@ func EditTopLevel(body []byte, edits ...TopLevelEdit) []byte {
 		out = append(out, body[members[last].ve:rbrace]...)
 	}
 	return append(out, body[rbrace:]...)
-}
-
-// keyNames reports whether the raw key k (between its quotes, escapes as
-// sent) reads as name once its escapes are resolved, in any case.
-func keyNames(k []byte, name string) bool {
-	if bytes.IndexByte(k, '\\') < 0 {
-		return len(k) == len(name) && strings.EqualFold(string(k), name)
-	}
-	q := make([]byte, 0, len(k)+2)
-	q = append(append(append(q, '"'), k...), '"')
-	return strings.EqualFold(decodeString(q), name)
 }
 
 // SetTopLevel returns body with the top-level key set to raw (a JSON

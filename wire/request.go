@@ -190,9 +190,6 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 		return nil, badf("", "request body is empty: send a JSON object")
 	}
 	if format == FormatResponses {
-		if k := repeatedKey(body); k != "" {
-			return nil, errDuplicate(k)
-		}
 		return parseResponses(body, lim.MaxMessages)
 	}
 	b := newOpenAIBody(lim)

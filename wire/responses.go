@@ -153,12 +153,19 @@ type rawTool struct {
 // an *Error naming the field; nothing the client sends makes it panic.
 func parseResponses(body []byte, maxItems int) (*Request, error) {
 	var b responsesBody
-	if err := decodeResponsesBody(body, &b); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return nil, badf(ute.Field, "field %q has the wrong type: got JSON %s, want %s", ute.Field, ute.Value, ute.Type)
+	if !fastResponsesBody(body, &b) { // not the common shape: encoding/json decodes it and words any error
+		// (the fast walk refuses a repeated key; this one names it)
+		if k := repeatedKey(body); k != "" {
+			return nil, errDuplicate(k)
 		}
-		return nil, badf("", "request body is not valid JSON: %v", err)
+		b = responsesBody{}
+		if err := json.Unmarshal(body, &b); err != nil {
+			var ute *json.UnmarshalTypeError
+			if errors.As(err, &ute) {
+				return nil, badf(ute.Field, "field %q has the wrong type: got JSON %s, want %s", ute.Field, ute.Value, ute.Type)
+			}
+			return nil, badf("", "request body is not valid JSON: %v", err)
+		}
 	}
 	if b.Model == "" {
 		return nil, badf("model", "missing required field \"model\": name a public model or a tier alias")

@@ -79,12 +79,19 @@ func fastParts(raw []byte, rps *[]rawPart) bool {
 
 // fastObject walks the object b (valid JSON), calling set with the index in
 // fields of each member named exactly so; false (the caller goes to
-// encoding/json) when b is not an object, a member is named twice or in a
-// spelling encoding/json would match to a field, or set refuses a value.
-// Members that name no field are skipped, as encoding/json skips them.
+// encoding/json) when b is not an object, any key is named twice
+// (keyList), a key is spelled so that encoding/json would match it to a
+// field (another case, an escape: Unicode folding, so "ſtream" with a long
+// s is stream), or set refuses a value. Members that name no field are
+// skipped, as encoding/json skips them. fastBody, fastResponsesBody,
+// fastItem and fastParts are this walk over their fields.
 func fastObject(b []byte, fields []string, set func(f int, val []byte) bool) bool {
-	var seen uint32
+	var seen uint32 // the fields given so far, a bit each
+	var keys keyList
 	err := jsonspan.EachMember(b, func(key, val []byte) error {
+		if keys.repeats(key) {
+			return errSlowPath // any key named twice: encoding/json's, and repeatedKey's to name
+		}
 		f := -1
 		for i, name := range fields {
 			if string(key) == name {
@@ -131,16 +138,6 @@ var responsesBodyFields = [...]string{
 	"model", "stream", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature",
 	"top_p", "parallel_tool_calls", "text", "reasoning", "metadata", "store", "previous_response_id", "user",
 	"safety_identifier", "prompt_cache_key", "session_id", "conversation",
-}
-
-// decodeResponsesBody decodes a Responses request body into b:
-// fastResponsesBody, else encoding/json (which also words every error).
-func decodeResponsesBody(body []byte, b *responsesBody) error {
-	if fastResponsesBody(body, b) {
-		return nil
-	}
-	*b = responsesBody{}
-	return json.Unmarshal(body, b)
 }
 
 // fastResponsesBody is json.Unmarshal into b for the shape clients send
