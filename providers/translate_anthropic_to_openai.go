@@ -86,55 +86,10 @@ func anthropicToOpenAIChat(raw []byte, model string, stream bool) (*oaRequest, e
 
 // marshalOpenAI is json.Marshal(out), byte for byte
 // (TestMarshalOpenAIIsJSONMarshal), without encoding/json compacting each
-// message's content again: a raw member (the client's string, or one
-// json.Marshal made) that the encoder would scan a byte at a time, most
-// of a long conversation. Each message is marshalled with a placeholder
-// content whose value is then replaced by the content's bytes, and the
-// messages put in place of the "messages" member of the rest. A content
-// holding a byte that compaction would change (HTML's <, > and &, U+2028,
-// U+2029, which encoding/json escapes) is left to encoding/json.
+// message's content again (marshalMessages).
 func marshalOpenAI(out *oaRequest) ([]byte, error) {
-	msgs := out.Messages
-	out.Messages = nil
-	head, err := json.Marshal(out)
-	out.Messages = msgs
-	if err != nil || msgs == nil {
-		return head, err
-	}
-	size := 0
-	for _, m := range msgs {
-		size += len(m.Content) + 64
-	}
-	return spliceMessages(head, len(msgs), size, func(dst []byte, i int) ([]byte, error) {
-		m := msgs[i]
-		content := m.Content
-		splice := len(content) > 0 && !compactWouldChange(content)
-		if splice {
-			m.Content = placeholderContent
-		}
-		b, err := json.Marshal(m)
-		if err != nil {
-			return nil, err
-		}
-		if splice {
-			b = wire.EditTopLevel(b, wire.TopLevelEdit{Key: "content", Value: content})
-		}
-		return append(dst, b...), nil
-	})
+	return marshalMessages(out, &out.Messages, func(m *oaMessage) *json.RawMessage { return &m.Content })
 }
-
-// compactWouldChange reports whether b (compact JSON) holds a byte
-// encoding/json's compaction escapes: <, > or &, or U+2028 or U+2029
-// (each found a word at a time, not a rune at a time).
-func compactWouldChange(b []byte) bool {
-	return bytes.IndexAny(b, "<>&") >= 0 || bytes.Contains(b, lineSep) || bytes.Contains(b, paraSep)
-}
-
-var lineSep, paraSep = []byte("\u2028"), []byte("\u2029")
-
-// placeholderContent stands for a message's content while the rest of the
-// message is marshalled (marshalOpenAI).
-var placeholderContent = json.RawMessage("0")
 
 // anthropicMessageToOpenAI maps one Anthropic message to OpenAI messages:
 // tool_result blocks become role "tool" messages (placed first, right after
