@@ -1,5 +1,5 @@
-# Shared by the bench scripts (sourced): the ports they take, and stopping
-# what they started.
+# Shared by the bench scripts (sourced): the ports they take, the request
+# spread over 10,000 teams, and stopping what they started.
 
 # ports_free PORT...: exits with a message when a port on 127.0.0.1 answers
 # (a process left from an earlier run?).
@@ -20,4 +20,20 @@ stop_started() {
     kill "$p" 2>/dev/null || continue
     for _ in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
   done
+}
+
+# many_lua OUT: writes to OUT the wrk script of the 10,000-team phases
+# (overhead.sh -m, opsmem.sh): bench/post.lua's request under one of
+# 100,000 sessions at random, ten per team, with its team's key (sk-t0 to
+# sk-t9999).
+many_lua() {
+  sed -e 's/^wrk.headers\["Authorization"\].*$//' bench/post.lua > "$1"
+  cat >> "$1" <<'LUA'
+request = function()
+  local s = math.random(0, 99999)
+  wrk.headers["Authorization"] = "Bearer sk-t" .. (s % 10000)
+  wrk.headers["X-Session-Id"] = "s" .. s
+  return wrk.format()
+end
+LUA
 }

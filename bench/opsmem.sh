@@ -49,15 +49,7 @@ YAML
 for _ in $(seq 1 300); do curl -sf "http://$GW/healthz" >/dev/null && curl -sf "http://$MOCK/healthz" >/dev/null && break; sleep 0.1; done
 
 # the request: one of 100,000 sessions at random, with its team's key
-sed -e 's/^wrk.headers\["Authorization"\].*$//' bench/post.lua > "$out/many.lua"
-cat >> "$out/many.lua" <<'LUA'
-request = function()
-  local s = math.random(0, 99999)
-  wrk.headers["Authorization"] = "Bearer sk-t" .. (s % 10000)
-  wrk.headers["X-Session-Id"] = "s" .. s
-  return wrk.format()
-end
-LUA
+many_lua "$out/many.lua"
 hwm() { awk '/^VmHWM/ {printf "%.0f MB", $2/1024}' "/proc/$G/status"; }
 # ask URL FILE: one timed ask, its milliseconds appended to FILE
 ask() { curl -s -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $ADMIN" "http://$GW$1" | awk '{printf "%.0f\n", $1*1000}' >> "$2"; }

@@ -173,16 +173,8 @@ cp bench/post.lua "$out/post.lua"
 # never seen before, millions of them, not 100,000 live ones). The gateway
 # it is compared with has one of each. manywarm.lua visits every session
 # once, in order, so all are live before the first round.
-sed -e 's/^wrk.headers\["Authorization"\].*$//' "$out/post.lua" > "$out/many.lua"
-cp "$out/many.lua" "$out/manywarm.lua"
-cat >> "$out/many.lua" <<'LUA'
-request = function()
-  local s = math.random(0, 99999)
-  wrk.headers["Authorization"] = "Bearer sk-t" .. (s % 10000)
-  wrk.headers["X-Session-Id"] = "s" .. s
-  return wrk.format()
-end
-LUA
+sed -e 's/^wrk.headers\["Authorization"\].*$//' "$out/post.lua" > "$out/manywarm.lua"
+many_lua "$out/many.lua"
 cat >> "$out/manywarm.lua" <<'LUA'
 local threads = 0
 setup = function(thread) thread:set("seq", threads); threads = threads + 1 end
