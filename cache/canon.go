@@ -298,23 +298,6 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-// canonJSON re-encodes any JSON value with sorted keys, no whitespace and
-// numbers in one spelling (1 and 1.0 agree).
-func canonJSON(raw json.RawMessage) (json.RawMessage, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, notCacheable("invalid JSON: " + err.Error())
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return nil, notCacheable(err.Error())
-	}
-	return out, nil
-}
-
 // canonArgs is tool-call arguments in canonical JSON; text that is not
 // JSON is kept as sent.
 func canonArgs(s string) string {
@@ -340,15 +323,13 @@ func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, e
 		}
 		return []Part{{Type: "text", Text: s}}, nil
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, notCacheable("content is neither a string nor an array")
-	}
 	var out []Part
-	for _, e := range elems {
-		ps, err := part(e)
-		if err != nil {
-			return nil, err
+	var err error
+	// raw is a span of a validated body, or a value encoding/json decoded
+	walked := wire.EachElement(raw, func(e []byte) bool {
+		var ps []Part
+		if ps, err = part(e); err != nil {
+			return false
 		}
 		for _, p := range ps {
 			if p.Type == "text" && p.Text == "" {
@@ -356,6 +337,13 @@ func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, e
 			}
 			out = append(out, p)
 		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !walked {
+		return nil, notCacheable("content is neither a string nor an array")
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 
 	"switchyard/catalog"
@@ -50,6 +51,9 @@ func FuzzOpenAIMessagesFast(f *testing.F) {
 		`[{"role":"assistant","content":null,"tool_calls":[{"id":"c","function":{"name":"f","arguments":"{}"}}]}]`,
 		`[{"role":"tool","tool_call_id":"c1","content":"ok","extra":{"a":[1,2]}}]`,
 		`[{"role":"user","audio":{"id":"a"},"function_call":null,"content":"x","content":"y"}]`,
+		`[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"x\": 1}","extra":1}},{"id":null,"function":null}]}]`,
+		`[{"role":"assistant","tool_calls":[]}]`, `[{"role":"assistant","tool_calls":[{"ID":"a"}]}]`, `[{"role":"assistant","tool_calls":[{"id":"a","id":"b"}]}]`,
+		`[{"role":"assistant","tool_calls":[{"function":{"name":"f"},"function":{"arguments":"x"}}]}]`, `[{"role":"assistant","tool_calls":{"id":"a"}}]`,
 	} {
 		f.Add(s)
 	}
@@ -70,9 +74,51 @@ func FuzzOpenAIMessagesFast(f *testing.F) {
 		}
 		for i := range fast {
 			a, b := fast[i], slow[i]
-			if a.Role != b.Role || a.Name != b.Name || a.Refusal != b.Refusal || a.ToolCallID != b.ToolCallID || len(b.ToolCalls) != 0 ||
+			if a.Role != b.Role || a.Name != b.Name || a.Refusal != b.Refusal || a.ToolCallID != b.ToolCallID || !slices.Equal(a.ToolCalls, b.ToolCalls) ||
 				!sameRaw(a.Content, b.Content) || !sameRaw(a.FunctionCall, b.FunctionCall) || !sameRaw(a.Audio, b.Audio) {
 				t.Fatalf("%s: message %d: fast %+v, json.Unmarshal %+v", raw, i, a, b)
+			}
+		}
+	})
+}
+
+// FuzzOpenAIToolsFast: the reflection-free reading of an OpenAI tools
+// array, when it answers at all, gives the tools (or the error)
+// encoding/json's reading gives.
+func FuzzOpenAIToolsFast(f *testing.F) {
+	for _, s := range []string{
+		`[{"type":"function","function":{"name":"get","description":"weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":true}}]`,
+		`[{"type":"function","function":null},{"type":"web_search","filters":{"b":1,"a":2}},{"type":"function"}]`,
+		`[{"type":"function","function":{"name":"f","parameters":null,"strict":null,"extra":[1]}}]`,
+		`[{"Type":"function","function":{"name":"f"}}]`, `[{"type":"function","function":{"name":"f","name":"g"}}]`,
+		`[{"type":"function","function":{"name":"f","strict":1}}]`, `[{"type":"function","function":{"name":"f","parameters":1e400}}]`,
+		`[{"type":"function","function":{"n\u0061me":"f"}}]`, `["x"]`, `[null]`, `[]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !json.Valid([]byte(raw)) {
+			return // the fast path reads validated bodies only
+		}
+		fast, ok, ferr := oaToolsFast([]byte(raw), nil)
+		if !ok {
+			return
+		}
+		slow, serr := oaToolsSlow([]byte(raw), nil)
+		if (ferr == nil) != (serr == nil) {
+			t.Fatalf("%s: fast error %v, encoding/json's %v", raw, ferr, serr)
+		}
+		if ferr != nil {
+			return
+		}
+		if len(fast) != len(slow) {
+			t.Fatalf("%s: %d tools, encoding/json %d", raw, len(fast), len(slow))
+		}
+		for i := range fast {
+			a, b := fast[i], slow[i]
+			if a.Name != b.Name || a.Description != b.Description || string(a.Params) != string(b.Params) ||
+				string(a.Raw) != string(b.Raw) || (a.Strict == nil) != (b.Strict == nil) || (a.Strict != nil && *a.Strict != *b.Strict) {
+				t.Fatalf("%s: tool %d: fast %+v, encoding/json %+v", raw, i, a, b)
 			}
 		}
 	})
@@ -127,6 +173,58 @@ func FuzzOpenAIEntryFast(f *testing.F) {
 		}
 		if err == nil && !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%s: fast %+v, encoding/json %+v", body, fast, slow)
+		}
+	})
+}
+
+// FuzzAnthropicFast: the reflection-free readings of Anthropic tools,
+// messages and content blocks, when they answer at all, agree with
+// encoding/json's.
+func FuzzAnthropicFast(f *testing.F) {
+	for _, s := range []string{
+		`[{"name":"get","description":"weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}},"cache_control":{"type":"ephemeral"}}]`,
+		`[{"type":"web_search_20250305","name":"web_search","max_uses":5},{"type":"custom","name":"f","strict":false}]`,
+		`[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"x"},{"type":"tool_use","id":"c","name":"f","input":{"b":1,"a":2}}]}]`,
+		`{"type":"tool_result","tool_use_id":"c","content":[{"type":"text","text":"ok"}],"is_error":true}`,
+		`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}`,
+		`{"type":"image","source":null}`, `{"type":"text","Text":"x"}`, `{"type":"text","is_error":1}`, `[{"Name":"f"}]`, `[{"role":"user","role":"x"}]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		b := []byte(raw)
+		if !json.Valid(b) {
+			return // the fast paths read validated bodies only
+		}
+		if fast, ok, ferr := anToolsFast(b, nil); ok {
+			slow, serr := anToolsSlow(b, nil)
+			if (ferr == nil) != (serr == nil) || (ferr == nil && !reflect.DeepEqual(fast, slow)) {
+				t.Fatalf("%s: tools fast %+v (%v), encoding/json %+v (%v)", raw, fast, ferr, slow, serr)
+			}
+		}
+		if fast, ok := anMessagesFast(b); ok {
+			var slow []anMsgIn
+			if err := json.Unmarshal(b, &slow); err != nil || len(fast) != len(slow) {
+				t.Fatalf("%s: messages fast %+v, encoding/json %+v (%v)", raw, fast, slow, err)
+			}
+			for i := range fast {
+				if fast[i].Role != slow[i].Role || !sameRaw(fast[i].Content, slow[i].Content) {
+					t.Fatalf("%s: message %d: fast %+v, encoding/json %+v", raw, i, fast[i], slow[i])
+				}
+			}
+		}
+		if fast, ok := anBlockFast(b); ok {
+			var slow anBlockIn
+			if err := json.Unmarshal(b, &slow); err != nil {
+				t.Fatalf("%s: block fast path accepted, encoding/json says %v", raw, err)
+			}
+			if !sameRaw(fast.Input, slow.Input) || !sameRaw(fast.Content, slow.Content) {
+				t.Fatalf("%s: block fast %+v, encoding/json %+v", raw, fast, slow)
+			}
+			fast.Input, slow.Input, fast.Content, slow.Content = nil, nil, nil, nil
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("%s: block fast %+v, encoding/json %+v", raw, fast, slow)
+			}
 		}
 	})
 }

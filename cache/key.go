@@ -1,14 +1,12 @@
 package cache
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"math"
 	"slices"
-	"strings"
 
 	"switchyard/catalog"
 	"switchyard/wire"
@@ -349,32 +347,14 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("tools"); raw != nil {
-		var tools []json.RawMessage
-		if err := json.Unmarshal(raw, &tools); err != nil {
-			return notCacheable("tools")
+		tools, ok, err := oaToolsFast(raw, c.Tools)
+		if !ok {
+			tools, err = oaToolsSlow(raw, c.Tools)
 		}
-		for _, t := range tools {
-			var ot struct {
-				Type     string `json:"type"`
-				Function *struct {
-					Name        string          `json:"name"`
-					Description string          `json:"description"`
-					Parameters  json.RawMessage `json:"parameters"`
-					Strict      *bool           `json:"strict"`
-				} `json:"function"`
-			}
-			if err := json.Unmarshal(t, &ot); err != nil {
-				return notCacheable("tools")
-			}
-			tool, err := functionTool(ot.Type == "function" && ot.Function != nil, t, func() (string, string, json.RawMessage, *bool) {
-				fn := ot.Function
-				return fn.Name, fn.Description, fn.Parameters, fn.Strict
-			})
-			if err != nil {
-				return err
-			}
-			c.Tools = append(c.Tools, tool)
+		if err != nil {
+			return err
 		}
+		c.Tools = tools
 	}
 	if raw := f.take("messages"); raw != nil {
 		var buf [4]oaMsgIn // a short conversation's stay on the stack
@@ -442,61 +422,36 @@ type oaMsgIn struct {
 	Audio        json.RawMessage `json:"audio"`
 }
 
-// oaMessagesFast reads the messages array (valid JSON) the way
-// json.Unmarshal into []oaMsgIn does, without reflection, for the shapes
-// clients send: objects whose members are spelled exactly, strings where
-// strings go. ok is false for anything else (a key with an escape or in
-// another case, a type json.Unmarshal would reject, tool calls), and the
-// caller decodes with encoding/json, so both paths agree by construction.
-func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool) {
-	str := func(v []byte, p *string) bool {
-		switch {
-		case v[0] == '"':
-			*p = wire.DecodeString(v)
-		case string(v) != "null":
-			return false
-		}
-		return true
+// oaToolsSlow reads an OpenAI tools array with encoding/json (oaToolsFast
+// reads the shapes clients send).
+func oaToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return dst, notCacheable("tools")
 	}
-	ok = wire.EachElement(raw, func(e []byte) bool {
-		var m oaMsgIn
-		walked := wire.EachMember(e, func(k, v []byte) bool {
-			switch string(k) {
-			case "role":
-				return str(v, &m.Role)
-			case "name":
-				return str(v, &m.Name)
-			case "refusal":
-				return str(v, &m.Refusal)
-			case "tool_call_id":
-				return str(v, &m.ToolCallID)
-			case "content":
-				m.Content = v
-			case "function_call":
-				m.FunctionCall = v
-			case "audio":
-				m.Audio = v
-			case "tool_calls":
-				return string(v) == "null" // decoded by encoding/json
-			default:
-				// json.Unmarshal matches a member case-insensitively
-				// and unescapes its key: leave those to it
-				for _, name := range [...]string{"role", "name", "content", "refusal", "tool_calls", "tool_call_id", "function_call", "audio"} {
-					if len(k) == len(name) && strings.EqualFold(string(k), name) {
-						return false
-					}
-				}
-				return bytes.IndexByte(k, '\\') < 0
-			}
-			return true
-		})
-		if !walked {
-			return false
+	for _, t := range tools {
+		var ot struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+				Strict      *bool           `json:"strict"`
+			} `json:"function"`
 		}
-		dst = append(dst, m)
-		return true
-	})
-	return dst, ok
+		if err := json.Unmarshal(t, &ot); err != nil {
+			return dst, notCacheable("tools")
+		}
+		tool, err := functionTool(ot.Type == "function" && ot.Function != nil, t, func() (string, string, json.RawMessage, *bool) {
+			fn := ot.Function
+			return fn.Name, fn.Description, fn.Parameters, fn.Strict
+		})
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, tool)
+	}
+	return dst, nil
 }
 
 type oaCallIn struct {

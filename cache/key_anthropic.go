@@ -33,37 +33,21 @@ func parseAnthropic(f fields, c *Canon) error {
 		c.System = appendTexts(c.System, parts)
 	}
 	if raw := f.take("tools"); raw != nil {
-		var tools []json.RawMessage
-		if err := json.Unmarshal(raw, &tools); err != nil {
-			return notCacheable("tools")
+		tools, ok, err := anToolsFast(raw, c.Tools)
+		if !ok {
+			tools, err = anToolsSlow(raw, c.Tools)
 		}
-		for _, t := range tools {
-			var at struct {
-				Type        string          `json:"type"`
-				Name        string          `json:"name"`
-				Description string          `json:"description"`
-				InputSchema json.RawMessage `json:"input_schema"`
-				Strict      *bool           `json:"strict"`
-			}
-			if err := json.Unmarshal(t, &at); err != nil {
-				return notCacheable("tools")
-			}
-			tool, err := functionTool(at.Type == "" || at.Type == "custom", t, func() (string, string, json.RawMessage, *bool) {
-				return at.Name, at.Description, at.InputSchema, at.Strict
-			})
-			if err != nil {
-				return err
-			}
-			c.Tools = append(c.Tools, tool)
+		if err != nil {
+			return err
 		}
+		c.Tools = tools
 	}
 	if raw := f.take("messages"); raw != nil {
-		var msgs []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &msgs); err != nil {
-			return notCacheable("messages")
+		msgs, ok := anMessagesFast(raw)
+		if !ok {
+			if err := json.Unmarshal(raw, &msgs); err != nil {
+				return notCacheable("messages")
+			}
 		}
 		for _, m := range msgs {
 			// tool results become tool turns ahead of the rest of the
@@ -96,24 +80,12 @@ func parseAnthropic(f fields, c *Canon) error {
 // to the turn's calls; tool_result blocks go to results.
 func anthropicBlock(results *[]Msg) func(json.RawMessage) ([]Part, error) {
 	return func(elem json.RawMessage) ([]Part, error) {
-		var b struct {
-			Type   string `json:"type"`
-			Text   string `json:"text"`
-			Source *struct {
-				Type      string `json:"type"`
-				MediaType string `json:"media_type"`
-				Data      string `json:"data"`
-				URL       string `json:"url"`
-			} `json:"source"`
-			ID        string          `json:"id"`
-			Name      string          `json:"name"`
-			Input     json.RawMessage `json:"input"`
-			ToolUseID string          `json:"tool_use_id"`
-			Content   json.RawMessage `json:"content"`
-			IsError   bool            `json:"is_error"`
-		}
-		if err := json.Unmarshal(elem, &b); err != nil {
-			return nil, notCacheable("content block")
+		b, ok := anBlockFast(elem)
+		if !ok {
+			b = anBlockIn{}
+			if err := json.Unmarshal(elem, &b); err != nil {
+				return nil, notCacheable("content block")
+			}
 		}
 		switch {
 		case b.Type == "text":
@@ -142,4 +114,68 @@ func anthropicBlock(results *[]Msg) func(json.RawMessage) ([]Part, error) {
 		rp, err := rawPart(elem)
 		return []Part{rp}, err
 	}
+}
+
+// anToolsSlow reads an Anthropic tools array with encoding/json
+// (anToolsFast reads the shapes clients send).
+func anToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return dst, notCacheable("tools")
+	}
+	for _, t := range tools {
+		var at anToolIn
+		if err := json.Unmarshal(t, &at); err != nil {
+			return dst, notCacheable("tools")
+		}
+		tool, err := at.tool(t)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, tool)
+	}
+	return dst, nil
+}
+
+// anToolIn is one Anthropic tool as the key reads it.
+type anToolIn struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// tool is the canonical tool: a custom tool's fields, any other kind (a
+// server tool) raw.
+func (at *anToolIn) tool(raw json.RawMessage) (Tool, error) {
+	return functionTool(at.Type == "" || at.Type == "custom", raw, func() (string, string, json.RawMessage, *bool) {
+		return at.Name, at.Description, at.InputSchema, at.Strict
+	})
+}
+
+// anMsgIn is one Anthropic message as the key reads it.
+type anMsgIn struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// anBlockIn is one Anthropic content block as the key reads it.
+type anBlockIn struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Source    *anBlockSource  `json:"source"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+type anBlockSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+	URL       string `json:"url"`
 }

@@ -1,6 +1,9 @@
 package wire
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -10,26 +13,71 @@ const hexDigits = "0123456789abcdef"
 // escaped, and so are U+2028 and U+2029, which some JavaScript parsers
 // reject in a string). Hot paths build JSON by appending with it instead of
 // marshalling.
-func AppendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s, &plainSafe, false) }
+
+// AppendMarshalString appends s exactly as encoding/json's Marshal writes
+// a string: as AppendString does, with <, > and & escaped too (\u003c)
+// and \b and \f spelled so. The response cache's canonical JSON is
+// defined by Marshal's bytes.
+func AppendMarshalString(dst, s []byte) []byte { return appendString(dst, s, &marshalSafe, true) }
+
+// plainSafe and marshalSafe say which ASCII bytes each encoder writes as
+// they are; a byte from 0x80 up is in neither: it starts a rune to check.
+var plainSafe, marshalSafe = func() (plain, marshal [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		plain[c] = c != '"' && c != '\\'
+		marshal[c] = plain[c] && c != '<' && c != '>' && c != '&'
+	}
+	return plain, marshal
+}()
+
+// MarshalsAsIs reports whether AppendMarshalString writes s unchanged
+// between its quotes.
+func MarshalsAsIs(s []byte) bool {
+	ascii := true
+	for _, c := range s {
+		if !marshalSafe[c] {
+			if c < utf8.RuneSelf {
+				return false
+			}
+			ascii = false
+		}
+	}
+	if ascii {
+		return true
+	}
+	// U+2028 and U+2029 are E2 80 A8 and E2 80 A9
+	return utf8.Valid(s) && !bytes.Contains(s, []byte("\u2028")) && !bytes.Contains(s, []byte("\u2029"))
+}
+
+// MarshalSafe reports whether byte c of a string literal stays as it is in
+// AppendMarshalString's output without a look at the bytes around it.
+func MarshalSafe(c byte) bool { return marshalSafe[c] }
+
+func appendString[S []byte | string](dst []byte, s S, safe *[256]bool, shortBF bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if safe[c] {
 				i++
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
+			switch {
+			case c == '"' || c == '\\':
 				dst = append(dst, '\\', c)
-			case '\n':
+			case c == '\n':
 				dst = append(dst, '\\', 'n')
-			case '\r':
+			case c == '\r':
 				dst = append(dst, '\\', 'r')
-			case '\t':
+			case c == '\t':
 				dst = append(dst, '\\', 't')
+			case shortBF && c == '\b':
+				dst = append(dst, '\\', 'b')
+			case shortBF && c == '\f':
+				dst = append(dst, '\\', 'f')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
@@ -37,7 +85,8 @@ func AppendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		n := min(len(s)-i, utf8.UTFMax)
+		r, size := utf8.DecodeRuneInString(string(s[i : i+n]))
 		switch {
 		case r == utf8.RuneError && size == 1:
 			dst = append(dst, s[start:i]...)

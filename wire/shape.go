@@ -290,7 +290,7 @@ func decodeString(q []byte) string {
 		if utf8.Valid(body) {
 			return string(body)
 		}
-		return strings.ToValidUTF8(string(body), "\uFFFD")
+		return string(appendValidRunes(make([]byte, 0, len(body)+8), body))
 	}
 	out := make([]byte, 0, len(body))
 	for i := 0; i < len(body); {

@@ -1,0 +1,307 @@
+package cache
+
+// Fast readers for the parts of an OpenAI chat request an agent sends on
+// every turn: its messages (tool calls included) and its tools. Each reads
+// a span of a body wire.Parse validated the way json.Unmarshal into the
+// slow path's types does, without reflection, for the shapes clients
+// send: objects whose members are spelled exactly and once, values of the
+// expected JSON type. ok is false for anything else (a key with an escape,
+// in another case or given twice, a type json.Unmarshal would reject) and
+// the caller decodes with encoding/json, so both paths agree by
+// construction (TestFastKeyReadersMatchEncodingJSON, FuzzKey).
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"switchyard/wire"
+)
+
+// eachField calls fn with the index in names of each member of the object
+// obj whose key is spelled exactly as that name, and the member's value.
+// It reports false, for the slow path, when obj is not an object, when a
+// name is given twice, when a key has an escape or is a name in another
+// case (json.Unmarshal matches those too), or when fn does; other members
+// are skipped, as json.Unmarshal skips a member no field names.
+func eachField(obj []byte, names []string, fn func(i int, v []byte) bool) bool {
+	var seen uint64
+	return wire.EachMember(obj, func(k, v []byte) bool {
+		if bytes.IndexByte(k, '\\') >= 0 {
+			return false
+		}
+		for i, name := range names {
+			if string(k) == name {
+				if seen&(1<<i) != 0 {
+					return false
+				}
+				seen |= 1 << i
+				return fn(i, v)
+			}
+			if len(k) == len(name) && strings.EqualFold(string(k), name) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// fastString reads a string field's value into *p: a string, or null
+// (which leaves *p as it is); false for any other type.
+func fastString(v []byte, p *string) bool {
+	switch {
+	case v[0] == '"':
+		*p = wire.DecodeString(v)
+	case string(v) != "null":
+		return false
+	}
+	return true
+}
+
+// fastBool reads a *bool field's value: true, false or null (nil).
+func fastBool(v []byte, p **bool) bool {
+	switch string(v) {
+	case "true", "false":
+		b := v[0] == 't'
+		*p = &b
+	case "null":
+		*p = nil
+	default:
+		return false
+	}
+	return true
+}
+
+var (
+	oaToolNames     = []string{"type", "function"}
+	oaFunctionNames = []string{"name", "description", "parameters", "strict"}
+	oaCallNames     = []string{"id", "function"}
+	oaCallFnNames   = []string{"name", "arguments"}
+	oaMsgNames      = []string{"role", "name", "content", "refusal", "tool_calls", "tool_call_id", "function_call", "audio"}
+)
+
+// oaToolsFast reads an OpenAI tools array as oaToolsSlow does. err is set only
+// with ok: a tool that reads but has no canonical form.
+func oaToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err error) {
+	ok = wire.EachElement(raw, func(t []byte) bool {
+		var typ string
+		var fn []byte // the function object's span; nil when absent or null
+		if !eachField(t, oaToolNames, func(i int, v []byte) bool {
+			if i == 0 {
+				return fastString(v, &typ)
+			}
+			switch v[0] {
+			case '{':
+				fn = v
+			case 'n':
+				fn = nil
+			default:
+				return false
+			}
+			return true
+		}) {
+			return false
+		}
+		var name, desc string
+		var params json.RawMessage
+		var strict *bool
+		if fn != nil && !eachField(fn, oaFunctionNames, func(i int, v []byte) bool {
+			switch i {
+			case 0:
+				return fastString(v, &name)
+			case 1:
+				return fastString(v, &desc)
+			case 2:
+				params = v
+				return true
+			}
+			return fastBool(v, &strict)
+		}) {
+			return false
+		}
+		var tool Tool
+		tool, err = functionTool(typ == "function" && fn != nil, t, func() (string, string, json.RawMessage, *bool) {
+			return name, desc, params, strict
+		})
+		if err != nil {
+			return false
+		}
+		dst = append(dst, tool)
+		return true
+	})
+	if err != nil {
+		return dst, true, err
+	}
+	return dst, ok, nil
+}
+
+// oaCallsFast reads a message's tool_calls array as json.Unmarshal into
+// []oaCallIn does (null: none).
+func oaCallsFast(raw []byte) (calls []oaCallIn, ok bool) {
+	if string(raw) == "null" {
+		return nil, true
+	}
+	if raw[0] != '[' {
+		return nil, false
+	}
+	ok = wire.EachElement(raw, func(e []byte) bool {
+		var c oaCallIn
+		if !eachField(e, oaCallNames, func(i int, v []byte) bool {
+			if i == 0 {
+				return fastString(v, &c.ID)
+			}
+			if string(v) == "null" {
+				return true
+			}
+			return v[0] == '{' && eachField(v, oaCallFnNames, func(j int, fv []byte) bool {
+				if j == 0 {
+					return fastString(fv, &c.Function.Name)
+				}
+				return fastString(fv, &c.Function.Arguments)
+			})
+		}) {
+			return false
+		}
+		calls = append(calls, c)
+		return true
+	})
+	return calls, ok
+}
+
+// oaMessagesFast reads the messages array as json.Unmarshal into
+// []oaMsgIn does.
+func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool) {
+	ok = wire.EachElement(raw, func(e []byte) bool {
+		var m oaMsgIn
+		if !eachField(e, oaMsgNames, func(i int, v []byte) bool {
+			switch i {
+			case 0:
+				return fastString(v, &m.Role)
+			case 1:
+				return fastString(v, &m.Name)
+			case 2:
+				m.Content = v
+			case 3:
+				return fastString(v, &m.Refusal)
+			case 4:
+				var ok bool
+				m.ToolCalls, ok = oaCallsFast(v)
+				return ok
+			case 5:
+				return fastString(v, &m.ToolCallID)
+			case 6:
+				m.FunctionCall = v
+			case 7:
+				m.Audio = v
+			}
+			return true
+		}) {
+			return false
+		}
+		dst = append(dst, m)
+		return true
+	})
+	return dst, ok
+}
+
+var (
+	anToolNames   = []string{"type", "name", "description", "input_schema", "strict"}
+	anMsgNames    = []string{"role", "content"}
+	anBlockNames  = []string{"type", "text", "source", "id", "name", "input", "tool_use_id", "content", "is_error"}
+	anSourceNames = []string{"type", "media_type", "data", "url"}
+)
+
+// anToolsFast reads an Anthropic tools array as anToolsSlow does. err is
+// set only with ok: a tool that reads but has no canonical form.
+func anToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err error) {
+	ok = wire.EachElement(raw, func(t []byte) bool {
+		var at anToolIn
+		if !eachField(t, anToolNames, func(i int, v []byte) bool {
+			switch i {
+			case 0:
+				return fastString(v, &at.Type)
+			case 1:
+				return fastString(v, &at.Name)
+			case 2:
+				return fastString(v, &at.Description)
+			case 3:
+				at.InputSchema = v
+				return true
+			}
+			return fastBool(v, &at.Strict)
+		}) {
+			return false
+		}
+		var tool Tool
+		if tool, err = at.tool(t); err != nil {
+			return false
+		}
+		dst = append(dst, tool)
+		return true
+	})
+	if err != nil {
+		return dst, true, err
+	}
+	return dst, ok, nil
+}
+
+// anMessagesFast reads an Anthropic messages array as json.Unmarshal into
+// []anMsgIn does.
+func anMessagesFast(raw json.RawMessage) (msgs []anMsgIn, ok bool) {
+	ok = wire.EachElement(raw, func(e []byte) bool {
+		var m anMsgIn
+		if !eachField(e, anMsgNames, func(i int, v []byte) bool {
+			if i == 0 {
+				return fastString(v, &m.Role)
+			}
+			m.Content = v
+			return true
+		}) {
+			return false
+		}
+		msgs = append(msgs, m)
+		return true
+	})
+	return msgs, ok
+}
+
+// anBlockFast reads one content block as json.Unmarshal into anBlockIn
+// does.
+func anBlockFast(elem []byte) (b anBlockIn, ok bool) {
+	ok = eachField(elem, anBlockNames, func(i int, v []byte) bool {
+		switch i {
+		case 0:
+			return fastString(v, &b.Type)
+		case 1:
+			return fastString(v, &b.Text)
+		case 2:
+			if string(v) == "null" {
+				return true
+			}
+			b.Source = &anBlockSource{}
+			return v[0] == '{' && eachField(v, anSourceNames, func(j int, sv []byte) bool {
+				return fastString(sv, [...]*string{&b.Source.Type, &b.Source.MediaType, &b.Source.Data, &b.Source.URL}[j])
+			})
+		case 3:
+			return fastString(v, &b.ID)
+		case 4:
+			return fastString(v, &b.Name)
+		case 5:
+			b.Input = v
+		case 6:
+			return fastString(v, &b.ToolUseID)
+		case 7:
+			b.Content = v
+		case 8:
+			switch string(v) {
+			case "true":
+				b.IsError = true
+			case "false", "null":
+			default:
+				return false
+			}
+		}
+		return true
+	})
+	return b, ok
+}
