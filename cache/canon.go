@@ -406,8 +406,23 @@ func choiceOf(raw json.RawMessage) (string, error) {
 	return "raw:" + string(c), err
 }
 
-// schemaOf is a JSON schema in canonical JSON.
-func schemaOf(raw json.RawMessage) (json.RawMessage, error) { return canonJSON(raw) }
+// schemaOf is a JSON schema in canonical JSON. A schema of memoMinBytes or
+// more comes from schemas, the node's memo of the schemas it canonicalized
+// lately, when it holds the same bytes: an agent sends the same tools on
+// every turn, and their schemas were most of its key's cost.
+func schemaOf(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) < memoMinBytes {
+		return canonJSON(raw)
+	}
+	if c, ok := schemas.get(raw); ok {
+		return c, nil
+	}
+	c, err := canonJSON(raw)
+	if err == nil {
+		schemas.put(raw, c)
+	}
+	return c, err
+}
 
 // isString reports whether raw is a JSON string, so a value that is not one
 // is never decoded as one only to fail (each failed decode validates the
