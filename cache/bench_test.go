@@ -1,12 +1,11 @@
 package cache
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/internal/agentturn"
 	"switchyard/wire"
 )
 
@@ -16,7 +15,7 @@ func BenchmarkKey(b *testing.B) {
 		r    keyReq
 	}{{"openai", oa(oaBase)}, {"openai-tools", oa(oaTools)}, {"anthropic-tools", an(anTools)}, {"responses-tools", rs(rsTools)},
 		{"embeddings", emb(`{"model":"e","input":["a","b","c"]}`)},
-		{"openai-agent", oa(agentRequest(wire.FormatOpenAI))}, {"anthropic-agent", an(agentRequest(wire.FormatAnthropic))}} {
+		{"openai-agent", oa(agentturn.OpenAI())}, {"anthropic-agent", an(agentturn.Anthropic())}} {
 		body := []byte(c.r.body)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -79,37 +78,4 @@ func BenchmarkFromBody(b *testing.B) {
 			}
 		})
 	}
-}
-
-// agentRequest is a coding agent's turn in format f (OpenAI chat or
-// Anthropic Messages): 20 tools, each with agentSchema's 1.3 KB of
-// parameters, and 12 earlier turns of tool calls and their results (about
-// 40 KB). An agent sends all of it on every turn.
-func agentRequest(f wire.Format) string {
-	var b strings.Builder
-	b.WriteString(`{"model":"m","max_tokens":4096,"tools":[`)
-	for i := range 20 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		if f == wire.FormatAnthropic {
-			fmt.Fprintf(&b, `{"name":"tool_%d","description":"Tool number %d of the agent","input_schema":%s}`, i, i, agentSchema)
-		} else {
-			fmt.Fprintf(&b, `{"type":"function","function":{"name":"tool_%d","description":"Tool number %d of the agent","parameters":%s}}`, i, i, agentSchema)
-		}
-	}
-	b.WriteString(`],"messages":[{"role":"user","content":"Fix the failing test in pkg/server and explain the change."}`)
-	result := strings.Repeat(`line of a file the tool read, with \"quotes\" and a tab\t`, 12)
-	for i := range 12 {
-		args := fmt.Sprintf(`{"file_path":"/src/pkg/server/file_%d.go","old_string":"return nil","new_string":"return err","replace_all":false}`, i)
-		if f == wire.FormatAnthropic {
-			fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"text","text":"Reading file %d."},{"type":"tool_use","id":"call_%d","name":"tool_%d","input":%s}]}`, i, i, i%20, args)
-			fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_%d","content":"%s"}]}`, i, result)
-		} else {
-			fmt.Fprintf(&b, `,{"role":"assistant","content":"Reading file %d.","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"tool_%d","arguments":%q}}]}`, i, i, i%20, args)
-			fmt.Fprintf(&b, `,{"role":"tool","tool_call_id":"call_%d","content":"%s"}`, i, result)
-		}
-	}
-	b.WriteString(`]}`)
-	return b.String()
 }

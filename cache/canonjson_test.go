@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"switchyard/internal/agentturn"
 )
 
 // canonJSONReference is the definition canonJSON is held to: Marshal of
@@ -72,7 +74,7 @@ func checkCanon(t *testing.T, raw []byte) {
 // BenchmarkCanonJSON is one tool's parameter schema of an agent (about
 // 1.3 KB), canonicalized as every turn's key does.
 func BenchmarkCanonJSON(b *testing.B) {
-	raw := []byte(agentSchema)
+	raw := []byte(agentturn.Schema)
 	b.Run("walker", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(raw)))
@@ -92,5 +94,3 @@ func BenchmarkCanonJSON(b *testing.B) {
 		}
 	})
 }
-
-const agentSchema = `{"type":"object","properties":{"file_path":{"type":"string","description":"The absolute path to the file to modify"},"old_string":{"type":"string","description":"The text to replace"},"new_string":{"type":"string","description":"The text to replace it with (must be different from old_string)"},"replace_all":{"type":"boolean","default":false,"description":"Replace all occurences of old_string (default false)"},"edits":{"type":"array","items":{"type":"object","properties":{"old_string":{"type":"string"},"new_string":{"type":"string"},"line_hint":{"type":"integer","minimum":1}},"required":["old_string","new_string"],"additionalProperties":false},"minItems":1,"description":"Several edits applied in order, each to the result of the one before"},"encoding":{"type":"string","enum":["utf-8","latin-1","utf-16"],"description":"How the file's bytes are read and written"},"timeout_ms":{"type":"number","exclusiveMinimum":0,"maximum":600000}},"required":["file_path","old_string","new_string"],"additionalProperties":false,"$schema":"http://json-schema.org/draft-07/schema#"}`

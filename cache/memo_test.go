@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"switchyard/internal/agentturn"
 )
 
 func TestCanonMemoBounded(t *testing.T) {
@@ -34,8 +36,8 @@ func TestCanonMemoBounded(t *testing.T) {
 // canonJSON gives, and a different schema of the same length is not
 // answered with it.
 func TestSchemaOfMemoIsCanonJSON(t *testing.T) {
-	a := []byte(agentSchema)
-	b := bytes.Replace([]byte(agentSchema), []byte(`"file_path"`), []byte(`"file_name"`), 1)
+	a := []byte(agentturn.Schema)
+	b := bytes.Replace([]byte(agentturn.Schema), []byte(`"file_path"`), []byte(`"file_name"`), 1)
 	for range 2 {
 		for _, raw := range [][]byte{a, b} {
 			got, err := schemaOf(raw)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"switchyard/internal/agentturn"
 )
 
 // BenchmarkLargeRequest sends a 64 KiB conversation (an agent's turn deep
@@ -34,6 +36,41 @@ func BenchmarkLargeRequest(b *testing.B) {
 				}
 				req := httptest.NewRequest("POST", c.path, bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+testKey)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAgentRequest sends a coding agent's turn (internal/agentturn:
+// 20 tools, 12 earlier tool calls and results, about 36 KB) through the
+// whole pipeline as OpenAI chat and as Anthropic Messages, with the cache
+// off and on (the last user message differs each time: every one a miss).
+func BenchmarkAgentRequest(b *testing.B) {
+	for _, c := range []struct{ name, yml, path, body string }{
+		{"openai", "", "/v1/chat/completions", agentturn.OpenAI()},
+		{"openai-cache-on", "cache: {enabled: true}\n", "/v1/chat/completions", agentturn.OpenAI()},
+		{"anthropic", "", "/v1/messages", agentturn.Anthropic()},
+		{"anthropic-cache-on", "cache: {enabled: true}\n", "/v1/messages", agentturn.Anthropic()},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			n := newTestNode(b, c.yml+simYAML)
+			h := n.Handler()
+			head := c.body[:len(c.body)-2] // without "]}"
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				body := []byte(head + `,{"role":"user","content":"go on ` + strconv.Itoa(i) + `"}]}`)
+				req := httptest.NewRequest("POST", c.path, bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+testKey)
+				if c.path == "/v1/messages" {
+					req.Header.Set("Anthropic-Version", "2023-06-01")
+				}
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, req)
 				if w.Code != 200 {

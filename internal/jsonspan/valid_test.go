@@ -94,7 +94,7 @@ func skipStringByteWise(b []byte, i int) int {
 }
 
 func FuzzSkipString(f *testing.F) {
-	for _, c := range []string{`""`, `"a"`, `"\""`, `"\\"`, `"\\\""x`, `"\`, `"abc`, `"a\\\\"b"`, `x`, ``} {
+	for _, c := range []string{`"0123456789abcde\\"x"`, `"0123456789abcdef\\"x"`, `"0123456789abcd\\\\"`, `"0123456789abcdefghij\\\\\\"k"`, `""`, `"a"`, `"\""`, `"\\"`, `"\\\""x`, `"\`, `"abc`, `"a\\\\"b"`, `x`, ``} {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

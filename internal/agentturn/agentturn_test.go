@@ -1,0 +1,14 @@
+package agentturn
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestTurnsAreValidJSON(t *testing.T) {
+	for name, body := range map[string]string{"openai": OpenAI(), "anthropic": Anthropic(), "schema": Schema} {
+		if !json.Valid([]byte(body)) {
+			t.Errorf("%s: not valid JSON", name)
+		}
+	}
+}
