@@ -15,7 +15,7 @@ func BenchmarkKey(b *testing.B) {
 		r    keyReq
 	}{{"openai", oa(oaBase)}, {"openai-tools", oa(oaTools)}, {"anthropic-tools", an(anTools)}, {"responses-tools", rs(rsTools)},
 		{"embeddings", emb(`{"model":"e","input":["a","b","c"]}`)},
-		{"openai-agent", oa(agentturn.OpenAI())}, {"anthropic-agent", an(agentturn.Anthropic())}} {
+		{"openai-agent", oa(agentturn.OpenAI())}, {"anthropic-agent", an(agentturn.Anthropic())}, {"responses-agent", rs(agentturn.Responses())}} {
 		body := []byte(c.r.body)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

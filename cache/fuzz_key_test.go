@@ -228,3 +228,58 @@ func FuzzAnthropicFast(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResponsesFast: the reflection-free readings of Responses tools,
+// input items and content parts, and of an OpenAI content part, when they
+// answer at all, agree with encoding/json's.
+func FuzzResponsesFast(f *testing.F) {
+	for _, s := range []string{
+		`[{"type":"function","name":"get","description":"weather","parameters":{"type":"object"},"strict":true},{"type":"web_search","filters":{"b":1,"a":2}}]`,
+		`[{"role":"user","content":[{"type":"input_text","text":"hi"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{\"a\": 1}"},{"type":"function_call_output","call_id":"c","output":"ok"}]`,
+		`{"type":"input_image","image_url":"https://x/y.png","detail":"low"}`, `{"type":"input_image","image_url":{"url":"x"}}`,
+		`{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"high"}}`, `{"type":"image_url","image_url":null}`,
+		`{"type":"text","text":"x","Text":"y"}`, `[{"Type":"function"}]`, `[{"role":"user","role":"x"}]`, `{"type":"refusal","refusal":1}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		b := []byte(raw)
+		if !json.Valid(b) {
+			return // the fast paths read validated bodies only
+		}
+		if fast, ok, ferr := rsToolsFast(b, nil); ok {
+			slow, serr := rsToolsSlow(b, nil)
+			if (ferr == nil) != (serr == nil) || (ferr == nil && !reflect.DeepEqual(fast, slow)) {
+				t.Fatalf("%s: tools fast %+v (%v), encoding/json %+v (%v)", raw, fast, ferr, slow, serr)
+			}
+		}
+		if fast, ok := rsItemsFast(b); ok {
+			var slow []rsItemIn
+			if err := json.Unmarshal(b, &slow); err != nil || len(fast) != len(slow) {
+				t.Fatalf("%s: items fast %+v, encoding/json %+v (%v)", raw, fast, slow, err)
+			}
+			for i := range fast {
+				a, c := fast[i], slow[i]
+				if !sameRaw(a.Content, c.Content) || !sameRaw(a.Output, c.Output) {
+					t.Fatalf("%s: item %d: fast %+v, encoding/json %+v", raw, i, a, c)
+				}
+				a.Content, c.Content, a.Output, c.Output = nil, nil, nil, nil
+				if !reflect.DeepEqual(a, c) {
+					t.Fatalf("%s: item %d: fast %+v, encoding/json %+v", raw, i, a, c)
+				}
+			}
+		}
+		if fast, ok := rsPartFast(b); ok {
+			var slow rsPartIn
+			if err := json.Unmarshal(b, &slow); err != nil || fast != slow {
+				t.Fatalf("%s: part fast %+v, encoding/json %+v (%v)", raw, fast, slow, err)
+			}
+		}
+		if fast, ok := oaPartFast(b); ok {
+			var slow oaPartIn
+			if err := json.Unmarshal(b, &slow); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("%s: OpenAI part fast %+v, encoding/json %+v (%v)", raw, fast, slow, err)
+			}
+		}
+	})
+}

@@ -484,18 +484,26 @@ func appendTexts(dst []string, parts []Part) []string {
 	return dst
 }
 
+// oaPartIn is one OpenAI content part as the key reads it.
+type oaPartIn struct {
+	Type     string        `json:"type"`
+	Text     string        `json:"text"`
+	Refusal  string        `json:"refusal"`
+	ImageURL *oaImageURLIn `json:"image_url"`
+}
+
+type oaImageURLIn struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail"`
+}
+
 func openAIPart(elem json.RawMessage) ([]Part, error) {
-	var p struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		Refusal  string `json:"refusal"`
-		ImageURL *struct {
-			URL    string `json:"url"`
-			Detail string `json:"detail"`
-		} `json:"image_url"`
-	}
-	if err := json.Unmarshal(elem, &p); err != nil {
-		return nil, notCacheable("content part")
+	p, ok := oaPartFast(elem)
+	if !ok {
+		p = oaPartIn{}
+		if err := json.Unmarshal(elem, &p); err != nil {
+			return nil, notCacheable("content part")
+		}
 	}
 	switch {
 	case p.Type == "text":

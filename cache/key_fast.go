@@ -305,3 +305,112 @@ func anBlockFast(elem []byte) (b anBlockIn, ok bool) {
 	})
 	return b, ok
 }
+
+var (
+	oaPartNames     = []string{"type", "text", "refusal", "image_url"}
+	oaImageURLNames = []string{"url", "detail"}
+	rsToolNames     = []string{"type", "name", "description", "parameters", "strict"}
+	rsItemNames     = []string{"type", "role", "content", "call_id", "name", "arguments", "output"}
+	rsPartNames     = []string{"type", "text", "refusal", "image_url", "detail"}
+)
+
+// oaPartFast reads one OpenAI content part as json.Unmarshal into
+// oaPartIn does.
+func oaPartFast(elem []byte) (p oaPartIn, ok bool) {
+	ok = eachField(elem, oaPartNames, func(i int, v []byte) bool {
+		switch i {
+		case 0:
+			return fastString(v, &p.Type)
+		case 1:
+			return fastString(v, &p.Text)
+		case 2:
+			return fastString(v, &p.Refusal)
+		}
+		if string(v) == "null" {
+			return true
+		}
+		p.ImageURL = &oaImageURLIn{}
+		return v[0] == '{' && eachField(v, oaImageURLNames, func(j int, uv []byte) bool {
+			if j == 0 {
+				return fastString(uv, &p.ImageURL.URL)
+			}
+			return fastString(uv, &p.ImageURL.Detail)
+		})
+	})
+	return p, ok
+}
+
+// rsToolsFast reads a Responses tools array as rsToolsSlow does. err is
+// set only with ok: a tool that reads but has no canonical form.
+func rsToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err error) {
+	ok = wire.EachElement(raw, func(t []byte) bool {
+		var rt rsToolIn
+		if !eachField(t, rsToolNames, func(i int, v []byte) bool {
+			switch i {
+			case 0:
+				return fastString(v, &rt.Type)
+			case 1:
+				return fastString(v, &rt.Name)
+			case 2:
+				return fastString(v, &rt.Description)
+			case 3:
+				rt.Parameters = v
+				return true
+			}
+			return fastBool(v, &rt.Strict)
+		}) {
+			return false
+		}
+		var tool Tool
+		if tool, err = rt.tool(t); err != nil {
+			return false
+		}
+		dst = append(dst, tool)
+		return true
+	})
+	if err != nil {
+		return dst, true, err
+	}
+	return dst, ok, nil
+}
+
+// rsItemsFast reads a Responses input array as json.Unmarshal into
+// []rsItemIn does.
+func rsItemsFast(raw json.RawMessage) (items []rsItemIn, ok bool) {
+	ok = wire.EachElement(raw, func(e []byte) bool {
+		var it rsItemIn
+		if !eachField(e, rsItemNames, func(i int, v []byte) bool {
+			switch i {
+			case 0:
+				return fastString(v, &it.Type)
+			case 1:
+				return fastString(v, &it.Role)
+			case 2:
+				it.Content = v
+			case 3:
+				return fastString(v, &it.CallID)
+			case 4:
+				return fastString(v, &it.Name)
+			case 5:
+				return fastString(v, &it.Arguments)
+			case 6:
+				it.Output = v
+			}
+			return true
+		}) {
+			return false
+		}
+		items = append(items, it)
+		return true
+	})
+	return items, ok
+}
+
+// rsPartFast reads one Responses content part as json.Unmarshal into
+// rsPartIn does.
+func rsPartFast(elem []byte) (p rsPartIn, ok bool) {
+	ok = eachField(elem, rsPartNames, func(i int, v []byte) bool {
+		return fastString(v, [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.Detail}[i])
+	})
+	return p, ok
+}

@@ -74,29 +74,14 @@ func parseResponses(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("tools"); raw != nil {
-		var tools []json.RawMessage
-		if err := json.Unmarshal(raw, &tools); err != nil {
-			return notCacheable("tools")
+		tools, ok, err := rsToolsFast(raw, c.Tools)
+		if !ok {
+			tools, err = rsToolsSlow(raw, c.Tools)
 		}
-		for _, t := range tools {
-			var rt struct {
-				Type        string          `json:"type"`
-				Name        string          `json:"name"`
-				Description string          `json:"description"`
-				Parameters  json.RawMessage `json:"parameters"`
-				Strict      *bool           `json:"strict"`
-			}
-			if err := json.Unmarshal(t, &rt); err != nil {
-				return notCacheable("tools")
-			}
-			tool, err := functionTool(rt.Type == "function", t, func() (string, string, json.RawMessage, *bool) {
-				return rt.Name, rt.Description, rt.Parameters, rt.Strict
-			})
-			if err != nil {
-				return err
-			}
-			c.Tools = append(c.Tools, tool)
+		if err != nil {
+			return err
 		}
+		c.Tools = tools
 	}
 	if raw := f.take("input"); raw != nil {
 		return responsesInput(raw, c)
@@ -110,17 +95,12 @@ func responsesInput(raw json.RawMessage, c *Canon) error {
 		c.Messages = appendMsg(c.Messages, Msg{Role: "user", Parts: []Part{{Type: "text", Text: s}}})
 		return nil
 	}
-	var items []struct {
-		Type      string          `json:"type"`
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		CallID    string          `json:"call_id"`
-		Name      string          `json:"name"`
-		Arguments string          `json:"arguments"`
-		Output    json.RawMessage `json:"output"`
-	}
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return notCacheable("input")
+	items, ok := rsItemsFast(raw)
+	if !ok {
+		items = nil
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return notCacheable("input")
+		}
 	}
 	for _, it := range items {
 		typ := it.Type
@@ -158,15 +138,12 @@ func responsesInput(raw json.RawMessage, c *Canon) error {
 }
 
 func responsesPart(elem json.RawMessage) ([]Part, error) {
-	var p struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		Refusal  string `json:"refusal"`
-		ImageURL string `json:"image_url"`
-		Detail   string `json:"detail"`
-	}
-	if err := json.Unmarshal(elem, &p); err != nil {
-		return nil, notCacheable("content part")
+	p, ok := rsPartFast(elem)
+	if !ok {
+		p = rsPartIn{}
+		if err := json.Unmarshal(elem, &p); err != nil {
+			return nil, notCacheable("content part")
+		}
 	}
 	switch p.Type {
 	case "input_text", "output_text", "text":
@@ -180,4 +157,61 @@ func responsesPart(elem json.RawMessage) ([]Part, error) {
 	}
 	rp, err := rawPart(elem)
 	return []Part{rp}, err
+}
+
+// rsToolsSlow reads a Responses tools array with encoding/json (rsToolsFast
+// reads the shapes clients send).
+func rsToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return dst, notCacheable("tools")
+	}
+	for _, t := range tools {
+		var rt rsToolIn
+		if err := json.Unmarshal(t, &rt); err != nil {
+			return dst, notCacheable("tools")
+		}
+		tool, err := rt.tool(t)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, tool)
+	}
+	return dst, nil
+}
+
+// rsToolIn is one Responses tool as the key reads it.
+type rsToolIn struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+// tool is the canonical tool: a function's fields, any other kind raw.
+func (rt *rsToolIn) tool(raw json.RawMessage) (Tool, error) {
+	return functionTool(rt.Type == "function", raw, func() (string, string, json.RawMessage, *bool) {
+		return rt.Name, rt.Description, rt.Parameters, rt.Strict
+	})
+}
+
+// rsItemIn is one Responses input item as the key reads it.
+type rsItemIn struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// rsPartIn is one Responses content part as the key reads it.
+type rsPartIn struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL string `json:"image_url"`
+	Detail   string `json:"detail"`
 }

@@ -48,7 +48,7 @@ func BenchmarkLargeRequest(b *testing.B) {
 
 // BenchmarkAgentRequest sends a coding agent's turn (internal/agentturn:
 // 20 tools, 12 earlier tool calls and results, about 36 KB) through the
-// whole pipeline as OpenAI chat and as Anthropic Messages, with the cache
+// whole pipeline as OpenAI chat, Anthropic Messages and Responses, with the cache
 // off and on (the last user message differs each time: every one a miss).
 func BenchmarkAgentRequest(b *testing.B) {
 	for _, c := range []struct{ name, yml, path, body string }{
@@ -56,6 +56,8 @@ func BenchmarkAgentRequest(b *testing.B) {
 		{"openai-cache-on", "cache: {enabled: true}\n", "/v1/chat/completions", agentturn.OpenAI()},
 		{"anthropic", "", "/v1/messages", agentturn.Anthropic()},
 		{"anthropic-cache-on", "cache: {enabled: true}\n", "/v1/messages", agentturn.Anthropic()},
+		{"responses", "", "/v1/responses", agentturn.Responses()},
+		{"responses-cache-on", "cache: {enabled: true}\n", "/v1/responses", agentturn.Responses()},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			n := newTestNode(b, c.yml+simYAML)
@@ -65,7 +67,7 @@ func BenchmarkAgentRequest(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				i++
-				body := []byte(head + `,{"role":"user","content":"go on ` + strconv.Itoa(i) + `"}]}`)
+				body := []byte(head + `,{"role":"user","content":"go on ` + strconv.Itoa(i) + `"}]}`) // a message or an input item alike
 				req := httptest.NewRequest("POST", c.path, bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+testKey)
 				if c.path == "/v1/messages" {

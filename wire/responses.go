@@ -301,7 +301,7 @@ func parseTools(rq *Responses, tools json.RawMessage) error {
 	rq.Tools = make([]Tool, 0, n)
 	return jsonspan.EachElement(tools, func(i int, raw []byte) error {
 		var t rawTool
-		if err := json.Unmarshal(raw, &t); err != nil {
+		if err := decodeTool(raw, &t); err != nil {
 			return badf(fmt.Sprintf("tools[%d]", i), "tools[%d] must be an object like {\"type\":\"function\",\"name\":...}", i)
 		}
 		switch t.Type {
@@ -507,6 +507,9 @@ func outputText(raw json.RawMessage) (string, error) {
 		return "", nil
 	}
 	if raw[0] == '"' {
+		if s, ok := exactString(raw); ok {
+			return s, nil
+		}
 		var s string
 		err := json.Unmarshal(raw, &s)
 		return s, err

@@ -51,6 +51,43 @@ func fastItem(raw []byte, ri *rawItem) bool {
 	})
 }
 
+var rawToolFields = [...]string{"type", "name", "description", "parameters", "strict"}
+
+// decodeTool decodes one tool (valid JSON) into t. An agent declares its
+// tools, each with a schema of a few KB, on every turn.
+func decodeTool(raw []byte, t *rawTool) error {
+	if fastTool(raw, t) {
+		return nil
+	}
+	*t = rawTool{}
+	return json.Unmarshal(raw, t)
+}
+
+func fastTool(raw []byte, t *rawTool) bool {
+	strs := [...]*string{0: &t.Type, 1: &t.Name, 2: &t.Description}
+	return fastObject(raw, rawToolFields[:], func(f int, val []byte) bool {
+		switch f {
+		case 3:
+			t.Parameters = val
+		case 4:
+			switch string(val) {
+			case "true", "false":
+				b := val[0] == 't'
+				t.Strict = &b
+			case "null":
+				t.Strict = nil
+			default:
+				return false
+			}
+		default:
+			var ok bool
+			*strs[f], ok = exactString(val)
+			return ok
+		}
+		return true
+	})
+}
+
 // decodeParts decodes an array of content parts (valid JSON) into rps.
 func decodeParts(raw []byte, rps *[]rawPart) error {
 	if fastParts(raw, rps) {

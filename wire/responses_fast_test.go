@@ -20,6 +20,8 @@ var fastResponsesCases = []string{
 	`{"model":"m","input":[{"role":"user","Content":"x"}]}`, `{"model":"m","input":[{"role":"user","content":"x","content":"y"}]}`,
 	`{"model":"m","input":[{"role":null,"content":"x"}]}`, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":null}]}]}`,
 	`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","TEXT":"a"}]}]}`, `[1]`, ` {"model":"m"} `, `{"model":"\ud800"}`,
+	`{"model":"m","tools":[{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true,"extra":1},{"type":"function","name":"g","strict":null}]}`,
+	`{"model":"m","tools":[{"type":"function","Name":"f"},{"type":"function","name":"f","strict":1},{"type":"function","name":"f","name":"g"},{"type":null,"name":"f"}]}`,
 }
 
 // checkFastResponses holds the fast readers to encoding/json on body: when
@@ -38,6 +40,17 @@ func checkFastResponses(t *testing.T, body []byte) {
 	}
 	if json.Unmarshal(body, &slow) != nil {
 		return
+	}
+	var tools []json.RawMessage
+	if json.Unmarshal(slow.Tools, &tools) == nil {
+		for _, raw := range tools {
+			var ft, st rawTool
+			if fastTool(raw, &ft) {
+				if err := json.Unmarshal(raw, &st); err != nil || !reflect.DeepEqual(normalTool(ft), normalTool(st)) {
+					t.Fatalf("tool %q:\nfast %+v\nslow %+v (%v)", raw, ft, st, err)
+				}
+			}
+		}
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(slow.Input, &items) != nil {
@@ -71,6 +84,13 @@ func normalRaw(b responsesBody) responsesBody {
 		}
 	}
 	return b
+}
+
+func normalTool(t rawTool) rawTool {
+	if t.Parameters != nil {
+		t.Parameters = append(json.RawMessage{}, t.Parameters...)
+	}
+	return t
 }
 
 func normalItem(i rawItem) rawItem {

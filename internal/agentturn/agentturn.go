@@ -17,32 +17,60 @@ const Schema = `{"type":"object","properties":{"file_path":{"type":"string","des
 // OpenAI is the turn as an OpenAI chat request (about 36 KB): 20 tools
 // with Schema as parameters, and 12 earlier turns of an assistant's tool
 // call and its result.
-func OpenAI() string { return build(false) }
+func OpenAI() string { return build(openAIFormat) }
 
 // Anthropic is the same turn as an Anthropic Messages request.
-func Anthropic() string { return build(true) }
+func Anthropic() string { return build(anthropicFormat) }
 
-func build(anthropic bool) string {
+// Responses is the same turn as an OpenAI Responses request (input items:
+// messages, function calls and their outputs), as Codex-style agents send it.
+func Responses() string { return build(responsesFormat) }
+
+type format int
+
+const (
+	openAIFormat format = iota
+	anthropicFormat
+	responsesFormat
+)
+
+func build(f format) string {
 	var b strings.Builder
-	b.WriteString(`{"model":"m","max_tokens":4096,"tools":[`)
+	if f == responsesFormat {
+		b.WriteString(`{"model":"m","max_output_tokens":4096,"tools":[`)
+	} else {
+		b.WriteString(`{"model":"m","max_tokens":4096,"tools":[`)
+	}
 	for i := range 20 {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if anthropic {
+		switch f {
+		case responsesFormat:
+			fmt.Fprintf(&b, `{"type":"function","name":"tool_%d","description":"Tool number %d of the agent","parameters":%s}`, i, i, Schema)
+		case anthropicFormat:
 			fmt.Fprintf(&b, `{"name":"tool_%d","description":"Tool number %d of the agent","input_schema":%s}`, i, i, Schema)
-		} else {
+		default:
 			fmt.Fprintf(&b, `{"type":"function","function":{"name":"tool_%d","description":"Tool number %d of the agent","parameters":%s}}`, i, i, Schema)
 		}
 	}
-	b.WriteString(`],"messages":[{"role":"user","content":"Fix the failing test in pkg/server and explain the change."}`)
+	if f == responsesFormat {
+		b.WriteString(`],"input":[{"role":"user","content":[{"type":"input_text","text":"Fix the failing test in pkg/server and explain the change."}]}`)
+	} else {
+		b.WriteString(`],"messages":[{"role":"user","content":"Fix the failing test in pkg/server and explain the change."}`)
+	}
 	result := strings.Repeat(`line of a file the tool read, with \"quotes\" and a tab\t`, 12)
 	for i := range 12 {
 		args := fmt.Sprintf(`{"file_path":"/src/pkg/server/file_%d.go","old_string":"return nil","new_string":"return err","replace_all":false}`, i)
-		if anthropic {
+		switch f {
+		case responsesFormat:
+			fmt.Fprintf(&b, `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Reading file %d."}]}`, i)
+			fmt.Fprintf(&b, `,{"type":"function_call","call_id":"call_%d","name":"tool_%d","arguments":%q}`, i, i%20, args)
+			fmt.Fprintf(&b, `,{"type":"function_call_output","call_id":"call_%d","output":"%s"}`, i, result)
+		case anthropicFormat:
 			fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"text","text":"Reading file %d."},{"type":"tool_use","id":"call_%d","name":"tool_%d","input":%s}]}`, i, i, i%20, args)
 			fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_%d","content":"%s"}]}`, i, result)
-		} else {
+		default:
 			fmt.Fprintf(&b, `,{"role":"assistant","content":"Reading file %d.","tool_calls":[{"id":"call_%d","type":"function","function":{"name":"tool_%d","arguments":%q}}]}`, i, i, i%20, args)
 			fmt.Fprintf(&b, `,{"role":"tool","tool_call_id":"call_%d","content":"%s"}`, i, result)
 		}
