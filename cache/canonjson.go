@@ -16,7 +16,6 @@ package cache
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -241,7 +240,7 @@ func (w *canonWalker) number(v []byte, i int) (int, error) {
 	if err != nil {
 		return j, canonError("number " + string(num) + " is out of range")
 	}
-	w.out = appendFloat(w.out, f)
+	w.out = wire.AppendMarshalFloat(w.out, f)
 	return j, nil
 }
 
@@ -275,23 +274,4 @@ func appendCanonString(dst, q []byte) []byte {
 		return append(dst, q...)
 	}
 	return wire.AppendMarshalString(dst, []byte(wire.DecodeString(q)))
-}
-
-// appendFloat appends f as Marshal writes a float64: ES6's number to
-// string, shortest, exponent form below 1e-6 and from 1e21.
-func appendFloat(dst []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if format == 'e' {
-		// e-07 is written e-7
-		n := len(dst)
-		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-			dst[n-2] = dst[n-1]
-			dst = dst[:n-1]
-		}
-	}
-	return dst
 }

@@ -264,7 +264,7 @@ func buildResponse(rq *wire.Responses, id string, created int64, model, text, re
 		n++
 	}
 	o.settle(finish, u)
-	body, _ := json.Marshal(o)
+	body, _ := o.appendJSON(nil)
 	if done != nil {
 		done(body, toItems(o.Output))
 	}
@@ -278,6 +278,7 @@ func buildResponse(rq *wire.Responses, id string, created int64, model, text, re
 // response finishes; then its .done events are written.
 type respEmitter struct {
 	rq      *wire.Responses
+	tools   []byte // the echoed tools' JSON, written once (toolsJSON)
 	id      string
 	created int64
 	model   string
@@ -315,6 +316,23 @@ func (e *respEmitter) emit(name string, v any) {
 	data, _ := json.Marshal(v)
 	e.out = appendEvent(e.out, name, data)
 	e.seq++
+}
+
+// emitResponse emits an event that carries the response object (an
+// evResponse), written by appendEvResponse.
+func (e *respEmitter) emitResponse(name string, o *respObject) {
+	data, _ := appendEvResponse(nil, name, o, e.seq, e.toolsJSON(o))
+	e.out = appendEvent(e.out, name, data)
+	e.seq++
+}
+
+// toolsJSON is the tools' JSON of the response objects the stream writes
+// (each echoes the same request), written on first use.
+func (e *respEmitter) toolsJSON(o *respObject) []byte {
+	if e.tools == nil {
+		e.tools, _ = appendRespTools(nil, o.Tools) // nil again on failure: each object writes its own
+	}
+	return e.tools
 }
 
 type evResponse struct {
@@ -365,8 +383,8 @@ func (e *respEmitter) start() {
 	}
 	e.started = true
 	o := baseResponse(e.rq, e.id, e.created, e.model)
-	e.emit("response.created", evResponse{Type: "response.created", Response: o, SequenceNumber: e.seq})
-	e.emit("response.in_progress", evResponse{Type: "response.in_progress", Response: o, SequenceNumber: e.seq})
+	e.emitResponse("response.created", o)
+	e.emitResponse("response.in_progress", o)
 }
 
 // textDelta appends text to the open message, opening one if needed.
@@ -478,9 +496,9 @@ func (e *respEmitter) finish(finish string, u Usage) {
 	if o.Status == "incomplete" {
 		name = "response.incomplete"
 	}
-	e.emit(name, evResponse{Type: name, Response: o, SequenceNumber: e.seq})
+	e.emitResponse(name, o)
 	if e.done != nil {
-		body, _ := json.Marshal(o)
+		body, _ := o.appendJSONWith(nil, e.toolsJSON(o))
 		e.done(body, toItems(o.Output))
 	}
 }

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"math"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -19,7 +21,28 @@ func AppendString(dst []byte, s string) []byte { return appendString(dst, s, &pl
 // a string: as AppendString does, with <, > and & escaped too (\u003c)
 // and \b and \f spelled so. The response cache's canonical JSON is
 // defined by Marshal's bytes.
-func AppendMarshalString(dst, s []byte) []byte { return appendString(dst, s, &marshalSafe, true) }
+func AppendMarshalString[S []byte | string](dst []byte, s S) []byte {
+	return appendString(dst, s, &marshalSafe, true)
+}
+
+// AppendMarshalFloat appends f (finite) as encoding/json's Marshal writes
+// a float64: ES6's number to string, shortest, in exponent form below 1e-6
+// and from 1e21.
+func AppendMarshalFloat(dst []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-07 is written e-7
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}
 
 // plainSafe and marshalSafe say which ASCII bytes each encoder writes as
 // they are; a byte from 0x80 up is in neither: it starts a rune to check.
