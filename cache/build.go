@@ -238,10 +238,47 @@ type respObjectIn struct {
 
 func responsesEntry(body []byte) (*Entry, error) {
 	var r respObjectIn
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := json.Unmarshal(onlyMembers(body, respObjectFields), &r); err != nil {
 		return nil, notStorable("body: " + err.Error())
 	}
 	return r.entry()
+}
+
+// respObjectFields are the members respObjectIn reads.
+var respObjectFields = []string{"status", "incomplete_details", "output", "usage"}
+
+// onlyMembers returns the JSON object body with only the members whose key
+// can name one of fields (spelled in any case, or with an escape):
+// json.Unmarshal into a struct of those fields decodes the same from it as
+// from body, without decoding the rest. A Responses object echoes the
+// request's tools, tens of KB for an agent. body itself when it is not a
+// valid object (Unmarshal then words the error) or has nothing to drop.
+func onlyMembers(body []byte, fields []string) []byte {
+	if !jsonspan.Valid(body) {
+		return body
+	}
+	out := make([]byte, 0, 512)
+	out = append(out, '{')
+	dropped := false
+	walked := wire.EachMember(body, func(k, v []byte) bool {
+		keep := bytes.IndexByte(k, '\\') >= 0
+		for _, f := range fields {
+			keep = keep || (len(k) == len(f) && strings.EqualFold(string(k), f))
+		}
+		if !keep {
+			dropped = true
+			return true
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(append(out, '"'), k...), '"', ':'), v...)
+		return true
+	})
+	if !walked || !dropped {
+		return body
+	}
+	return append(out, '}')
 }
 
 func (r *respObjectIn) entry() (*Entry, error) {

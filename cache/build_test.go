@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -193,4 +195,28 @@ func TestAccumulatorMaxBytes(t *testing.T) {
 	if b, ok := e.EncodeLimited(1 << 10); !ok || len(b) > 1<<10 {
 		t.Fatal("EncodeLimited refused an entry under the limit")
 	}
+}
+
+// FuzzOnlyMembers: decoding what onlyMembers keeps of a body gives the
+// entry's fields json.Unmarshal gives from the whole body, or fails as it
+// fails.
+func FuzzOnlyMembers(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"resp_1","status":"completed","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":3,"output_tokens":1}}`,
+		`{"Status":"completed","STATUS":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"tools":1}`,
+		`{"st\u0061tus":"completed","tools":[]}`, `{"status":"a","status":"b","x":{"status":"c"}}`, `{"status":1,"tools":[]}`, `[1]`, `{"status"`, ` {"usage":null,"metadata":{}} `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var whole, kept respObjectIn
+		errWhole := json.Unmarshal(body, &whole)
+		errKept := json.Unmarshal(onlyMembers(body, respObjectFields), &kept)
+		if (errWhole == nil) != (errKept == nil) {
+			t.Fatalf("%q: whole body %v, kept members %v", body, errWhole, errKept)
+		}
+		if errWhole == nil && !reflect.DeepEqual(whole, kept) {
+			t.Fatalf("%q:\nwhole %+v\nkept  %+v", body, whole, kept)
+		}
+	})
 }
