@@ -300,6 +300,12 @@ func (a *Accumulator) anthropicEvent(name string, data []byte, ds []Delta) []Del
 }
 
 func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Delta {
+	if name == "response.created" || name == "response.in_progress" {
+		// nothing for the entry: the object they carry echoes the
+		// request's tools (tens of KB for an agent), and the terminal
+		// event carries it again, finished
+		return ds
+	}
 	var ev struct {
 		Type        string `json:"type"`
 		OutputIndex int    `json:"output_index"`
@@ -341,7 +347,7 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 	case "response.completed", "response.incomplete":
 		a.ended = true
 		var r respObjectIn
-		if err := json.Unmarshal(ev.Response, &r); err != nil {
+		if err := json.Unmarshal(onlyMembers(ev.Response, respObjectFields), &r); err != nil {
 			a.fail("terminal event")
 			return ds
 		}

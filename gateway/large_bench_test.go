@@ -58,6 +58,8 @@ func BenchmarkAgentRequest(b *testing.B) {
 		{"anthropic-cache-on", "cache: {enabled: true}\n", "/v1/messages", agentturn.Anthropic()},
 		{"responses", "", "/v1/responses", agentturn.Responses()},
 		{"responses-cache-on", "cache: {enabled: true}\n", "/v1/responses", agentturn.Responses()},
+		{"responses-stream", "", "/v1/responses", streaming(agentturn.Responses())},
+		{"responses-stream-cache-on", "cache: {enabled: true}\n", "/v1/responses", streaming(agentturn.Responses())},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			n := newTestNode(b, c.yml+simYAML)
@@ -82,3 +84,6 @@ func BenchmarkAgentRequest(b *testing.B) {
 		})
 	}
 }
+
+// streaming is body asking for a stream.
+func streaming(body string) string { return strings.Replace(body, `{"model":"m",`, `{"model":"m","stream":true,`, 1) }

@@ -225,9 +225,15 @@ func (o *respObject) sizeHint(tools []byte) int {
 	if tools != nil {
 		return n
 	}
-	for i := range o.Tools {
-		n += 64 + len(o.Tools[i].Name) + len(o.Tools[i].Parameters)
-		if d := o.Tools[i].Description; d != nil {
+	return n + toolsSize(o.Tools)
+}
+
+// toolsSize is about the size of tools' JSON.
+func toolsSize(tools []respTool) int {
+	n := 2
+	for i := range tools {
+		n += 64 + len(tools[i].Name) + len(tools[i].Parameters)
+		if d := tools[i].Description; d != nil {
 			n += len(*d)
 		}
 	}

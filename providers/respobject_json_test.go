@@ -99,3 +99,16 @@ func BenchmarkRespObjectJSON(b *testing.B) {
 		}
 	})
 }
+
+// TestEmitterResponseEventsAreMarshal: the events that carry the response
+// object are framed as appendEvent frames json.Marshal's bytes.
+func TestEmitterResponseEventsAreMarshal(t *testing.T) {
+	for i, o := range respObjects(t) {
+		e := &respEmitter{seq: 4}
+		e.emitResponse("response.created", o)
+		data, _ := json.Marshal(evResponse{Type: "response.created", Response: o, SequenceNumber: 4})
+		if want := appendEvent(nil, "response.created", data); !bytes.Equal(e.take(), want) {
+			t.Fatalf("object %d: the event differs from json.Marshal's, framed", i)
+		}
+	}
+}

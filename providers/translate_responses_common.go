@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -321,8 +322,18 @@ func (e *respEmitter) emit(name string, v any) {
 // emitResponse emits an event that carries the response object (an
 // evResponse), written by appendEvResponse.
 func (e *respEmitter) emitResponse(name string, o *respObject) {
-	data, _ := appendEvResponse(nil, name, o, e.seq, e.toolsJSON(o))
-	e.out = appendEvent(e.out, name, data)
+	tools := e.toolsJSON(o)
+	// framed in place: the object's JSON is one line (appendEvent's
+	// framing of one line); room for it and for the events after it
+	e.out = slices.Grow(e.out, o.sizeHint(tools)+2048)
+	n := len(e.out)
+	e.out = append(append(append(e.out, "event: "...), name...), "\ndata: "...)
+	out, err := appendEvResponse(e.out, name, o, e.seq, tools)
+	if err != nil {
+		e.out = e.out[:n]
+		return
+	}
+	e.out = append(out, '\n', '\n')
 	e.seq++
 }
 
@@ -330,7 +341,8 @@ func (e *respEmitter) emitResponse(name string, o *respObject) {
 // (each echoes the same request), written on first use.
 func (e *respEmitter) toolsJSON(o *respObject) []byte {
 	if e.tools == nil {
-		e.tools, _ = appendRespTools(nil, o.Tools) // nil again on failure: each object writes its own
+		// nil again on failure: each object writes its own
+		e.tools, _ = appendRespTools(make([]byte, 0, toolsSize(o.Tools)), o.Tools)
 	}
 	return e.tools
 }
