@@ -315,9 +315,9 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 			CallID string `json:"call_id"`
 			Name   string `json:"name"`
 		} `json:"item"`
-		Response json.RawMessage `json:"response"`
 	}
-	if err := json.Unmarshal(data, &ev); err != nil {
+	// the object a terminal event carries (tools echoed) is read apart
+	if err := json.Unmarshal(onlyMembers(data, responsesEventFields), &ev); err != nil {
 		a.fail("garbage event")
 		return ds
 	}
@@ -347,7 +347,7 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 	case "response.completed", "response.incomplete":
 		a.ended = true
 		var r respObjectIn
-		if err := json.Unmarshal(onlyMembers(ev.Response, respObjectFields), &r); err != nil {
+		if err := json.Unmarshal(onlyMembers(responseMember(data), respObjectFields), &r); err != nil {
 			a.fail("terminal event")
 			return ds
 		}
@@ -361,6 +361,35 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 		a.fail("failed")
 	}
 	return ds
+}
+
+// responsesEventFields are the members of a Responses event responsesEvent
+// decodes; the object of a terminal event is read by responseMember.
+var responsesEventFields = []string{"type", "output_index", "delta", "item"}
+
+// responseMember is the "response" member of the event data (valid JSON),
+// as json.Unmarshal into a json.RawMessage field named Response finds it:
+// the last member whose key is that name in any case. A key with an escape
+// leaves it to json.Unmarshal.
+func responseMember(data []byte) json.RawMessage {
+	var span []byte
+	plain := wire.EachMember(data, func(k, v []byte) bool {
+		if bytes.IndexByte(k, '\\') >= 0 {
+			return false
+		}
+		if len(k) == len("response") && strings.EqualFold(string(k), "response") {
+			span = v
+		}
+		return true
+	})
+	if plain {
+		return span
+	}
+	var ev struct {
+		Response json.RawMessage `json:"response"`
+	}
+	_ = json.Unmarshal(data, &ev)
+	return ev.Response
 }
 
 // Entry is the stream's entry once its terminal event arrived. u, when

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,6 +218,28 @@ func FuzzOnlyMembers(f *testing.F) {
 		}
 		if errWhole == nil && !reflect.DeepEqual(whole, kept) {
 			t.Fatalf("%q:\nwhole %+v\nkept  %+v", body, whole, kept)
+		}
+	})
+}
+
+// FuzzResponseMember: responseMember finds the member json.Unmarshal puts
+// in a field named Response.
+func FuzzResponseMember(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.completed","response":{"status":"completed"},"sequence_number":9}`,
+		`{"Response":1,"RESPONSE":2}`, `{"r\u0065sponse":{"a":1}}`, `{"response":null}`, `{"type":"x"}`, `{"response":{"response":1},"response":[2]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ev struct {
+			Response json.RawMessage `json:"response"`
+		}
+		if json.Unmarshal(data, &ev) != nil {
+			return // responsesEvent stops at such an event before it looks
+		}
+		if got := responseMember(data); !bytes.Equal(got, ev.Response) {
+			t.Fatalf("%q: responseMember %q, json.Unmarshal %q", data, got, ev.Response)
 		}
 	})
 }
