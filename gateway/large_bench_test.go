@@ -86,4 +86,6 @@ func BenchmarkAgentRequest(b *testing.B) {
 }
 
 // streaming is body asking for a stream.
-func streaming(body string) string { return strings.Replace(body, `{"model":"m",`, `{"model":"m","stream":true,`, 1) }
+func streaming(body string) string {
+	return strings.Replace(body, `{"model":"m",`, `{"model":"m","stream":true,`, 1)
+}
