@@ -58,6 +58,10 @@ func BenchmarkAgentRequest(b *testing.B) {
 		{"anthropic-cache-on", "cache: {enabled: true}\n", "/v1/messages", agentturn.Anthropic()},
 		{"responses", "", "/v1/responses", agentturn.Responses()},
 		{"responses-cache-on", "cache: {enabled: true}\n", "/v1/responses", agentturn.Responses()},
+		{"openai-stream", "", "/v1/chat/completions", streaming(agentturn.OpenAI())},
+		{"openai-stream-cache-on", "cache: {enabled: true}\n", "/v1/chat/completions", streaming(agentturn.OpenAI())},
+		{"anthropic-stream", "", "/v1/messages", streaming(agentturn.Anthropic())},
+		{"anthropic-stream-cache-on", "cache: {enabled: true}\n", "/v1/messages", streaming(agentturn.Anthropic())},
 		{"responses-stream", "", "/v1/responses", streaming(agentturn.Responses())},
 		{"responses-stream-cache-on", "cache: {enabled: true}\n", "/v1/responses", streaming(agentturn.Responses())},
 	} {
