@@ -347,10 +347,13 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("tools"); raw != nil {
-		tools, ok, err := oaToolsFast(raw, c.Tools)
-		if !ok {
-			tools, err = oaToolsSlow(raw, c.Tools)
-		}
+		tools, err := memoTools(oaToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
+			tools, ok, err := oaToolsFast(raw, nil)
+			if !ok {
+				tools, err = oaToolsSlow(raw, nil)
+			}
+			return tools, err
+		})
 		if err != nil {
 			return err
 		}

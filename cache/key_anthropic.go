@@ -33,10 +33,13 @@ func parseAnthropic(f fields, c *Canon) error {
 		c.System = appendTexts(c.System, parts)
 	}
 	if raw := f.take("tools"); raw != nil {
-		tools, ok, err := anToolsFast(raw, c.Tools)
-		if !ok {
-			tools, err = anToolsSlow(raw, c.Tools)
-		}
+		tools, err := memoTools(anToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
+			tools, ok, err := anToolsFast(raw, nil)
+			if !ok {
+				tools, err = anToolsSlow(raw, nil)
+			}
+			return tools, err
+		})
 		if err != nil {
 			return err
 		}

@@ -74,10 +74,13 @@ func parseResponses(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("tools"); raw != nil {
-		tools, ok, err := rsToolsFast(raw, c.Tools)
-		if !ok {
-			tools, err = rsToolsSlow(raw, c.Tools)
-		}
+		tools, err := memoTools(rsToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
+			tools, ok, err := rsToolsFast(raw, nil)
+			if !ok {
+				tools, err = rsToolsSlow(raw, nil)
+			}
+			return tools, err
+		})
 		if err != nil {
 			return err
 		}

@@ -1,54 +1,97 @@
 package cache
 
-import "sync"
+import (
+	"encoding/json"
+	"slices"
+	"sync"
+)
 
-// memoMinBytes is the least size of a schema worth a memo entry: a smaller
-// one is canonicalized about as fast as it is looked up.
+// memoMinBytes is the least size of a value worth a memo entry: a smaller
+// one is read about as fast as it is looked up.
 const memoMinBytes = 256
 
-// memoMaxBytes bounds a canonMemo: its two generations hold at most this
-// many bytes of schemas and their canonical forms together.
+// memoMaxBytes bounds each memo: its two generations hold at most this
+// many bytes of values and what they read as, together.
 const memoMaxBytes = 2 << 20
 
-// schemas is the node's memo of canonical tool and output schemas.
-var schemas = &canonMemo{maxBytes: memoMaxBytes}
+// The node's memos of what an agent sends unchanged on every turn: each
+// tool schema's canonical JSON, and each format's whole tools array read
+// into canonical tools.
+var (
+	schemas   = &canonMemo[json.RawMessage]{maxBytes: memoMaxBytes, size: func(c json.RawMessage) int { return len(c) }}
+	oaToolset = newToolsMemo()
+	anToolset = newToolsMemo()
+	rsToolset = newToolsMemo()
+)
 
-// canonMemo maps a value's exact bytes to its canonical JSON, bounded in
-// bytes: entries go into the current generation, and when it passes half
-// the bound the previous generation is dropped and the current one takes
-// its place; a hit in the previous generation moves to the current one. A
-// value is found only under its exact bytes (the map compares them whole),
-// so a memo hit is what canonJSON would return. The canonical bytes are
-// shared: callers only read them (they are hashed into keys).
-type canonMemo struct {
+func newToolsMemo() *canonMemo[[]Tool] {
+	return &canonMemo[[]Tool]{maxBytes: memoMaxBytes, size: toolsSize}
+}
+
+// toolsSize is about the memory tools hold.
+func toolsSize(ts []Tool) int {
+	n := 0
+	for _, t := range ts {
+		n += 64 + len(t.Name) + len(t.Description) + len(t.Params) + len(t.Raw)
+	}
+	return n
+}
+
+// memoTools reads a tools array raw with read, or takes what an earlier
+// request with the same bytes read from m. The tools are shared: callers
+// only read them (a slice of capacity len, so an append copies).
+func memoTools(m *canonMemo[[]Tool], raw json.RawMessage, read func(json.RawMessage) ([]Tool, error)) ([]Tool, error) {
+	if len(raw) < memoMinBytes {
+		return read(raw)
+	}
+	if ts, ok := m.get(raw); ok {
+		return ts, nil
+	}
+	ts, err := read(raw)
+	if err == nil {
+		ts = slices.Clip(ts)
+		m.put(raw, ts)
+	}
+	return ts, err
+}
+
+// canonMemo maps a value's exact bytes to what it reads as, bounded in
+// bytes (the value's and size's count): entries go into the current
+// generation, and when it passes half the bound the previous generation
+// is dropped and the current one takes its place; a hit in the previous
+// generation moves to the current one. A value is found only under its
+// exact bytes (the map compares them whole), so a hit is what reading it
+// again would give. What it holds is shared: callers only read it.
+type canonMemo[V any] struct {
 	maxBytes int
+	size     func(V) int
 
 	mu        sync.Mutex
-	cur, prev map[string][]byte // guarded by mu
-	curBytes  int               // guarded by mu
+	cur, prev map[string]V // guarded by mu
+	curBytes  int          // guarded by mu
 }
 
-func (m *canonMemo) get(raw []byte) ([]byte, bool) {
+func (m *canonMemo[V]) get(raw []byte) (V, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c, ok := m.cur[string(raw)]; ok {
-		return c, true
+	if v, ok := m.cur[string(raw)]; ok {
+		return v, true
 	}
-	c, ok := m.prev[string(raw)]
+	v, ok := m.prev[string(raw)]
 	if ok {
-		m.putLocked(string(raw), c)
+		m.putLocked(string(raw), v)
 	}
-	return c, ok
+	return v, ok
 }
 
-func (m *canonMemo) put(raw, canon []byte) {
+func (m *canonMemo[V]) put(raw []byte, v V) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.putLocked(string(raw), canon)
+	m.putLocked(string(raw), v)
 }
 
-func (m *canonMemo) putLocked(raw string, canon []byte) {
-	size := len(raw) + len(canon)
+func (m *canonMemo[V]) putLocked(raw string, v V) {
+	size := len(raw) + m.size(v)
 	if size > m.maxBytes/2 {
 		return
 	}
@@ -56,10 +99,10 @@ func (m *canonMemo) putLocked(raw string, canon []byte) {
 		m.prev, m.cur, m.curBytes = m.cur, nil, 0
 	}
 	if m.cur == nil {
-		m.cur = make(map[string][]byte)
+		m.cur = make(map[string]V)
 	}
 	if _, ok := m.cur[raw]; !ok {
-		m.cur[raw] = canon
+		m.cur[raw] = v
 		m.curBytes += size
 	}
 }

@@ -3,13 +3,14 @@ package cache
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"switchyard/internal/agentturn"
 )
 
 func TestCanonMemoBounded(t *testing.T) {
-	m := &canonMemo{maxBytes: 4096}
+	m := &canonMemo[[]byte]{maxBytes: 4096, size: func(b []byte) int { return len(b) }}
 	for i := range 1000 {
 		raw := []byte(fmt.Sprintf(`{"n":%d,"pad":"%0200d"}`, i, 0))
 		m.put(raw, raw)
@@ -47,4 +48,44 @@ func TestSchemaOfMemoIsCanonJSON(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestToolsMemoIsRead: tools answered from the memo are the tools the
+// readers give, for each format, and a tools array that differs in one
+// byte is read again.
+func TestToolsMemoIsRead(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    keyReq
+	}{{"openai", oa(agentturn.OpenAI())}, {"anthropic", an(agentturn.Anthropic())}, {"responses", rs(agentturn.Responses())}} {
+		other := keyReq{c.r.op, c.r.format, strings.Replace(c.r.body, "Tool number 3 ", "Tool number 9 ", 1)}
+		for range 2 {
+			for _, r := range []keyReq{c.r, other} {
+				got, err := KeyOf(r.op, r.format, []byte(r.body), "t", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := keyWithoutMemo(t, r); got != want {
+					t.Fatalf("%s: the key with the memo differs from the key read afresh", c.name)
+				}
+			}
+		}
+		if mustKey(t, c.r, "t", "") == mustKey(t, other, "t", "") {
+			t.Fatalf("%s: two different tool sets share a key", c.name)
+		}
+	}
+}
+
+// keyWithoutMemo is r's key with every memo emptied first.
+func keyWithoutMemo(t *testing.T, r keyReq) Key {
+	t.Helper()
+	for _, m := range []*canonMemo[[]Tool]{oaToolset, anToolset, rsToolset} {
+		m.mu.Lock()
+		m.cur, m.prev, m.curBytes = nil, nil, 0
+		m.mu.Unlock()
+	}
+	schemas.mu.Lock()
+	schemas.cur, schemas.prev, schemas.curBytes = nil, nil, 0
+	schemas.mu.Unlock()
+	return mustKey(t, r, "t", "")
 }
