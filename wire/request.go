@@ -114,7 +114,7 @@ type openAIBody struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	Messages            messageList  `json:"messages"`
-	Tools               elementCount `json:"tools"`
+	Tools               toolList     `json:"tools"`
 	MaxTokens           *int         `json:"max_tokens"`
 	MaxCompletionTokens *int         `json:"max_completion_tokens"`
 	ReasoningEffort     string       `json:"reasoning_effort"`
@@ -213,7 +213,7 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	}
 	r := &Request{
 		Format: format, Op: op, Raw: body, Model: b.Model, Stream: b.Stream,
-		Tools: int(b.Tools), PromptCacheKey: b.PromptCacheKey, SessionID: b.SessionID,
+		Tools: int(b.Tools.n), PromptCacheKey: b.PromptCacheKey, SessionID: b.SessionID,
 		ReasoningEffort: b.ReasoningEffort, Prompt: b.Prompt, ImageSize: b.Size,
 		SafetyIdentifier: b.SafetyIdentifier, User: b.User,
 	}
@@ -240,8 +240,8 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 		r.MetadataSessionID, r.MetadataUserID = b.Metadata.SessionID, b.Metadata.UserID
 	}
 	r.Conversation = conversationID(b.Conversation)
-	if b.Tools > 0 {
-		r.ToolsRaw = toolsSpan(body)
+	if b.Tools.n > 0 {
+		r.ToolsRaw = b.Tools.span
 	}
 
 	switch op {
@@ -361,12 +361,6 @@ func textOf(raw json.RawMessage) (string, error) {
 	return s, err
 }
 
-func toolsSpan(body []byte) []byte {
-	if s, e, ok := FindTopLevel(body, "tools"); ok {
-		return body[s:e]
-	}
-	return nil
-}
 
 // TextLen is the total characters of every message and the system prompt.
 func (r *Request) TextLen() int {

@@ -152,3 +152,32 @@ func longChat(n int) string {
 	b.WriteString(`]}`)
 	return b.String()
 }
+
+// TestToolsRawIsTheToolsMember: the tools span the session fingerprint
+// reads is the body's "tools" value as sent, on the fast path and on
+// encoding/json's, in each format.
+func TestToolsRawIsTheToolsMember(t *testing.T) {
+	for _, c := range []struct {
+		format Format
+		body   string
+	}{
+		{FormatOpenAI, `{"model":"m","tools" : [ {"type":"function","function":{"name":"f"}} ] ,"messages":[{"role":"user","content":"x"}]}`},
+		{FormatOpenAI, `{"model":"m","Tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"x"}]}`},
+		{FormatAnthropic, `{"model":"m","max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"messages":[{"role":"user","content":"x"}]}`},
+		{FormatResponses, `{"model":"m","tools":[{"type":"function","name":"f","parameters":{}}],"input":"x"}`},
+	} {
+		r, err := ParseLimited([]byte(c.body), catalog.OpChat, c.format, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		want := []byte(nil)
+		if s, e, ok := FindTopLevel([]byte(c.body), "tools"); ok {
+			want = []byte(c.body)[s:e]
+		} else if s, e, ok := FindTopLevel([]byte(c.body), "Tools"); ok {
+			want = []byte(c.body)[s:e]
+		}
+		if string(r.ToolsRaw) != string(want) || r.Tools != 1 {
+			t.Errorf("%s: ToolsRaw %q (%d tools), want %q", c.body, r.ToolsRaw, r.Tools, want)
+		}
+	}
+}

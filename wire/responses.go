@@ -238,7 +238,7 @@ func parseResponses(body []byte, maxItems int) (*Request, error) {
 	}
 	if len(rq.Tools) > 0 {
 		r.Tools = len(rq.Tools)
-		r.ToolsRaw = toolsSpan(body)
+		r.ToolsRaw = b.Tools
 	}
 	if err := checkToolChoice(rq.ToolChoice); err != nil {
 		return nil, err

@@ -53,6 +53,26 @@ func (c *elementCount) UnmarshalJSON(b []byte) error {
 
 var countType = reflect.TypeOf([]any(nil))
 
+// toolList decodes the tools array by counting its elements and keeping
+// its span, a slice of the body (the session fingerprint reads it): the
+// walk that counts them already found where it is, so no second walk of
+// the body looks for it.
+type toolList struct {
+	n    elementCount
+	span []byte
+}
+
+// UnmarshalJSON implements json.Unmarshaler. b is a slice of the body
+// (encoding/json and the fast readers both hand one over), which the
+// request keeps.
+func (t *toolList) UnmarshalJSON(b []byte) error {
+	if err := t.n.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	t.span = b
+	return nil
+}
+
 // errBadContent marks a message content that is neither a string, null,
 // nor an array of content parts.
 var errBadContent = errors.New("bad message content")
