@@ -113,11 +113,11 @@ type openAIBody struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Messages            messageList  `json:"messages"`
-	Tools               toolList     `json:"tools"`
-	MaxTokens           *int         `json:"max_tokens"`
-	MaxCompletionTokens *int         `json:"max_completion_tokens"`
-	ReasoningEffort     string       `json:"reasoning_effort"`
+	Messages            messageList `json:"messages"`
+	Tools               toolList    `json:"tools"`
+	MaxTokens           *int        `json:"max_tokens"`
+	MaxCompletionTokens *int        `json:"max_completion_tokens"`
+	ReasoningEffort     string      `json:"reasoning_effort"`
 	Reasoning           *struct {
 		Effort string `json:"effort"`
 	} `json:"reasoning"`
@@ -360,7 +360,6 @@ func textOf(raw json.RawMessage) (string, error) {
 	s, _, err := messageText(raw, 0)
 	return s, err
 }
-
 
 // TextLen is the total characters of every message and the system prompt.
 func (r *Request) TextLen() int {
