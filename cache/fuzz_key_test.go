@@ -196,7 +196,7 @@ func FuzzAnthropicFast(f *testing.F) {
 		if !json.Valid(b) {
 			return // the fast paths read validated bodies only
 		}
-		if fast, ok, ferr := anToolsFast(b, nil); ok {
+		if fast, ok, ferr := anthropicTools.fast(b, nil); ok {
 			slow, serr := anToolsSlow(b, nil)
 			if (ferr == nil) != (serr == nil) || (ferr == nil && !reflect.DeepEqual(fast, slow)) {
 				t.Fatalf("%s: tools fast %+v (%v), encoding/json %+v (%v)", raw, fast, ferr, slow, serr)
@@ -247,7 +247,7 @@ func FuzzResponsesFast(f *testing.F) {
 		if !json.Valid(b) {
 			return // the fast paths read validated bodies only
 		}
-		if fast, ok, ferr := rsToolsFast(b, nil); ok {
+		if fast, ok, ferr := responsesTools.fast(b, nil); ok {
 			slow, serr := rsToolsSlow(b, nil)
 			if (ferr == nil) != (serr == nil) || (ferr == nil && !reflect.DeepEqual(fast, slow)) {
 				t.Fatalf("%s: tools fast %+v (%v), encoding/json %+v (%v)", raw, fast, ferr, slow, serr)

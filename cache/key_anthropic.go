@@ -34,7 +34,7 @@ func parseAnthropic(f fields, c *Canon) error {
 	}
 	if raw := f.take("tools"); raw != nil {
 		tools, err := memoTools(anToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
-			tools, ok, err := anToolsFast(raw, nil)
+			tools, ok, err := anthropicTools.fast(raw, nil)
 			if !ok {
 				tools, err = anToolsSlow(raw, nil)
 			}
@@ -120,7 +120,7 @@ func anthropicBlock(results *[]Msg) func(json.RawMessage) ([]Part, error) {
 }
 
 // anToolsSlow reads an Anthropic tools array with encoding/json
-// (anToolsFast reads the shapes clients send).
+// (anthropicTools.fast reads the shapes clients send).
 func anToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
 	var tools []json.RawMessage
 	if err := json.Unmarshal(raw, &tools); err != nil {
@@ -131,7 +131,7 @@ func anToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
 		if err := json.Unmarshal(t, &at); err != nil {
 			return dst, notCacheable("tools")
 		}
-		tool, err := at.tool(t)
+		tool, err := anthropicTools.tool(&flatTool{Type: at.Type, Name: at.Name, Description: at.Description, Schema: at.InputSchema, Strict: at.Strict}, t)
 		if err != nil {
 			return dst, err
 		}
@@ -147,14 +147,6 @@ type anToolIn struct {
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
 	Strict      *bool           `json:"strict"`
-}
-
-// tool is the canonical tool: a custom tool's fields, any other kind (a
-// server tool) raw.
-func (at *anToolIn) tool(raw json.RawMessage) (Tool, error) {
-	return functionTool(at.Type == "" || at.Type == "custom", raw, func() (string, string, json.RawMessage, *bool) {
-		return at.Name, at.Description, at.InputSchema, at.Strict
-	})
 }
 
 // anMsgIn is one Anthropic message as the key reads it.

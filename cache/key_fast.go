@@ -205,45 +205,10 @@ func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool
 }
 
 var (
-	anToolNames   = []string{"type", "name", "description", "input_schema", "strict"}
 	anMsgNames    = []string{"role", "content"}
 	anBlockNames  = []string{"type", "text", "source", "id", "name", "input", "tool_use_id", "content", "is_error"}
 	anSourceNames = []string{"type", "media_type", "data", "url"}
 )
-
-// anToolsFast reads an Anthropic tools array as anToolsSlow does. err is
-// set only with ok: a tool that reads but has no canonical form.
-func anToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err error) {
-	ok = wire.EachElement(raw, func(t []byte) bool {
-		var at anToolIn
-		if !eachField(t, anToolNames, func(i int, v []byte) bool {
-			switch i {
-			case 0:
-				return fastString(v, &at.Type)
-			case 1:
-				return fastString(v, &at.Name)
-			case 2:
-				return fastString(v, &at.Description)
-			case 3:
-				at.InputSchema = v
-				return true
-			}
-			return fastBool(v, &at.Strict)
-		}) {
-			return false
-		}
-		var tool Tool
-		if tool, err = at.tool(t); err != nil {
-			return false
-		}
-		dst = append(dst, tool)
-		return true
-	})
-	if err != nil {
-		return dst, true, err
-	}
-	return dst, ok, nil
-}
 
 // anMessagesFast reads an Anthropic messages array as json.Unmarshal into
 // []anMsgIn does.
@@ -309,7 +274,6 @@ func anBlockFast(elem []byte) (b anBlockIn, ok bool) {
 var (
 	oaPartNames     = []string{"type", "text", "refusal", "image_url"}
 	oaImageURLNames = []string{"url", "detail"}
-	rsToolNames     = []string{"type", "name", "description", "parameters", "strict"}
 	rsItemNames     = []string{"type", "role", "content", "call_id", "name", "arguments", "output"}
 	rsPartNames     = []string{"type", "text", "refusal", "image_url", "detail"}
 )
@@ -338,40 +302,6 @@ func oaPartFast(elem []byte) (p oaPartIn, ok bool) {
 		})
 	})
 	return p, ok
-}
-
-// rsToolsFast reads a Responses tools array as rsToolsSlow does. err is
-// set only with ok: a tool that reads but has no canonical form.
-func rsToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err error) {
-	ok = wire.EachElement(raw, func(t []byte) bool {
-		var rt rsToolIn
-		if !eachField(t, rsToolNames, func(i int, v []byte) bool {
-			switch i {
-			case 0:
-				return fastString(v, &rt.Type)
-			case 1:
-				return fastString(v, &rt.Name)
-			case 2:
-				return fastString(v, &rt.Description)
-			case 3:
-				rt.Parameters = v
-				return true
-			}
-			return fastBool(v, &rt.Strict)
-		}) {
-			return false
-		}
-		var tool Tool
-		if tool, err = rt.tool(t); err != nil {
-			return false
-		}
-		dst = append(dst, tool)
-		return true
-	})
-	if err != nil {
-		return dst, true, err
-	}
-	return dst, ok, nil
 }
 
 // rsItemsFast reads a Responses input array as json.Unmarshal into
@@ -413,4 +343,69 @@ func rsPartFast(elem []byte) (p rsPartIn, ok bool) {
 		return fastString(v, [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.Detail}[i])
 	})
 	return p, ok
+}
+
+// flatTool is a tool whose fields sit at its top level (Anthropic,
+// Responses), as the key reads it. The formats differ in the schema's name
+// and in which type is a function tool.
+type flatTool struct {
+	Type, Name, Description string
+	Schema                  json.RawMessage
+	Strict                  *bool
+}
+
+// flatTools is one format's flat tools.
+type flatTools struct {
+	names    []string          // type, name, description, the schema, strict
+	function func(string) bool // whether a tool of this type is a function tool
+}
+
+var (
+	anthropicTools = &flatTools{names: []string{"type", "name", "description", "input_schema", "strict"},
+		function: func(typ string) bool { return typ == "" || typ == "custom" }}
+	responsesTools = &flatTools{names: []string{"type", "name", "description", "parameters", "strict"},
+		function: func(typ string) bool { return typ == "function" }}
+)
+
+// tool is the canonical tool: a function tool's fields, any other kind
+// (a server tool, a built-in one) raw.
+func (f *flatTools) tool(t *flatTool, raw json.RawMessage) (Tool, error) {
+	return functionTool(f.function(t.Type), raw, func() (string, string, json.RawMessage, *bool) {
+		return t.Name, t.Description, t.Schema, t.Strict
+	})
+}
+
+// fast reads a tools array of the format as json.Unmarshal into the
+// format's tool type does (anToolsSlow, rsToolsSlow). err is set only
+// with ok: a tool that reads but has no canonical form.
+func (f *flatTools) fast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err error) {
+	ok = wire.EachElement(raw, func(t []byte) bool {
+		var ft flatTool
+		if !eachField(t, f.names, func(i int, v []byte) bool {
+			switch i {
+			case 0:
+				return fastString(v, &ft.Type)
+			case 1:
+				return fastString(v, &ft.Name)
+			case 2:
+				return fastString(v, &ft.Description)
+			case 3:
+				ft.Schema = v
+				return true
+			}
+			return fastBool(v, &ft.Strict)
+		}) {
+			return false
+		}
+		var tool Tool
+		if tool, err = f.tool(&ft, t); err != nil {
+			return false
+		}
+		dst = append(dst, tool)
+		return true
+	})
+	if err != nil {
+		return dst, true, err
+	}
+	return dst, ok, nil
 }

@@ -75,7 +75,7 @@ func parseResponses(f fields, c *Canon) error {
 	}
 	if raw := f.take("tools"); raw != nil {
 		tools, err := memoTools(rsToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
-			tools, ok, err := rsToolsFast(raw, nil)
+			tools, ok, err := responsesTools.fast(raw, nil)
 			if !ok {
 				tools, err = rsToolsSlow(raw, nil)
 			}
@@ -162,7 +162,7 @@ func responsesPart(elem json.RawMessage) ([]Part, error) {
 	return []Part{rp}, err
 }
 
-// rsToolsSlow reads a Responses tools array with encoding/json (rsToolsFast
+// rsToolsSlow reads a Responses tools array with encoding/json (responsesTools.fast
 // reads the shapes clients send).
 func rsToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
 	var tools []json.RawMessage
@@ -174,7 +174,7 @@ func rsToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
 		if err := json.Unmarshal(t, &rt); err != nil {
 			return dst, notCacheable("tools")
 		}
-		tool, err := rt.tool(t)
+		tool, err := responsesTools.tool(&flatTool{Type: rt.Type, Name: rt.Name, Description: rt.Description, Schema: rt.Parameters, Strict: rt.Strict}, t)
 		if err != nil {
 			return dst, err
 		}
@@ -190,13 +190,6 @@ type rsToolIn struct {
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Strict      *bool           `json:"strict"`
-}
-
-// tool is the canonical tool: a function's fields, any other kind raw.
-func (rt *rsToolIn) tool(raw json.RawMessage) (Tool, error) {
-	return functionTool(rt.Type == "function", raw, func() (string, string, json.RawMessage, *bool) {
-		return rt.Name, rt.Description, rt.Parameters, rt.Strict
-	})
 }
 
 // rsItemIn is one Responses input item as the key reads it.
