@@ -8,43 +8,14 @@ package cache
 // expected JSON type. ok is false for anything else (a key with an escape,
 // in another case or given twice, a type json.Unmarshal would reject) and
 // the caller decodes with encoding/json, so both paths agree by
-// construction (TestFastKeyReadersMatchEncodingJSON, FuzzKey).
+// construction (the Fuzz*Fast tests, FuzzKey). Objects are walked with
+// wire.EachField, the wire package's fast readers' own walk.
 
 import (
-	"bytes"
 	"encoding/json"
-	"strings"
 
 	"switchyard/wire"
 )
-
-// eachField calls fn with the index in names of each member of the object
-// obj whose key is spelled exactly as that name, and the member's value.
-// It reports false, for the slow path, when obj is not an object, when a
-// name is given twice, when a key has an escape or is a name in another
-// case (json.Unmarshal matches those too), or when fn does; other members
-// are skipped, as json.Unmarshal skips a member no field names.
-func eachField(obj []byte, names []string, fn func(i int, v []byte) bool) bool {
-	var seen uint64
-	return wire.EachMember(obj, func(k, v []byte) bool {
-		if bytes.IndexByte(k, '\\') >= 0 {
-			return false
-		}
-		for i, name := range names {
-			if string(k) == name {
-				if seen&(1<<i) != 0 {
-					return false
-				}
-				seen |= 1 << i
-				return fn(i, v)
-			}
-			if len(k) == len(name) && strings.EqualFold(string(k), name) {
-				return false
-			}
-		}
-		return true
-	})
-}
 
 // fastString reads a string field's value into *p: a string, or null
 // (which leaves *p as it is); false for any other type.
@@ -86,7 +57,7 @@ func oaToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err er
 	ok = wire.EachElement(raw, func(t []byte) bool {
 		var typ string
 		var fn []byte // the function object's span; nil when absent or null
-		if !eachField(t, oaToolNames, func(i int, v []byte) bool {
+		if !wire.EachField(t, oaToolNames, func(i int, v []byte) bool {
 			if i == 0 {
 				return fastString(v, &typ)
 			}
@@ -105,7 +76,7 @@ func oaToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err er
 		var name, desc string
 		var params json.RawMessage
 		var strict *bool
-		if fn != nil && !eachField(fn, oaFunctionNames, func(i int, v []byte) bool {
+		if fn != nil && !wire.EachField(fn, oaFunctionNames, func(i int, v []byte) bool {
 			switch i {
 			case 0:
 				return fastString(v, &name)
@@ -146,14 +117,14 @@ func oaCallsFast(raw []byte) (calls []oaCallIn, ok bool) {
 	}
 	ok = wire.EachElement(raw, func(e []byte) bool {
 		var c oaCallIn
-		if !eachField(e, oaCallNames, func(i int, v []byte) bool {
+		if !wire.EachField(e, oaCallNames, func(i int, v []byte) bool {
 			if i == 0 {
 				return fastString(v, &c.ID)
 			}
 			if string(v) == "null" {
 				return true
 			}
-			return v[0] == '{' && eachField(v, oaCallFnNames, func(j int, fv []byte) bool {
+			return v[0] == '{' && wire.EachField(v, oaCallFnNames, func(j int, fv []byte) bool {
 				if j == 0 {
 					return fastString(fv, &c.Function.Name)
 				}
@@ -173,7 +144,7 @@ func oaCallsFast(raw []byte) (calls []oaCallIn, ok bool) {
 func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool) {
 	ok = wire.EachElement(raw, func(e []byte) bool {
 		var m oaMsgIn
-		if !eachField(e, oaMsgNames, func(i int, v []byte) bool {
+		if !wire.EachField(e, oaMsgNames, func(i int, v []byte) bool {
 			switch i {
 			case 0:
 				return fastString(v, &m.Role)
@@ -215,7 +186,7 @@ var (
 func anMessagesFast(raw json.RawMessage) (msgs []anMsgIn, ok bool) {
 	ok = wire.EachElement(raw, func(e []byte) bool {
 		var m anMsgIn
-		if !eachField(e, anMsgNames, func(i int, v []byte) bool {
+		if !wire.EachField(e, anMsgNames, func(i int, v []byte) bool {
 			if i == 0 {
 				return fastString(v, &m.Role)
 			}
@@ -233,7 +204,7 @@ func anMessagesFast(raw json.RawMessage) (msgs []anMsgIn, ok bool) {
 // anBlockFast reads one content block as json.Unmarshal into anBlockIn
 // does.
 func anBlockFast(elem []byte) (b anBlockIn, ok bool) {
-	ok = eachField(elem, anBlockNames, func(i int, v []byte) bool {
+	ok = wire.EachField(elem, anBlockNames, func(i int, v []byte) bool {
 		switch i {
 		case 0:
 			return fastString(v, &b.Type)
@@ -244,7 +215,7 @@ func anBlockFast(elem []byte) (b anBlockIn, ok bool) {
 				return true
 			}
 			b.Source = &anBlockSource{}
-			return v[0] == '{' && eachField(v, anSourceNames, func(j int, sv []byte) bool {
+			return v[0] == '{' && wire.EachField(v, anSourceNames, func(j int, sv []byte) bool {
 				return fastString(sv, [...]*string{&b.Source.Type, &b.Source.MediaType, &b.Source.Data, &b.Source.URL}[j])
 			})
 		case 3:
@@ -281,7 +252,7 @@ var (
 // oaPartFast reads one OpenAI content part as json.Unmarshal into
 // oaPartIn does.
 func oaPartFast(elem []byte) (p oaPartIn, ok bool) {
-	ok = eachField(elem, oaPartNames, func(i int, v []byte) bool {
+	ok = wire.EachField(elem, oaPartNames, func(i int, v []byte) bool {
 		switch i {
 		case 0:
 			return fastString(v, &p.Type)
@@ -294,7 +265,7 @@ func oaPartFast(elem []byte) (p oaPartIn, ok bool) {
 			return true
 		}
 		p.ImageURL = &oaImageURLIn{}
-		return v[0] == '{' && eachField(v, oaImageURLNames, func(j int, uv []byte) bool {
+		return v[0] == '{' && wire.EachField(v, oaImageURLNames, func(j int, uv []byte) bool {
 			if j == 0 {
 				return fastString(uv, &p.ImageURL.URL)
 			}
@@ -309,7 +280,7 @@ func oaPartFast(elem []byte) (p oaPartIn, ok bool) {
 func rsItemsFast(raw json.RawMessage) (items []rsItemIn, ok bool) {
 	ok = wire.EachElement(raw, func(e []byte) bool {
 		var it rsItemIn
-		if !eachField(e, rsItemNames, func(i int, v []byte) bool {
+		if !wire.EachField(e, rsItemNames, func(i int, v []byte) bool {
 			switch i {
 			case 0:
 				return fastString(v, &it.Type)
@@ -339,7 +310,7 @@ func rsItemsFast(raw json.RawMessage) (items []rsItemIn, ok bool) {
 // rsPartFast reads one Responses content part as json.Unmarshal into
 // rsPartIn does.
 func rsPartFast(elem []byte) (p rsPartIn, ok bool) {
-	ok = eachField(elem, rsPartNames, func(i int, v []byte) bool {
+	ok = wire.EachField(elem, rsPartNames, func(i int, v []byte) bool {
 		return fastString(v, [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.Detail}[i])
 	})
 	return p, ok
@@ -381,7 +352,7 @@ func (f *flatTools) tool(t *flatTool, raw json.RawMessage) (Tool, error) {
 func (f *flatTools) fast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err error) {
 	ok = wire.EachElement(raw, func(t []byte) bool {
 		var ft flatTool
-		if !eachField(t, f.names, func(i int, v []byte) bool {
+		if !wire.EachField(t, f.names, func(i int, v []byte) bool {
 			switch i {
 			case 0:
 				return fastString(v, &ft.Type)

@@ -30,7 +30,7 @@ func repeatedKey(body []byte) string {
 // keyList is the keys of one JSON object so far, raw, and tells a key that
 // names one of them again (sameKey): compared in place, without
 // allocating, up to 16, then by their folded names in a map. repeatedKey
-// and the fast readers' walk (fastObject) share it.
+// and the fast readers' walk (EachField) share it.
 type keyList struct {
 	small [16][]byte
 	n     int

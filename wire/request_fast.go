@@ -42,7 +42,7 @@ var fastBodyFields = [...]string{"model", "stream", "stream_options", "messages"
 // encoding/json.
 func fastBody(body []byte, b *openAIBody) bool {
 	// the walk reads valid JSON only, as json.Unmarshal checks first
-	return jsonspan.Valid(body) && fastObject(body, fastBodyFields[:], func(f int, val []byte) bool {
+	return jsonspan.Valid(body) && EachField(body, fastBodyFields[:], func(f int, val []byte) bool {
 		return fastMember(b, fastBodyFields[f], val)
 	})
 }

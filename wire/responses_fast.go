@@ -36,7 +36,7 @@ func decodeItem(raw []byte, ri *rawItem) error {
 
 func fastItem(raw []byte, ri *rawItem) bool {
 	strs := [...]*string{0: &ri.Type, 1: &ri.ID, 2: &ri.Role, 3: &ri.Status, 5: &ri.CallID, 6: &ri.Name, 7: &ri.Arguments}
-	return fastObject(raw, rawItemFields[:], func(f int, val []byte) bool {
+	return EachField(raw, rawItemFields[:], func(f int, val []byte) bool {
 		switch f {
 		case 4:
 			ri.Content = val
@@ -65,7 +65,7 @@ func decodeTool(raw []byte, t *rawTool) error {
 
 func fastTool(raw []byte, t *rawTool) bool {
 	strs := [...]*string{0: &t.Type, 1: &t.Name, 2: &t.Description}
-	return fastObject(raw, rawToolFields[:], func(f int, val []byte) bool {
+	return EachField(raw, rawToolFields[:], func(f int, val []byte) bool {
 		switch f {
 		case 3:
 			t.Parameters = val
@@ -101,7 +101,7 @@ func fastParts(raw []byte, rps *[]rawPart) bool {
 	err := jsonspan.EachElement(raw, func(_ int, elem []byte) error {
 		var p rawPart
 		strs := [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.FileID, &p.Detail}
-		if !fastObject(elem, rawPartFields[:], func(f int, val []byte) bool {
+		if !EachField(elem, rawPartFields[:], func(f int, val []byte) bool {
 			var ok bool
 			*strs[f], ok = exactString(val)
 			return ok
@@ -114,15 +114,16 @@ func fastParts(raw []byte, rps *[]rawPart) bool {
 	return err == nil
 }
 
-// fastObject walks the object b (valid JSON), calling set with the index in
+// EachField walks the object b (valid JSON), calling set with the index in
 // fields of each member named exactly so; false (the caller goes to
 // encoding/json) when b is not an object, any key is named twice
 // (keyList), a key is spelled so that encoding/json would match it to a
 // field (another case, an escape: Unicode folding, so "ſtream" with a long
 // s is stream), or set refuses a value. Members that name no field are
 // skipped, as encoding/json skips them. fastBody, fastResponsesBody,
-// fastItem and fastParts are this walk over their fields.
-func fastObject(b []byte, fields []string, set func(f int, val []byte) bool) bool {
+// fastItem and fastParts are this walk over their fields, and so are the
+// response cache's readers of the key (cache/key_fast.go).
+func EachField(b []byte, fields []string, set func(f int, val []byte) bool) bool {
 	var seen uint32 // the fields given so far, a bit each
 	var keys keyList
 	err := jsonspan.EachMember(b, func(key, val []byte) error {
@@ -178,7 +179,7 @@ var responsesBodyFields = [...]string{
 }
 
 // fastResponsesBody is json.Unmarshal into b for the shape clients send
-// (fastObject's terms; numbers plain, booleans true or false, a null only
+// (EachField's terms; numbers plain, booleans true or false, a null only
 // where b holds a pointer or raw JSON), after one jsonspan.Valid scan of
 // the body: encoding/json scans it twice, to validate it and to skip over
 // the raw members (input, most of a conversation's bytes).
@@ -189,7 +190,7 @@ func fastResponsesBody(body []byte, b *responsesBody) bool {
 	// the string and raw members by their index in responsesBodyFields
 	strs := [len(responsesBodyFields)]*string{0: &b.Model, 14: &b.PreviousResponseID, 15: &b.User, 16: &b.SafetyIdentifier, 17: &b.PromptCacheKey, 18: &b.SessionID}
 	raws := [len(responsesBodyFields)]*json.RawMessage{2: &b.Input, 3: &b.Instructions, 4: &b.Tools, 5: &b.ToolChoice, 10: &b.Text, 11: &b.Reasoning, 12: &b.Metadata, 19: &b.Conversation}
-	return fastObject(bytes.TrimSpace(body), responsesBodyFields[:], func(f int, val []byte) bool {
+	return EachField(bytes.TrimSpace(body), responsesBodyFields[:], func(f int, val []byte) bool {
 		if p := strs[f]; p != nil {
 			var ok bool
 			*p, ok = exactString(val)
