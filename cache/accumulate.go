@@ -300,12 +300,6 @@ func (a *Accumulator) anthropicEvent(name string, data []byte, ds []Delta) []Del
 }
 
 func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Delta {
-	if name == "response.created" || name == "response.in_progress" {
-		// nothing for the entry: the object they carry echoes the
-		// request's tools (tens of KB for an agent), and the terminal
-		// event carries it again, finished
-		return ds
-	}
 	var ev struct {
 		Type        string `json:"type"`
 		OutputIndex int    `json:"output_index"`
@@ -316,7 +310,10 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 			Name   string `json:"name"`
 		} `json:"item"`
 	}
-	// the object a terminal event carries (tools echoed) is read apart
+	// every event of the object (created, in_progress, the terminal one)
+	// echoes the request's tools, tens of KB for an agent: only the
+	// members read here are decoded, and a terminal event's object is
+	// read apart
 	if err := json.Unmarshal(onlyMembers(data, responsesEventFields), &ev); err != nil {
 		a.fail("garbage event")
 		return ds
