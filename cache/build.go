@@ -377,32 +377,56 @@ func vectorOf(raw json.RawMessage) ([]float64, error) {
 // for anything else, and openAIEntry decodes it with encoding/json (which
 // also gives the reason an answer is not storable).
 func openAIEntryFast(body []byte) (e *Entry, ok bool) {
-	if !jsonspan.Valid(body) { // the walkers below read valid JSON only
-		return nil, false
-	}
+	// one pass that validates as it reads (a body is crossed once, not
+	// once to validate and again at every level of nesting)
+	c := jsonspan.NewCursor(body)
 	e = &Entry{}
 	choices := 0
-	ok = wire.EachMember(bytes.TrimSpace(body), func(k, v []byte) bool {
+	ok = c.Object(func(k []byte) bool {
 		switch exactMember(k, "choices", "usage") {
 		case "choices":
-			return wire.EachElement(v, func(c []byte) bool {
+			return c.Array(func() bool {
 				choices++
-				return choices == 1 && openAIChoiceFast(c, e)
+				return choices == 1 && openAIChoiceFast(&c, e)
 			}) && choices == 1
 		case "usage":
-			return string(v) == "null" || openAIUsageFast(v, &e.Usage)
+			if nullNext(&c) {
+				return true
+			}
+			return openAIUsageFast(&c, &e.Usage)
 		case "":
-			return true
+			return skipValue(&c)
 		}
 		return false
-	})
+	}) && c.End()
 	return e, ok && choices == 1
 }
 
-func openAIChoiceFast(c []byte, e *Entry) bool {
-	return wire.EachMember(c, func(k, v []byte) bool {
+// nullNext reads the next value when it is null and reports whether it
+// was; anything else is left unread.
+func nullNext(c *jsonspan.Cursor) bool {
+	probe := *c
+	if v, ok := probe.Value(); ok && string(v) == "null" {
+		*c = probe
+		return true
+	}
+	return false
+}
+
+// skipValue reads the next value for nothing but its validity.
+func skipValue(c *jsonspan.Cursor) bool {
+	_, ok := c.Value()
+	return ok
+}
+
+func openAIChoiceFast(c *jsonspan.Cursor, e *Entry) bool {
+	return c.Object(func(k []byte) bool {
 		switch exactMember(k, "message", "finish_reason") {
 		case "finish_reason":
+			v, ok := c.Value()
+			if !ok {
+				return false
+			}
 			switch string(v) { // the storable ones, without allocating them
 			case `"stop"`, `"length"`, `"tool_calls"`:
 				e.Finish = storableFinishes[string(v)]
@@ -410,8 +434,16 @@ func openAIChoiceFast(c []byte, e *Entry) bool {
 			}
 			return jsonString(v, &e.Finish)
 		case "message":
-			return wire.EachMember(v, func(k, v []byte) bool {
-				switch exactMember(k, "content", "refusal", "tool_calls", "audio", "annotations") {
+			return c.Object(func(k []byte) bool {
+				name := exactMember(k, "content", "refusal", "tool_calls", "audio", "annotations")
+				if name == "?" {
+					return false
+				}
+				v, ok := c.Value()
+				if !ok {
+					return false
+				}
+				switch name {
 				case "content":
 					return jsonString(v, &e.Text)
 				case "refusal": // only an empty one is storable
@@ -419,43 +451,48 @@ func openAIChoiceFast(c []byte, e *Entry) bool {
 				case "audio":
 					return string(v) == "null"
 				case "tool_calls", "annotations": // tool calls: left to encoding/json
-					return string(v) == "null" || string(bytes.TrimSpace(v)) == "[]"
-				case "":
-					return true
+					return string(v) == "null" || string(v) == "[]"
 				}
-				return false
+				return true
 			})
 		case "":
-			return true
+			return skipValue(c)
 		}
 		return false
 	})
 }
 
-func openAIUsageFast(u []byte, out *Usage) bool {
-	integer := func(v []byte, p *int) bool {
+func openAIUsageFast(c *jsonspan.Cursor, out *Usage) bool {
+	integer := func(p *int) bool {
+		v, ok := c.Value()
+		if !ok {
+			return false
+		}
 		n, err := strconv.Atoi(string(v))
 		*p = n
 		return err == nil
 	}
-	return wire.EachMember(u, func(k, v []byte) bool {
+	return c.Object(func(k []byte) bool {
 		switch exactMember(k, "prompt_tokens", "completion_tokens", "prompt_tokens_details") {
 		case "prompt_tokens":
-			return integer(v, &out.PromptTokens)
+			return integer(&out.PromptTokens)
 		case "completion_tokens":
-			return integer(v, &out.CompletionTokens)
+			return integer(&out.CompletionTokens)
 		case "prompt_tokens_details":
-			return string(v) == "null" || wire.EachMember(v, func(k, v []byte) bool {
+			if nullNext(c) {
+				return true
+			}
+			return c.Object(func(k []byte) bool {
 				switch exactMember(k, "cached_tokens") {
 				case "cached_tokens":
-					return integer(v, &out.CachedTokens)
+					return integer(&out.CachedTokens)
 				case "":
-					return true
+					return skipValue(c)
 				}
 				return false
 			})
 		case "":
-			return true
+			return skipValue(c)
 		}
 		return false
 	})

@@ -17,12 +17,21 @@ const maxValidDepth = 64
 // read b. Like encoding/json it accepts any byte from 0x20 up in a string
 // (invalid UTF-8 included) and no control byte.
 func Valid(b []byte) bool {
+	i := ValidValue(b, SkipSpace(b, 0))
+	return i >= 0 && SkipSpace(b, i) == len(b)
+}
+
+// ValidValue returns the index after the JSON value that starts at b[i]
+// (no space before it), or -1 when no valid value starts there: Valid's
+// check of one value inside a larger text, so a reader that walks a body
+// once can validate what it passes over as it goes.
+func ValidValue(b []byte, i int) int {
 	var stack [maxValidDepth]byte // '{' or '[' of each open container
 	depth := 0
-	i := SkipSpace(b, 0)
+	start := i
 value:
 	if i >= len(b) {
-		return false
+		return -1
 	}
 	switch c := b[i]; c {
 	case '{':
@@ -32,12 +41,12 @@ value:
 			break
 		}
 		if depth == maxValidDepth {
-			return json.Valid(b)
+			return deepValue(b, start)
 		}
 		stack[depth] = '{'
 		depth++
 		if i = member(b, i); i < 0 {
-			return false
+			return -1
 		}
 		goto value
 	case '[':
@@ -47,47 +56,47 @@ value:
 			break
 		}
 		if depth == maxValidDepth {
-			return json.Valid(b)
+			return deepValue(b, start)
 		}
 		stack[depth] = '['
 		depth++
 		goto value
 	case '"':
 		if i = validString(b, i); i < 0 {
-			return false
+			return -1
 		}
 	case 't':
 		if i = literal(b, i, "true"); i < 0 {
-			return false
+			return -1
 		}
 	case 'f':
 		if i = literal(b, i, "false"); i < 0 {
-			return false
+			return -1
 		}
 	case 'n':
 		if i = literal(b, i, "null"); i < 0 {
-			return false
+			return -1
 		}
 	default:
 		if i = validNumber(b, i); i < 0 {
-			return false
+			return -1
 		}
 	}
 	// after a value: the next member or element, or the end of containers
 	for {
-		i = SkipSpace(b, i)
 		if depth == 0 {
-			return i == len(b)
+			return i
 		}
+		i = SkipSpace(b, i)
 		if i >= len(b) {
-			return false
+			return -1
 		}
 		switch open := stack[depth-1]; {
 		case b[i] == ',':
 			i = SkipSpace(b, i+1)
 			if open == '{' {
 				if i = member(b, i); i < 0 {
-					return false
+					return -1
 				}
 			}
 			goto value
@@ -95,9 +104,29 @@ value:
 			depth--
 			i++
 		default:
-			return false
+			return -1
 		}
 	}
+}
+
+// deepValue is ValidValue for a value nested deeper than maxValidDepth:
+// encoding/json decides over the span SkipValue finds (a container's span
+// ends at its matching bracket, so a valid span is the value itself).
+func deepValue(b []byte, start int) int {
+	end := SkipValue(b, start)
+	if end < 0 || !json.Valid(b[start:end]) {
+		return -1
+	}
+	return end
+}
+
+// ValidString returns the index after the JSON string at b[i] == '"', or
+// -1 when none starts there or it is not valid (validString).
+func ValidString(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	return validString(b, i)
 }
 
 // member reads an object member's key and colon at b[i] and returns the

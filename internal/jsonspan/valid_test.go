@@ -103,3 +103,37 @@ func FuzzSkipString(f *testing.F) {
 		}
 	})
 }
+
+// walkAll reads the next value with c: objects and arrays through Object
+// and Array down to depth, anything else (and deeper) with Value.
+func walkAll(c *Cursor, depth int) bool {
+	if depth > 0 && c.at('{') {
+		return c.Object(func([]byte) bool { return walkAll(c, depth-1) })
+	}
+	if depth > 0 && c.at('[') {
+		return c.Array(func() bool { return walkAll(c, depth-1) })
+	}
+	_, ok := c.Value()
+	return ok
+}
+
+// FuzzCursor: a cursor that walks a whole text accepts exactly what Valid
+// (and so encoding/json) accepts, whether it walks containers or takes
+// them whole, and Value's span is the value without its space.
+func FuzzCursor(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":null}],"c":"x\u00e9"}`, ` [ ] `, `{"a":1,}`, `[1 2]`, `{"a" 1}`, `"\x"`, `{}`, `-0.5e+3`, `{"a":{"b":[[]]}}`, `[`, `{"a":}`} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, s string, depth int) {
+		depth %= 8
+		c := NewCursor([]byte(s))
+		got := walkAll(&c, depth) && c.End()
+		if want := Valid([]byte(s)); got != want {
+			t.Fatalf("%q depth %d: cursor %v, Valid %v", s, depth, got, want)
+		}
+		c = NewCursor([]byte(s))
+		if v, ok := c.Value(); ok && string(v) != strings.TrimSpace(string(v)) {
+			t.Fatalf("%q: Value %q carries space", s, v)
+		}
+	})
+}

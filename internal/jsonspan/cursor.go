@@ -1,0 +1,110 @@
+package jsonspan
+
+// Cursor reads one JSON text in a single pass and validates everything it
+// crosses, the values it skips included: a reader of a known shape walks
+// objects and arrays with Object and Array and takes or skips each value
+// with Value, so a body is scanned once where Valid followed by
+// EachMember's nested walks scans a deep value once per level.
+//
+// A Cursor accepts exactly what Valid accepts: a reader that walks a whole
+// text with it and ends with End has checked that the text is valid JSON.
+type Cursor struct {
+	b []byte
+	i int
+}
+
+// NewCursor returns a cursor at the start of b.
+func NewCursor(b []byte) Cursor { return Cursor{b: b} }
+
+// at skips space and reports whether the next byte is c.
+func (c *Cursor) at(ch byte) bool {
+	c.i = SkipSpace(c.b, c.i)
+	return c.i < len(c.b) && c.b[c.i] == ch
+}
+
+// Value returns the next value's bytes (validated, without the space
+// around it) and moves past it; ok is false when no valid value is next.
+func (c *Cursor) Value() (v []byte, ok bool) {
+	c.i = SkipSpace(c.b, c.i)
+	s := c.i
+	e := ValidValue(c.b, s)
+	if e < 0 {
+		return nil, false
+	}
+	c.i = e
+	return c.b[s:e], true
+}
+
+// Object reads the object that comes next: for each member it calls
+// member with the key's bytes between its quotes (escapes undecoded) and
+// the cursor at the member's value, which member must read (Value, Object
+// or Array) before it returns true. It returns false when the next value
+// is not a valid object or member returns false.
+func (c *Cursor) Object(member func(key []byte) bool) bool {
+	if !c.at('{') {
+		return false
+	}
+	c.i++
+	if c.at('}') {
+		c.i++
+		return true
+	}
+	for {
+		if !c.at('"') {
+			return false
+		}
+		ks := c.i
+		ke := validString(c.b, ks)
+		if ke < 0 {
+			return false
+		}
+		c.i = ke
+		if !c.at(':') {
+			return false
+		}
+		c.i++
+		if !member(c.b[ks+1 : ke-1]) {
+			return false
+		}
+		switch {
+		case c.at(','):
+			c.i++
+		case c.at('}'):
+			c.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// Array reads the array that comes next, calling elem with the cursor at
+// each element, which elem must read before it returns true. It returns
+// false when the next value is not a valid array or elem returns false.
+func (c *Cursor) Array(elem func() bool) bool {
+	if !c.at('[') {
+		return false
+	}
+	c.i++
+	if c.at(']') {
+		c.i++
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		switch {
+		case c.at(','):
+			c.i++
+		case c.at(']'):
+			c.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// End reports whether only space is left.
+func (c *Cursor) End() bool { return SkipSpace(c.b, c.i) == len(c.b) }
