@@ -67,15 +67,20 @@ func BenchmarkLocalGet(b *testing.B) {
 }
 
 func BenchmarkFromBody(b *testing.B) {
-	for _, name := range []string{"text", "tools"} {
-		body, _ := Render(entries[name], Target{Format: wire.FormatOpenAI, Now: t0})
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := FromBody(catalog.OpChat, wire.FormatOpenAI, body, meta); err != nil {
-					b.Fatal(err)
-				}
+	for _, format := range []wire.Format{wire.FormatOpenAI, wire.FormatAnthropic} {
+		for _, name := range []string{"text", "tools"} {
+			body, _ := Render(entries[name], Target{Format: format, Now: t0})
+			if format != wire.FormatOpenAI {
+				name = "anthropic-" + name
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := FromBody(catalog.OpChat, format, body, meta); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -171,6 +170,14 @@ func finishOfStop(stop string) string {
 }
 
 func anthropicEntry(body []byte) (*Entry, error) {
+	if e, ok := anthropicEntryFast(body); ok {
+		return e, e.checkFinish()
+	}
+	return anthropicEntrySlow(body)
+}
+
+// anthropicEntrySlow reads any sync Anthropic answer with encoding/json.
+func anthropicEntrySlow(body []byte) (*Entry, error) {
 	var r struct {
 		Type    string `json:"type"`
 		Content []struct {
@@ -368,134 +375,6 @@ func vectorOf(raw json.RawMessage) ([]float64, error) {
 		return nil, notStorable("embedding: " + err.Error())
 	}
 	return v, nil
-}
-
-// openAIEntryFast reads a sync OpenAI chat answer the way openAIEntry's
-// json.Unmarshal does, without reflection, for the shape upstreams send:
-// one choice with text content, no tool calls, no refusal, audio or
-// annotations, usage in integers, every member spelled exactly. ok is false
-// for anything else, and openAIEntry decodes it with encoding/json (which
-// also gives the reason an answer is not storable).
-func openAIEntryFast(body []byte) (e *Entry, ok bool) {
-	// one pass that validates as it reads (a body is crossed once, not
-	// once to validate and again at every level of nesting)
-	c := jsonspan.NewCursor(body)
-	e = &Entry{}
-	choices := 0
-	ok = c.Object(func(k []byte) bool {
-		switch exactMember(k, "choices", "usage") {
-		case "choices":
-			return c.Array(func() bool {
-				choices++
-				return choices == 1 && openAIChoiceFast(&c, e)
-			}) && choices == 1
-		case "usage":
-			if nullNext(&c) {
-				return true
-			}
-			return openAIUsageFast(&c, &e.Usage)
-		case "":
-			return skipValue(&c)
-		}
-		return false
-	}) && c.End()
-	return e, ok && choices == 1
-}
-
-// nullNext reads the next value when it is null and reports whether it
-// was; anything else is left unread.
-func nullNext(c *jsonspan.Cursor) bool {
-	probe := *c
-	if v, ok := probe.Value(); ok && string(v) == "null" {
-		*c = probe
-		return true
-	}
-	return false
-}
-
-// skipValue reads the next value for nothing but its validity.
-func skipValue(c *jsonspan.Cursor) bool {
-	_, ok := c.Value()
-	return ok
-}
-
-func openAIChoiceFast(c *jsonspan.Cursor, e *Entry) bool {
-	return c.Object(func(k []byte) bool {
-		switch exactMember(k, "message", "finish_reason") {
-		case "finish_reason":
-			v, ok := c.Value()
-			if !ok {
-				return false
-			}
-			switch string(v) { // the storable ones, without allocating them
-			case `"stop"`, `"length"`, `"tool_calls"`:
-				e.Finish = storableFinishes[string(v)]
-				return true
-			}
-			return jsonString(v, &e.Finish)
-		case "message":
-			return c.Object(func(k []byte) bool {
-				name := exactMember(k, "content", "refusal", "tool_calls", "audio", "annotations")
-				if name == "?" {
-					return false
-				}
-				v, ok := c.Value()
-				if !ok {
-					return false
-				}
-				switch name {
-				case "content":
-					return jsonString(v, &e.Text)
-				case "refusal": // only an empty one is storable
-					return string(v) == "null" || string(v) == `""`
-				case "audio":
-					return string(v) == "null"
-				case "tool_calls", "annotations": // tool calls: left to encoding/json
-					return string(v) == "null" || string(v) == "[]"
-				}
-				return true
-			})
-		case "":
-			return skipValue(c)
-		}
-		return false
-	})
-}
-
-func openAIUsageFast(c *jsonspan.Cursor, out *Usage) bool {
-	integer := func(p *int) bool {
-		v, ok := c.Value()
-		if !ok {
-			return false
-		}
-		n, err := strconv.Atoi(string(v))
-		*p = n
-		return err == nil
-	}
-	return c.Object(func(k []byte) bool {
-		switch exactMember(k, "prompt_tokens", "completion_tokens", "prompt_tokens_details") {
-		case "prompt_tokens":
-			return integer(&out.PromptTokens)
-		case "completion_tokens":
-			return integer(&out.CompletionTokens)
-		case "prompt_tokens_details":
-			if nullNext(c) {
-				return true
-			}
-			return c.Object(func(k []byte) bool {
-				switch exactMember(k, "cached_tokens") {
-				case "cached_tokens":
-					return integer(&out.CachedTokens)
-				case "":
-					return skipValue(c)
-				}
-				return false
-			})
-		case "":
-			return skipValue(c)
-		}
-		return false
-	})
 }
 
 var storableFinishes = map[string]string{`"stop"`: "stop", `"length"`: "length", `"tool_calls"`: "tool_calls"}

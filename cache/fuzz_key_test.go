@@ -158,6 +158,8 @@ func FuzzOpenAIEntryFast(f *testing.F) {
 		`{"choices":[{"message":{"content":"a","refusal":"no"},"finish_reason":"stop"}]}`,
 		`{"choices":[{"message":{"content":"a"},"finish_reason":"length"},{"message":{}}]}`,
 		`{"choices":[{"message":{"content":"a","audio":{"id":"x"}},"finish_reason":"stop"}],"usage":{"prompt_tokens":1.5}}`,
+		`{"choices":[{"message":{"content":"a","content":null,"tool_calls":[{"id":"1","function":{"name":"f"},"function":{"arguments":"{}"}}],"tool_calls":[]},"finish_reason":"tool_calls"}]}`,
+		`{"choices":[{"message":{"tool_calls":[null,{"function":null}]},"finish_reason":"tool_calls"}]}`,
 	} {
 		f.Add(s)
 	}
@@ -282,4 +284,55 @@ func FuzzResponsesFast(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzAnthropicEntryFast: the one-pass reading of a sync Anthropic answer,
+// when it answers at all, builds the entry encoding/json's reading builds.
+func FuzzAnthropicEntryFast(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"the \u00e9 answer"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2,"cache_creation_input_tokens":1}}`,
+		`{"type":"message","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"f","input":{ "x" : [1, 2] }}],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":2}}`,
+		`{"content":[{"type":"thinking","thinking":"x"}],"stop_reason":"end_turn"}`, `{"Content":[],"stop_reason":"end_turn"}`,
+		`{"content":null,"stop_reason":"max_tokens","usage":null}`, `{"content":[null],"stop_reason":"end_turn"}`,
+		`{"content":[{"type":"tool_use","input":null}],"stop_reason":"tool_use"}`, `{"type":1,"content":[],"stop_reason":"end_turn"}`,
+		`{"content":[],"content":[{"type":"text","text":"b"}],"stop_reason":"end_turn","usage":{"input_tokens":1.5}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fast, ok := anthropicEntryFast([]byte(body))
+		if !ok {
+			return
+		}
+		slow, err := anthropicEntrySlow([]byte(body))
+		ferr := fast.checkFinish()
+		if (err == nil) != (ferr == nil) {
+			t.Fatalf("%s: fast %v, encoding/json %v", body, ferr, err)
+		}
+		if err == nil && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%s: fast %+v, encoding/json %+v", body, fast, slow)
+		}
+	})
+}
+
+// TestEntryFastAnswers: the shapes upstreams send (text or tool calls) are
+// read by the one-pass readers, not handed to encoding/json.
+func TestEntryFastAnswers(t *testing.T) {
+	for _, c := range []struct {
+		read func([]byte) (*Entry, bool)
+		body string
+	}{
+		{openAIEntryFast, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0}},"system_fingerprint":null}`},
+		{openAIEntryFast, `{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}},{"id":"call_2","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`},
+		{anthropicEntryFast, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi","citations":null}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2,"cache_creation_input_tokens":0,"service_tier":"standard"}}`},
+		{anthropicEntryFast, `{"type":"message","content":[{"type":"tool_use","id":"t","name":"f","input":{"x":1}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":2}}`},
+	} {
+		e, ok := c.read([]byte(c.body))
+		if !ok {
+			t.Fatalf("%s: not read by the fast path", c.body)
+		}
+		if err := e.checkFinish(); err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+	}
 }

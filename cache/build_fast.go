@@ -1,0 +1,300 @@
+package cache
+
+// The one-pass readers of a sync answer's shape that upstreams send
+// (jsonspan.Cursor, without reflection); anything else is read by
+// encoding/json, which also words why an answer is not storable.
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"switchyard/internal/jsonspan"
+)
+
+// openAIEntryFast reads a sync OpenAI chat answer the way openAIEntry's
+// json.Unmarshal does, without reflection, for the shape upstreams send:
+// one choice with text content or tool calls, no refusal, audio or
+// annotations, usage in integers, every member spelled exactly. ok is false
+// for anything else, and openAIEntry decodes it with encoding/json (which
+// also gives the reason an answer is not storable).
+func openAIEntryFast(body []byte) (e *Entry, ok bool) {
+	// one pass that validates as it reads (a body is crossed once, not
+	// once to validate and again at every level of nesting)
+	c := jsonspan.NewCursor(body)
+	e = &Entry{}
+	choices := 0
+	ok = c.Object(func(k []byte) bool {
+		switch exactMember(k, "choices", "usage") {
+		case "choices":
+			return c.Array(func() bool {
+				choices++
+				return choices == 1 && openAIChoiceFast(&c, e)
+			}) && choices == 1
+		case "usage":
+			if nullNext(&c) {
+				return true
+			}
+			return openAIUsageFast(&c, &e.Usage)
+		case "":
+			return skipValue(&c)
+		}
+		return false
+	}) && c.End()
+	return e, ok && choices == 1
+}
+
+// nullNext reads the next value when it is null and reports whether it
+// was; anything else is left unread.
+func nullNext(c *jsonspan.Cursor) bool {
+	probe := *c
+	if v, ok := probe.Value(); ok && string(v) == "null" {
+		*c = probe
+		return true
+	}
+	return false
+}
+
+// skipValue reads the next value for nothing but its validity.
+func skipValue(c *jsonspan.Cursor) bool {
+	_, ok := c.Value()
+	return ok
+}
+
+func openAIChoiceFast(c *jsonspan.Cursor, e *Entry) bool {
+	return c.Object(func(k []byte) bool {
+		switch exactMember(k, "message", "finish_reason") {
+		case "finish_reason":
+			v, ok := c.Value()
+			if !ok {
+				return false
+			}
+			switch string(v) { // the storable ones, without allocating them
+			case `"stop"`, `"length"`, `"tool_calls"`:
+				e.Finish = storableFinishes[string(v)]
+				return true
+			}
+			return jsonString(v, &e.Finish)
+		case "message":
+			return c.Object(func(k []byte) bool {
+				name := exactMember(k, "content", "refusal", "tool_calls", "audio", "annotations")
+				if name == "?" {
+					return false
+				}
+				if name == "tool_calls" {
+					// a later tool_calls replaces an earlier one, as in encoding/json
+					e.ToolCalls = nil
+					return nullNext(c) || c.Array(func() bool { return openAICallFast(c, e) })
+				}
+				v, ok := c.Value()
+				if !ok {
+					return false
+				}
+				switch name {
+				case "content":
+					if string(v) == "null" { // a *string: a later null empties it
+						e.Text = ""
+						return true
+					}
+					return jsonString(v, &e.Text)
+				case "refusal": // only an empty one is storable
+					return string(v) == "null" || string(v) == `""`
+				case "audio":
+					return string(v) == "null"
+				case "annotations":
+					return string(v) == "null" || string(v) == "[]"
+				}
+				return true
+			})
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+}
+
+// openAICallFast appends one tool call of a message to e: its id and its
+// function's name and arguments (a null call is left to encoding/json).
+func openAICallFast(c *jsonspan.Cursor, e *Entry) bool {
+	var call ToolCall
+	ok := c.Object(func(k []byte) bool {
+		switch exactMember(k, "id", "function") {
+		case "id":
+			return stringNext(c, &call.ID)
+		case "function":
+			// a second function object fills what it names, as encoding/json does
+			return nullNext(c) || c.Object(func(k []byte) bool {
+				switch exactMember(k, "name", "arguments") {
+				case "name":
+					return stringNext(c, &call.Name)
+				case "arguments":
+					return stringNext(c, &call.Arguments)
+				case "":
+					return skipValue(c)
+				}
+				return false
+			})
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+	if ok {
+		e.ToolCalls = append(e.ToolCalls, call)
+	}
+	return ok
+}
+
+func openAIUsageFast(c *jsonspan.Cursor, out *Usage) bool {
+	integer := func(p *int) bool {
+		v, ok := c.Value()
+		if !ok {
+			return false
+		}
+		n, err := strconv.Atoi(string(v))
+		*p = n
+		return err == nil
+	}
+	return c.Object(func(k []byte) bool {
+		switch exactMember(k, "prompt_tokens", "completion_tokens", "prompt_tokens_details") {
+		case "prompt_tokens":
+			return integer(&out.PromptTokens)
+		case "completion_tokens":
+			return integer(&out.CompletionTokens)
+		case "prompt_tokens_details":
+			if nullNext(c) {
+				return true
+			}
+			return c.Object(func(k []byte) bool {
+				switch exactMember(k, "cached_tokens") {
+				case "cached_tokens":
+					return integer(&out.CachedTokens)
+				case "":
+					return skipValue(c)
+				}
+				return false
+			})
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+}
+
+
+// anthropicEntryFast reads a sync Anthropic Messages answer the way
+// anthropicEntry's json.Unmarshal does, for the shape upstreams send: text
+// and tool_use blocks, every member spelled exactly, each of the fields
+// the entry takes once, strings and integers where the struct has them.
+// ok is false for anything else (null blocks and inputs included), and
+// anthropicEntry decodes it with encoding/json.
+func anthropicEntryFast(body []byte) (e *Entry, ok bool) {
+	c := jsonspan.NewCursor(body)
+	e = &Entry{}
+	var u anUsageIn
+	var text strings.Builder
+	var stop string
+	seen := 0 // content, stop_reason and usage each at most once
+	bit := func(b int) bool {
+		if seen&b != 0 {
+			return false
+		}
+		seen |= b
+		return true
+	}
+	ok = c.Object(func(k []byte) bool {
+		switch exactMember(k, "type", "content", "stop_reason", "usage") {
+		case "type":
+			var t string
+			return stringNext(&c, &t)
+		case "content":
+			return bit(1) && (nullNext(&c) || c.Array(func() bool { return anthropicBlockFast(&c, e, &text) }))
+		case "stop_reason":
+			return bit(2) && stringNext(&c, &stop)
+		case "usage":
+			return bit(4) && (nullNext(&c) || anthropicUsageFast(&c, &u))
+		case "":
+			return skipValue(&c)
+		}
+		return false
+	}) && c.End()
+	e.Finish, e.Usage, e.Text = finishOfStop(stop), u.usage(), text.String()
+	return e, ok
+}
+
+// anthropicBlockFast reads one content block into e: its text appended to
+// text, or its tool call. Any other type is left to encoding/json.
+func anthropicBlockFast(c *jsonspan.Cursor, e *Entry, text *strings.Builder) bool {
+	var typ, txt, id, name string
+	var input []byte
+	ok := c.Object(func(k []byte) bool {
+		switch exactMember(k, "type", "text", "id", "name", "input") {
+		case "type":
+			return stringNext(c, &typ)
+		case "text":
+			return stringNext(c, &txt)
+		case "id":
+			return stringNext(c, &id)
+		case "name":
+			return stringNext(c, &name)
+		case "input":
+			v, ok := c.Value()
+			input = v
+			return ok && string(v) != "null"
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+	switch {
+	case !ok:
+		return false
+	case typ == "text":
+		text.WriteString(txt)
+	case typ == "tool_use":
+		e.ToolCalls = append(e.ToolCalls, ToolCall{ID: id, Name: name, Arguments: compactJSON(json.RawMessage(input))})
+	default:
+		return false
+	}
+	return true
+}
+
+func anthropicUsageFast(c *jsonspan.Cursor, u *anUsageIn) bool {
+	return c.Object(func(k []byte) bool {
+		switch exactMember(k, "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens") {
+		case "input_tokens":
+			return intNext(c, &u.InputTokens)
+		case "output_tokens":
+			return intNext(c, &u.OutputTokens)
+		case "cache_creation_input_tokens":
+			return intNext(c, &u.CacheCreationInputTokens)
+		case "cache_read_input_tokens":
+			return intNext(c, &u.CacheReadInputTokens)
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+}
+
+// stringNext reads the next value into *p when it is a string; null leaves
+// *p as it is (encoding/json's reading of null into a string).
+func stringNext(c *jsonspan.Cursor, p *string) bool {
+	v, ok := c.Value()
+	return ok && jsonString(v, p)
+}
+
+// intNext reads the next value into *p when it is an integer that fits;
+// null leaves *p as it is.
+func intNext(c *jsonspan.Cursor, p *int) bool {
+	v, ok := c.Value()
+	if !ok {
+		return false
+	}
+	if string(v) == "null" {
+		return true
+	}
+	n, err := strconv.Atoi(string(v))
+	*p = n
+	return err == nil
+}
