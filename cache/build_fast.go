@@ -181,7 +181,6 @@ func openAIUsageFast(c *jsonspan.Cursor, out *Usage) bool {
 	})
 }
 
-
 // anthropicEntryFast reads a sync Anthropic Messages answer the way
 // anthropicEntry's json.Unmarshal does, for the shape upstreams send: text
 // and tool_use blocks, every member spelled exactly, each of the fields
