@@ -67,11 +67,17 @@ func BenchmarkLocalGet(b *testing.B) {
 }
 
 func BenchmarkFromBody(b *testing.B) {
-	for _, format := range []wire.Format{wire.FormatOpenAI, wire.FormatAnthropic} {
+	for _, format := range []wire.Format{wire.FormatOpenAI, wire.FormatAnthropic, wire.FormatResponses} {
 		for _, name := range []string{"text", "tools"} {
-			body, _ := Render(entries[name], Target{Format: format, Now: t0})
-			if format != wire.FormatOpenAI {
+			body, err := Render(entries[name], target(b, format, false))
+			if err != nil {
+				b.Fatal(err)
+			}
+			switch format {
+			case wire.FormatAnthropic:
 				name = "anthropic-" + name
+			case wire.FormatResponses:
+				name = "responses-" + name
 			}
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()

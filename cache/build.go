@@ -220,30 +220,46 @@ func compactJSON(raw json.RawMessage) string {
 
 // respObjectIn is the part of a Responses object an entry needs.
 type respObjectIn struct {
-	Status            string `json:"status"`
-	IncompleteDetails *struct {
-		Reason string `json:"reason"`
-	} `json:"incomplete_details"`
-	Output []struct {
-		Type    string `json:"type"`
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		CallID    string `json:"call_id"`
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"output"`
-	Usage *struct {
-		InputTokens        int `json:"input_tokens"`
-		OutputTokens       int `json:"output_tokens"`
-		InputTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
-	} `json:"usage"`
+	Status            string          `json:"status"`
+	IncompleteDetails *respIncomplete `json:"incomplete_details"`
+	Output            []respItemIn    `json:"output"`
+	Usage             *respUsageIn    `json:"usage"`
+}
+
+type respIncomplete struct {
+	Reason string `json:"reason"`
+}
+
+type respItemIn struct {
+	Type      string       `json:"type"`
+	Content   []respPartIn `json:"content"`
+	CallID    string       `json:"call_id"`
+	Name      string       `json:"name"`
+	Arguments string       `json:"arguments"`
+}
+
+type respPartIn struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type respUsageIn struct {
+	InputTokens        int `json:"input_tokens"`
+	OutputTokens       int `json:"output_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
 }
 
 func responsesEntry(body []byte) (*Entry, error) {
+	if r, ok := responsesObjectFast(body); ok {
+		return r.entry()
+	}
+	return responsesEntrySlow(body)
+}
+
+// responsesEntrySlow reads any Responses object with encoding/json.
+func responsesEntrySlow(body []byte) (*Entry, error) {
 	var r respObjectIn
 	if err := json.Unmarshal(onlyMembers(body, respObjectFields), &r); err != nil {
 		return nil, notStorable("body: " + err.Error())

@@ -297,3 +297,144 @@ func intNext(c *jsonspan.Cursor, p *int) bool {
 	*p = n
 	return err == nil
 }
+
+// responsesObjectFast reads what an entry needs of a Responses object the
+// way responsesEntry's json.Unmarshal does, for the shape the gateway and
+// upstreams write: message items of output_text parts and function_call
+// items, every member spelled exactly, incomplete_details, output, usage
+// and each item's content at most once, strings and integers where the
+// struct has them. ok is false for anything else (null items or parts
+// included), and responsesEntry decodes it with encoding/json.
+func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
+	c := jsonspan.NewCursor(body)
+	seen := 0 // incomplete_details, output and usage each at most once
+	once := func(b int) bool {
+		if seen&b != 0 {
+			return false
+		}
+		seen |= b
+		return true
+	}
+	ok = c.Object(func(k []byte) bool {
+		switch exactMember(k, "status", "incomplete_details", "output", "usage") {
+		case "status":
+			return stringNext(&c, &r.Status)
+		case "incomplete_details":
+			if !once(1) {
+				return false
+			}
+			if nullNext(&c) {
+				return true
+			}
+			r.IncompleteDetails = &respIncomplete{}
+			return c.Object(func(k []byte) bool {
+				switch exactMember(k, "reason") {
+				case "reason":
+					return stringNext(&c, &r.IncompleteDetails.Reason)
+				case "":
+					return skipValue(&c)
+				}
+				return false
+			})
+		case "output":
+			if !once(2) {
+				return false
+			}
+			if nullNext(&c) {
+				return true
+			}
+			r.Output = []respItemIn{}
+			return c.Array(func() bool {
+				var it respItemIn
+				if !respItemFast(&c, &it) {
+					return false
+				}
+				r.Output = append(r.Output, it)
+				return true
+			})
+		case "usage":
+			if !once(4) {
+				return false
+			}
+			if nullNext(&c) {
+				return true
+			}
+			r.Usage = &respUsageIn{}
+			return respUsageFast(&c, r.Usage)
+		case "":
+			return skipValue(&c)
+		}
+		return false
+	}) && c.End()
+	return r, ok
+}
+
+func respItemFast(c *jsonspan.Cursor, it *respItemIn) bool {
+	content := false
+	return c.Object(func(k []byte) bool {
+		switch exactMember(k, "type", "content", "call_id", "name", "arguments") {
+		case "type":
+			return stringNext(c, &it.Type)
+		case "call_id":
+			return stringNext(c, &it.CallID)
+		case "name":
+			return stringNext(c, &it.Name)
+		case "arguments":
+			return stringNext(c, &it.Arguments)
+		case "content":
+			if content || nullNext(c) {
+				return !content
+			}
+			content = true
+			it.Content = []respPartIn{}
+			return c.Array(func() bool {
+				var p respPartIn
+				ok := c.Object(func(k []byte) bool {
+					switch exactMember(k, "type", "text") {
+					case "type":
+						return stringNext(c, &p.Type)
+					case "text":
+						return stringNext(c, &p.Text)
+					case "":
+						return skipValue(c)
+					}
+					return false
+				})
+				it.Content = append(it.Content, p)
+				return ok
+			})
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+}
+
+func respUsageFast(c *jsonspan.Cursor, u *respUsageIn) bool {
+	details := false
+	return c.Object(func(k []byte) bool {
+		switch exactMember(k, "input_tokens", "output_tokens", "input_tokens_details") {
+		case "input_tokens":
+			return intNext(c, &u.InputTokens)
+		case "output_tokens":
+			return intNext(c, &u.OutputTokens)
+		case "input_tokens_details":
+			if details || nullNext(c) {
+				return !details
+			}
+			details = true
+			return c.Object(func(k []byte) bool {
+				switch exactMember(k, "cached_tokens") {
+				case "cached_tokens":
+					return intNext(c, &u.InputTokensDetails.CachedTokens)
+				case "":
+					return skipValue(c)
+				}
+				return false
+			})
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+}

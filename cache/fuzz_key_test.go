@@ -324,6 +324,7 @@ func TestEntryFastAnswers(t *testing.T) {
 	}{
 		{openAIEntryFast, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0}},"system_fingerprint":null}`},
 		{openAIEntryFast, `{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}},{"id":"call_2","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`},
+		{responsesFast, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"m","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"hi","annotations":[]}]},{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":"{}","status":"completed"}],"parallel_tool_calls":true,"tools":[],"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":2},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":10}}`},
 		{anthropicEntryFast, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi","citations":null}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":7,"output_tokens":3,"cache_read_input_tokens":2,"cache_creation_input_tokens":0,"service_tier":"standard"}}`},
 		{anthropicEntryFast, `{"type":"message","content":[{"type":"tool_use","id":"t","name":"f","input":{"x":1}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":2}}`},
 	} {
@@ -335,4 +336,43 @@ func TestEntryFastAnswers(t *testing.T) {
 			t.Fatalf("%s: %v", c.body, err)
 		}
 	}
+}
+
+// responsesFast is responsesObjectFast's entry, in the shape of the other
+// fast readers.
+func responsesFast(body []byte) (*Entry, bool) {
+	r, ok := responsesObjectFast(body)
+	if !ok {
+		return nil, false
+	}
+	e, err := r.entry()
+	return e, err == nil
+}
+
+// FuzzResponsesEntryFast: the one-pass reading of a Responses object, when
+// it answers at all, reads what encoding/json's reading does.
+func FuzzResponsesEntryFast(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"m","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"the \u00e9 answer","annotations":[]}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":2},"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":10}}`,
+		`{"status":"completed","output":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"reasoning","summary":[]}]}`,
+		`{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"message","content":[{"type":"refusal","refusal":"no"}]}]}`,
+		`{"status":"completed","output":[null],"usage":null}`, `{"Status":"completed","output":[]}`,
+		`{"status":"completed","output":[],"output":[{"type":"message","content":null,"content":[{"type":"output_text","text":"b"}]}],"usage":{"input_tokens":1.5}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fast, ok := responsesObjectFast([]byte(body))
+		if !ok {
+			return
+		}
+		fe, ferr := fast.entry()
+		slow, err := responsesEntrySlow([]byte(body))
+		if (err == nil) != (ferr == nil) {
+			t.Fatalf("%s: fast %v, encoding/json %v", body, ferr, err)
+		}
+		if err == nil && !reflect.DeepEqual(fe, slow) {
+			t.Fatalf("%s: fast %+v, encoding/json %+v", body, fe, slow)
+		}
+	})
 }
