@@ -6,6 +6,7 @@ package cache
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,20 @@ func openAIEntryFast(body []byte) (e *Entry, ok bool) {
 		return false
 	}) && c.End()
 	return e, ok && choices == 1
+}
+
+// members records which members of an object a reader has met, one bit
+// each, for those it reads only once (a repeated one is left to
+// encoding/json, whose merging of a repeat it does not mimic).
+type members uint
+
+// first reports whether member b is met for the first time and records it.
+func (m *members) first(b members) bool {
+	if *m&b != 0 {
+		return false
+	}
+	*m |= b
+	return true
 }
 
 // nullNext reads the next value when it is null and reports whether it
@@ -123,17 +138,7 @@ func openAICallFast(c *jsonspan.Cursor, e *Entry) bool {
 			return stringNext(c, &call.ID)
 		case "function":
 			// a second function object fills what it names, as encoding/json does
-			return nullNext(c) || c.Object(func(k []byte) bool {
-				switch exactMember(k, "name", "arguments") {
-				case "name":
-					return stringNext(c, &call.Name)
-				case "arguments":
-					return stringNext(c, &call.Arguments)
-				case "":
-					return skipValue(c)
-				}
-				return false
-			})
+			return nullNext(c) || stringFields(c, functionFields, &call.Name, &call.Arguments)
 		case "":
 			return skipValue(c)
 		}
@@ -146,34 +151,17 @@ func openAICallFast(c *jsonspan.Cursor, e *Entry) bool {
 }
 
 func openAIUsageFast(c *jsonspan.Cursor, out *Usage) bool {
-	integer := func(p *int) bool {
-		v, ok := c.Value()
-		if !ok {
-			return false
-		}
-		n, err := strconv.Atoi(string(v))
-		*p = n
-		return err == nil
-	}
 	return c.Object(func(k []byte) bool {
 		switch exactMember(k, "prompt_tokens", "completion_tokens", "prompt_tokens_details") {
 		case "prompt_tokens":
-			return integer(&out.PromptTokens)
+			return intNext(c, &out.PromptTokens)
 		case "completion_tokens":
-			return integer(&out.CompletionTokens)
+			return intNext(c, &out.CompletionTokens)
 		case "prompt_tokens_details":
 			if nullNext(c) {
 				return true
 			}
-			return c.Object(func(k []byte) bool {
-				switch exactMember(k, "cached_tokens") {
-				case "cached_tokens":
-					return integer(&out.CachedTokens)
-				case "":
-					return skipValue(c)
-				}
-				return false
-			})
+			return intFields(c, cachedFields, &out.CachedTokens)
 		case "":
 			return skipValue(c)
 		}
@@ -193,25 +181,18 @@ func anthropicEntryFast(body []byte) (e *Entry, ok bool) {
 	var u anUsageIn
 	var text strings.Builder
 	var stop string
-	seen := 0 // content, stop_reason and usage each at most once
-	bit := func(b int) bool {
-		if seen&b != 0 {
-			return false
-		}
-		seen |= b
-		return true
-	}
+	var seen members // content, stop_reason and usage each at most once
 	ok = c.Object(func(k []byte) bool {
 		switch exactMember(k, "type", "content", "stop_reason", "usage") {
 		case "type":
 			var t string
 			return stringNext(&c, &t)
 		case "content":
-			return bit(1) && (nullNext(&c) || c.Array(func() bool { return anthropicBlockFast(&c, e, &text) }))
+			return seen.first(1) && (nullNext(&c) || c.Array(func() bool { return anthropicBlockFast(&c, e, &text) }))
 		case "stop_reason":
-			return bit(2) && stringNext(&c, &stop)
+			return seen.first(2) && stringNext(&c, &stop)
 		case "usage":
-			return bit(4) && (nullNext(&c) || anthropicUsageFast(&c, &u))
+			return seen.first(4) && (nullNext(&c) || anthropicUsageFast(&c, &u))
 		case "":
 			return skipValue(&c)
 		}
@@ -276,6 +257,38 @@ func anthropicUsageFast(c *jsonspan.Cursor, u *anUsageIn) bool {
 	})
 }
 
+// The string members of the objects stringFields reads.
+var (
+	functionFields = []string{"name", "arguments"}
+	partFields     = []string{"type", "text"}
+	reasonFields   = []string{"reason"}
+	cachedFields   = []string{"cached_tokens"}
+)
+
+// stringFields reads an object whose members names[i] are strings (or
+// null), each into dst[i], and skips its other members.
+func stringFields(c *jsonspan.Cursor, names []string, dst ...*string) bool {
+	return fieldsNext(c, stringNext, names, dst)
+}
+
+// intFields is stringFields for integers.
+func intFields(c *jsonspan.Cursor, names []string, dst ...*int) bool {
+	return fieldsNext(c, intNext, names, dst)
+}
+
+func fieldsNext[T any](c *jsonspan.Cursor, next func(*jsonspan.Cursor, *T) bool, names []string, dst []*T) bool {
+	return c.Object(func(k []byte) bool {
+		switch n := exactMember(k, names...); n {
+		case "":
+			return skipValue(c)
+		case "?":
+			return false
+		default:
+			return next(c, dst[slices.Index(names, n)])
+		}
+	})
+}
+
 // stringNext reads the next value into *p when it is a string; null leaves
 // *p as it is (encoding/json's reading of null into a string).
 func stringNext(c *jsonspan.Cursor, p *string) bool {
@@ -307,37 +320,22 @@ func intNext(c *jsonspan.Cursor, p *int) bool {
 // included), and responsesEntry decodes it with encoding/json.
 func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
 	c := jsonspan.NewCursor(body)
-	seen := 0 // incomplete_details, output and usage each at most once
-	once := func(b int) bool {
-		if seen&b != 0 {
-			return false
-		}
-		seen |= b
-		return true
-	}
+	var seen members // incomplete_details, output and usage each at most once
 	ok = c.Object(func(k []byte) bool {
 		switch exactMember(k, "status", "incomplete_details", "output", "usage") {
 		case "status":
 			return stringNext(&c, &r.Status)
 		case "incomplete_details":
-			if !once(1) {
+			if !seen.first(1) {
 				return false
 			}
 			if nullNext(&c) {
 				return true
 			}
 			r.IncompleteDetails = &respIncomplete{}
-			return c.Object(func(k []byte) bool {
-				switch exactMember(k, "reason") {
-				case "reason":
-					return stringNext(&c, &r.IncompleteDetails.Reason)
-				case "":
-					return skipValue(&c)
-				}
-				return false
-			})
+			return stringFields(&c, reasonFields, &r.IncompleteDetails.Reason)
 		case "output":
-			if !once(2) {
+			if !seen.first(2) {
 				return false
 			}
 			if nullNext(&c) {
@@ -353,7 +351,7 @@ func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
 				return true
 			})
 		case "usage":
-			if !once(4) {
+			if !seen.first(4) {
 				return false
 			}
 			if nullNext(&c) {
@@ -389,17 +387,7 @@ func respItemFast(c *jsonspan.Cursor, it *respItemIn) bool {
 			it.Content = []respPartIn{}
 			return c.Array(func() bool {
 				var p respPartIn
-				ok := c.Object(func(k []byte) bool {
-					switch exactMember(k, "type", "text") {
-					case "type":
-						return stringNext(c, &p.Type)
-					case "text":
-						return stringNext(c, &p.Text)
-					case "":
-						return skipValue(c)
-					}
-					return false
-				})
+				ok := stringFields(c, partFields, &p.Type, &p.Text)
 				it.Content = append(it.Content, p)
 				return ok
 			})
@@ -423,15 +411,7 @@ func respUsageFast(c *jsonspan.Cursor, u *respUsageIn) bool {
 				return !details
 			}
 			details = true
-			return c.Object(func(k []byte) bool {
-				switch exactMember(k, "cached_tokens") {
-				case "cached_tokens":
-					return intNext(c, &u.InputTokensDetails.CachedTokens)
-				case "":
-					return skipValue(c)
-				}
-				return false
-			})
+			return intFields(c, cachedFields, &u.InputTokensDetails.CachedTokens)
 		case "":
 			return skipValue(c)
 		}
