@@ -42,6 +42,7 @@ func parse(op catalog.Operation, format wire.Format, body []byte, valid bool) (*
 	if err != nil {
 		return nil, err
 	}
+	defer f.release()
 	c := &Canon{}
 	if err := f.into("model", &c.Model); err != nil {
 		return nil, err
