@@ -240,29 +240,16 @@ func anthropicBlockFast(c *jsonspan.Cursor, e *Entry, text *strings.Builder) boo
 }
 
 func anthropicUsageFast(c *jsonspan.Cursor, u *anUsageIn) bool {
-	return c.Object(func(k []byte) bool {
-		switch exactMember(k, "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens") {
-		case "input_tokens":
-			return intNext(c, &u.InputTokens)
-		case "output_tokens":
-			return intNext(c, &u.OutputTokens)
-		case "cache_creation_input_tokens":
-			return intNext(c, &u.CacheCreationInputTokens)
-		case "cache_read_input_tokens":
-			return intNext(c, &u.CacheReadInputTokens)
-		case "":
-			return skipValue(c)
-		}
-		return false
-	})
+	return intFields(c, anUsageFields, &u.InputTokens, &u.OutputTokens, &u.CacheCreationInputTokens, &u.CacheReadInputTokens)
 }
 
-// The string members of the objects stringFields reads.
+// The members of the small objects stringFields and intFields read.
 var (
 	functionFields = []string{"name", "arguments"}
 	partFields     = []string{"type", "text"}
 	reasonFields   = []string{"reason"}
 	cachedFields   = []string{"cached_tokens"}
+	anUsageFields  = []string{"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}
 )
 
 // stringFields reads an object whose members names[i] are strings (or
