@@ -429,27 +429,38 @@ type oaMsgIn struct {
 // oaToolsSlow reads an OpenAI tools array with encoding/json (oaToolsFast
 // reads the shapes clients send).
 func oaToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
+	return toolsSlow(raw, dst, func(ot *oaToolIn, t json.RawMessage) (Tool, error) {
+		return functionTool(ot.Type == "function" && ot.Function != nil, t, func() (string, string, json.RawMessage, *bool) {
+			fn := ot.Function
+			return fn.Name, fn.Description, fn.Parameters, fn.Strict
+		})
+	})
+}
+
+// oaToolIn is one OpenAI tool as the key reads it.
+type oaToolIn struct {
+	Type     string `json:"type"`
+	Function *struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	} `json:"function"`
+}
+
+// toolsSlow reads a tools array with encoding/json: each tool into a T,
+// which build turns into a Tool (t is the tool's own JSON).
+func toolsSlow[T any](raw json.RawMessage, dst []Tool, build func(in *T, t json.RawMessage) (Tool, error)) ([]Tool, error) {
 	var tools []json.RawMessage
 	if err := json.Unmarshal(raw, &tools); err != nil {
 		return dst, notCacheable("tools")
 	}
 	for _, t := range tools {
-		var ot struct {
-			Type     string `json:"type"`
-			Function *struct {
-				Name        string          `json:"name"`
-				Description string          `json:"description"`
-				Parameters  json.RawMessage `json:"parameters"`
-				Strict      *bool           `json:"strict"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(t, &ot); err != nil {
+		var in T
+		if err := json.Unmarshal(t, &in); err != nil {
 			return dst, notCacheable("tools")
 		}
-		tool, err := functionTool(ot.Type == "function" && ot.Function != nil, t, func() (string, string, json.RawMessage, *bool) {
-			fn := ot.Function
-			return fn.Name, fn.Description, fn.Parameters, fn.Strict
-		})
+		tool, err := build(&in, t)
 		if err != nil {
 			return dst, err
 		}

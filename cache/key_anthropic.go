@@ -122,22 +122,9 @@ func anthropicBlock(results *[]Msg) func(json.RawMessage) ([]Part, error) {
 // anToolsSlow reads an Anthropic tools array with encoding/json
 // (anthropicTools.fast reads the shapes clients send).
 func anToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
-	var tools []json.RawMessage
-	if err := json.Unmarshal(raw, &tools); err != nil {
-		return dst, notCacheable("tools")
-	}
-	for _, t := range tools {
-		var at anToolIn
-		if err := json.Unmarshal(t, &at); err != nil {
-			return dst, notCacheable("tools")
-		}
-		tool, err := anthropicTools.tool(&flatTool{Type: at.Type, Name: at.Name, Description: at.Description, Schema: at.InputSchema, Strict: at.Strict}, t)
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, tool)
-	}
-	return dst, nil
+	return toolsSlow(raw, dst, func(at *anToolIn, t json.RawMessage) (Tool, error) {
+		return anthropicTools.tool(&flatTool{Type: at.Type, Name: at.Name, Description: at.Description, Schema: at.InputSchema, Strict: at.Strict}, t)
+	})
 }
 
 // anToolIn is one Anthropic tool as the key reads it.

@@ -165,22 +165,9 @@ func responsesPart(elem json.RawMessage) ([]Part, error) {
 // rsToolsSlow reads a Responses tools array with encoding/json (responsesTools.fast
 // reads the shapes clients send).
 func rsToolsSlow(raw json.RawMessage, dst []Tool) ([]Tool, error) {
-	var tools []json.RawMessage
-	if err := json.Unmarshal(raw, &tools); err != nil {
-		return dst, notCacheable("tools")
-	}
-	for _, t := range tools {
-		var rt rsToolIn
-		if err := json.Unmarshal(t, &rt); err != nil {
-			return dst, notCacheable("tools")
-		}
-		tool, err := responsesTools.tool(&flatTool{Type: rt.Type, Name: rt.Name, Description: rt.Description, Schema: rt.Parameters, Strict: rt.Strict}, t)
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, tool)
-	}
-	return dst, nil
+	return toolsSlow(raw, dst, func(rt *rsToolIn, t json.RawMessage) (Tool, error) {
+		return responsesTools.tool(&flatTool{Type: rt.Type, Name: rt.Name, Description: rt.Description, Schema: rt.Parameters, Strict: rt.Strict}, t)
+	})
 }
 
 // rsToolIn is one Responses tool as the key reads it.
