@@ -197,22 +197,17 @@ func (w *canonWalker) reorder(base int, ms []canonMember) {
 }
 
 // str writes the string literal starting at v[i] as Marshal writes what
-// it decodes to: the literal itself when it holds no escape, nothing
-// Marshal escapes (a control character, <, >, &) and only ASCII (nearly
-// always), else decoded and encoded again.
+// it decodes to: the literal itself when Marshal would write it back
+// unchanged (one pass: plain text, the escapes Marshal writes itself,
+// valid UTF-8; nearly always), else decoded and encoded again.
 func (w *canonWalker) str(v []byte, i int) int {
-	for j := i + 1; j < len(v); j++ {
-		switch c := v[j]; {
-		case c == '"':
-			w.out = append(w.out, v[i:j+1]...)
-			return j + 1
-		case !wire.MarshalSafe(c):
-			end := jsonspan.SkipString(v, i)
-			w.out = appendCanonString(w.out, v[i:end])
-			return end
-		}
+	if n := wire.MarshalsLiteralAsIs(v[i:]); n > 0 {
+		w.out = append(w.out, v[i:i+n]...)
+		return i + n
 	}
-	return len(v) // not reached: v is valid
+	end := jsonspan.SkipString(v, i)
+	w.out = appendCanonString(w.out, v[i:end])
+	return end
 }
 
 // number writes the number starting at v[i]: as sent when it is an

@@ -75,6 +75,19 @@ func checkCanon(t *testing.T, raw []byte) {
 // 1.3 KB), canonicalized as every turn's key does.
 func BenchmarkCanonJSON(b *testing.B) {
 	raw := []byte(agentturn.Schema)
+	// an edit's arguments, as a coding agent's tool call carries them: code
+	// whose newlines, quotes and backslashes are escapes in the JSON
+	code := strings.Repeat("\tif err := run(\"x\\y\"); err != nil {\n\t\treturn fmt.Errorf(\"run: %w\", err) // é\n\t}\n", 40)
+	edit, _ := json.Marshal(map[string]string{"path": "gateway/cache.go", "old_string": code, "new_string": code})
+	b.Run("edit-arguments", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(edit)))
+		for b.Loop() {
+			if _, err := canonJSON(edit); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("walker", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(raw)))

@@ -77,6 +77,43 @@ func MarshalsAsIs(s []byte) bool {
 // AppendMarshalString's output without a look at the bytes around it.
 func MarshalSafe(c byte) bool { return marshalSafe[c] }
 
+// MarshalsLiteralAsIs reads the JSON string literal that starts at q[0]
+// (a quote; q valid JSON from there) and returns its length when
+// AppendMarshalString, given what it decodes to, writes it back byte for
+// byte, else 0: one pass that accepts the escapes Marshal writes itself
+// for the characters they stand for (\" \\ \n \r \t \b \f) and valid
+// UTF-8 other than U+2028 and U+2029.
+func MarshalsLiteralAsIs(q []byte) int {
+	for i := 1; i < len(q); {
+		c := q[i]
+		switch {
+		case marshalSafe[c]:
+			i++
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			if i+1 >= len(q) {
+				return 0
+			}
+			switch q[i+1] {
+			case '"', '\\', 'n', 'r', 't', 'b', 'f':
+				i += 2
+			default:
+				return 0
+			}
+		case c < utf8.RuneSelf:
+			return 0
+		default:
+			r, size := utf8.DecodeRune(q[i:])
+			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+				return 0
+			}
+			i += size
+		}
+	}
+	return 0
+}
+
 func appendString[S []byte | string](dst []byte, s S, safe *[256]bool, shortBF bool) []byte {
 	dst = append(dst, '"')
 	start := 0

@@ -280,3 +280,27 @@ func TestParseInt(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMarshalsLiteralAsIs: for a JSON string literal (with text after it),
+// a length from MarshalsLiteralAsIs is the literal's, and json.Marshal of
+// what it decodes to is the literal byte for byte; 0 only when it is not,
+// or when it holds a \u escape (those are left to the slow path).
+func FuzzMarshalsLiteralAsIs(f *testing.F) {
+	for _, s := range []string{`"a\nb\"c\\d\te\rf"`, `"\b\f"`, `"\/"`, `"\u00e9"`, `"é日本"`, `"<"`, "\"\u2028\"", "\"\xff\"", `"\u0001"`, `""`, `"\ufffd"`} {
+		f.Add(s, ",1]")
+	}
+	f.Fuzz(func(t *testing.T, lit, after string) {
+		var decoded string
+		if !strings.HasPrefix(lit, `"`) || strings.TrimSpace(lit) != lit || json.Unmarshal([]byte(lit), &decoded) != nil {
+			return
+		}
+		want, _ := json.Marshal(decoded)
+		n := MarshalsLiteralAsIs([]byte(lit + after))
+		switch {
+		case n > 0 && (n != len(lit) || string(want) != lit):
+			t.Fatalf("%q: length %d, json.Marshal gives %s", lit, n, want)
+		case n == 0 && string(want) == lit && !strings.Contains(lit, `\u`):
+			t.Fatalf("%q: marshals as is, but MarshalsLiteralAsIs says 0", lit)
+		}
+	})
+}
