@@ -343,10 +343,14 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 		a.fail("refusal")
 	case "response.completed", "response.incomplete":
 		a.ended = true
-		var r respObjectIn
-		if err := json.Unmarshal(onlyMembers(responseMember(data), respObjectFields), &r); err != nil {
-			a.fail("terminal event")
-			return ds
+		obj := responseMember(data)
+		r, ok := responsesObjectFast(obj) // as responsesEntry reads a sync answer
+		if !ok {
+			r = respObjectIn{}
+			if err := json.Unmarshal(onlyMembers(obj, respObjectFields), &r); err != nil {
+				a.fail("terminal event")
+				return ds
+			}
 		}
 		e, err := r.entry()
 		if err != nil {
