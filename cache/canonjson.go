@@ -261,12 +261,8 @@ func decodedKey(q []byte) (key []byte, asIs bool) {
 }
 
 // appendCanonString appends the string literal q as Marshal writes what it
-// decodes to: q itself when it has no escape, is valid UTF-8 and holds
-// nothing Marshal escapes (nearly always).
+// decodes to, decoded and encoded again: str takes a literal Marshal
+// writes back unchanged as it stands before it comes here.
 func appendCanonString(dst, q []byte) []byte {
-	body := q[1 : len(q)-1]
-	if wire.MarshalsAsIs(body) {
-		return append(dst, q...)
-	}
 	return wire.AppendMarshalString(dst, []byte(wire.DecodeString(q)))
 }
