@@ -424,14 +424,3 @@ func exactMember(k []byte, names ...string) string {
 	}
 	return ""
 }
-
-// jsonString decodes a JSON string (or null, leaving *p) into *p.
-func jsonString(v []byte, p *string) bool {
-	switch {
-	case v[0] == '"':
-		*p = wire.DecodeString(v)
-	case string(v) != "null":
-		return false
-	}
-	return true
-}

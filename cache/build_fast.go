@@ -33,7 +33,7 @@ func openAIEntryFast(body []byte) (e *Entry, ok bool) {
 				return choices == 1 && openAIChoiceFast(&c, e)
 			}) && choices == 1
 		case "usage":
-			if nullNext(&c) {
+			if c.Null() {
 				return true
 			}
 			return openAIUsageFast(&c, &e.Usage)
@@ -59,17 +59,6 @@ func (m *members) first(b members) bool {
 	return true
 }
 
-// nullNext reads the next value when it is null and reports whether it
-// was; anything else is left unread.
-func nullNext(c *jsonspan.Cursor) bool {
-	probe := *c
-	if v, ok := probe.Value(); ok && string(v) == "null" {
-		*c = probe
-		return true
-	}
-	return false
-}
-
 // skipValue reads the next value for nothing but its validity.
 func skipValue(c *jsonspan.Cursor) bool {
 	_, ok := c.Value()
@@ -89,7 +78,7 @@ func openAIChoiceFast(c *jsonspan.Cursor, e *Entry) bool {
 				e.Finish = storableFinishes[string(v)]
 				return true
 			}
-			return jsonString(v, &e.Finish)
+			return fastString(v, &e.Finish)
 		case "message":
 			return c.Object(func(k []byte) bool {
 				name := exactMember(k, "content", "refusal", "tool_calls", "audio", "annotations")
@@ -99,7 +88,7 @@ func openAIChoiceFast(c *jsonspan.Cursor, e *Entry) bool {
 				if name == "tool_calls" {
 					// a later tool_calls replaces an earlier one, as in encoding/json
 					e.ToolCalls = nil
-					return nullNext(c) || c.Array(func() bool { return openAICallFast(c, e) })
+					return c.Null() || c.Array(func() bool { return openAICallFast(c, e) })
 				}
 				v, ok := c.Value()
 				if !ok {
@@ -111,7 +100,7 @@ func openAIChoiceFast(c *jsonspan.Cursor, e *Entry) bool {
 						e.Text = ""
 						return true
 					}
-					return jsonString(v, &e.Text)
+					return fastString(v, &e.Text)
 				case "refusal": // only an empty one is storable
 					return string(v) == "null" || string(v) == `""`
 				case "audio":
@@ -138,7 +127,7 @@ func openAICallFast(c *jsonspan.Cursor, e *Entry) bool {
 			return stringNext(c, &call.ID)
 		case "function":
 			// a second function object fills what it names, as encoding/json does
-			return nullNext(c) || stringFields(c, functionFields, &call.Name, &call.Arguments)
+			return c.Null() || stringFields(c, functionFields, &call.Name, &call.Arguments)
 		case "":
 			return skipValue(c)
 		}
@@ -158,7 +147,7 @@ func openAIUsageFast(c *jsonspan.Cursor, out *Usage) bool {
 		case "completion_tokens":
 			return intNext(c, &out.CompletionTokens)
 		case "prompt_tokens_details":
-			if nullNext(c) {
+			if c.Null() {
 				return true
 			}
 			return intFields(c, cachedFields, &out.CachedTokens)
@@ -188,11 +177,11 @@ func anthropicEntryFast(body []byte) (e *Entry, ok bool) {
 			var t string
 			return stringNext(&c, &t)
 		case "content":
-			return seen.first(1) && (nullNext(&c) || c.Array(func() bool { return anthropicBlockFast(&c, e, &text) }))
+			return seen.first(1) && (c.Null() || c.Array(func() bool { return anthropicBlockFast(&c, e, &text) }))
 		case "stop_reason":
 			return seen.first(2) && stringNext(&c, &stop)
 		case "usage":
-			return seen.first(4) && (nullNext(&c) || anthropicUsageFast(&c, &u))
+			return seen.first(4) && (c.Null() || anthropicUsageFast(&c, &u))
 		case "":
 			return skipValue(&c)
 		}
@@ -280,7 +269,7 @@ func fieldsNext[T any](c *jsonspan.Cursor, next func(*jsonspan.Cursor, *T) bool,
 // *p as it is (encoding/json's reading of null into a string).
 func stringNext(c *jsonspan.Cursor, p *string) bool {
 	v, ok := c.Value()
-	return ok && jsonString(v, p)
+	return ok && fastString(v, p)
 }
 
 // intNext reads the next value into *p when it is an integer that fits;
@@ -316,7 +305,7 @@ func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
 			if !seen.first(1) {
 				return false
 			}
-			if nullNext(&c) {
+			if c.Null() {
 				return true
 			}
 			r.IncompleteDetails = &respIncomplete{}
@@ -325,7 +314,7 @@ func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
 			if !seen.first(2) {
 				return false
 			}
-			if nullNext(&c) {
+			if c.Null() {
 				return true
 			}
 			r.Output = []respItemIn{}
@@ -341,7 +330,7 @@ func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
 			if !seen.first(4) {
 				return false
 			}
-			if nullNext(&c) {
+			if c.Null() {
 				return true
 			}
 			r.Usage = &respUsageIn{}
@@ -367,7 +356,7 @@ func respItemFast(c *jsonspan.Cursor, it *respItemIn) bool {
 		case "arguments":
 			return stringNext(c, &it.Arguments)
 		case "content":
-			if content || nullNext(c) {
+			if content || c.Null() {
 				return !content
 			}
 			content = true
@@ -394,7 +383,7 @@ func respUsageFast(c *jsonspan.Cursor, u *respUsageIn) bool {
 		case "output_tokens":
 			return intNext(c, &u.OutputTokens)
 		case "input_tokens_details":
-			if details || nullNext(c) {
+			if details || c.Null() {
 				return !details
 			}
 			details = true

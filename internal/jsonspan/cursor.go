@@ -35,6 +35,20 @@ func (c *Cursor) Value() (v []byte, ok bool) {
 	return c.b[s:e], true
 }
 
+// Null reads the next value when it is null and reports whether it was;
+// anything else is left unread (and unscanned: only its first byte is
+// looked at).
+func (c *Cursor) Null() bool {
+	if !c.at('n') {
+		return false
+	}
+	if e := literal(c.b, c.i, "null"); e > 0 {
+		c.i = e
+		return true
+	}
+	return false
+}
+
 // Object reads the object that comes next: for each member it calls
 // member with the key's bytes between its quotes (escapes undecoded) and
 // the cursor at the member's value, which member must read (Value, Object

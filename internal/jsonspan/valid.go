@@ -120,15 +120,6 @@ func deepValue(b []byte, start int) int {
 	return end
 }
 
-// ValidString returns the index after the JSON string at b[i] == '"', or
-// -1 when none starts there or it is not valid (validString).
-func ValidString(b []byte, i int) int {
-	if i >= len(b) || b[i] != '"' {
-		return -1
-	}
-	return validString(b, i)
-}
-
 // member reads an object member's key and colon at b[i] and returns the
 // index of its value (-1: not a key and a colon).
 func member(b []byte, i int) int {

@@ -104,9 +104,12 @@ func FuzzSkipString(f *testing.F) {
 	})
 }
 
-// walkAll reads the next value with c: objects and arrays through Object
-// and Array down to depth, anything else (and deeper) with Value.
+// walkAll reads the next value with c: a null through Null, objects and
+// arrays through Object and Array down to depth, anything else (and deeper) with Value.
 func walkAll(c *Cursor, depth int) bool {
+	if depth > 0 && c.Null() {
+		return true
+	}
 	if depth > 0 && c.at('{') {
 		return c.Object(func([]byte) bool { return walkAll(c, depth-1) })
 	}
@@ -136,4 +139,19 @@ func FuzzCursor(f *testing.F) {
 			t.Fatalf("%q: Value %q carries space", s, v)
 		}
 	})
+}
+
+// TestCursorNull: Null takes a null and leaves anything else where it was,
+// a near-null included, for the next read to refuse.
+func TestCursorNull(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		null bool
+		rest string
+	}{{` null,1`, true, `,1`}, {`nul`, false, `nul`}, {`{"a":null}`, false, `{"a":null}`}, {`nulx`, false, `nulx`}, {` "null"`, false, `"null"`}} {
+		cur := NewCursor([]byte(c.in))
+		if got := cur.Null(); got != c.null || string(cur.b[cur.i:]) != c.rest {
+			t.Fatalf("%q: Null %v, rest %q; want %v, %q", c.in, got, cur.b[cur.i:], c.null, c.rest)
+		}
+	}
 }
