@@ -12,6 +12,7 @@ package cache
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,8 @@ type Canon struct {
 	Dimensions        *int64                     `json:"dimensions,omitempty"`
 	EncodingFormat    string                     `json:"encoding_format,omitempty"`
 	Extra             map[string]json.RawMessage `json:"extra,omitempty"`
+
+	toolsSum *[sha256.Size]byte // Tools' digest when the memo had it (toolsDigest)
 }
 
 // Msg is one conversation turn: user, assistant or tool (a tool result).
@@ -131,15 +134,16 @@ type field struct {
 
 // decodeFields splits body into its top-level fields. valid says body is
 // known to be valid JSON (wire.Parse accepted it: encoding/json checks the
-// whole input before decoding), so it is not scanned a second time.
-func decodeFields(body []byte, valid bool) (fields, error) {
+// whole input before decoding), so it is not scanned a second time, and
+// the values in measured (spans of body) are stepped over unscanned.
+func decodeFields(body []byte, valid bool, measured [][]byte) (fields, error) {
 	// walked in place (the values are sub-slices of body, never copied)
 	if !valid && !jsonspan.Valid(body) {
 		return nil, notCacheable("body is not valid JSON")
 	}
 	f := fieldSets.Get().(*fieldSet)
 	f.kv = f.buf[:0]
-	ok := wire.EachMember(bytes.TrimSpace(body), func(k, v []byte) bool {
+	ok := wire.EachMemberMeasured(bytes.TrimSpace(body), measured, func(k, v []byte) bool {
 		if bytes.IndexByte(k, '\\') >= 0 || !utf8.Valid(k) { // a key means what it decodes to
 			var key string
 			q := append(append([]byte{'"'}, k...), '"')

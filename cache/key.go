@@ -20,7 +20,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every hashed input: changing the canonical form bumps
 // it, so old entries are simply never found again.
-const keyVersion = "switchyard-cache-v2"
+const keyVersion = "switchyard-cache-v3"
 
 // Parse reduces a request body to its canonical form. It returns an error
 // wrapping ErrNotCacheable for a request the cache must not answer (SPEC
@@ -34,11 +34,14 @@ func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error
 // ParseRequest is Parse of a request wire.Parse accepted: its body is known
 // to be valid JSON, so it is walked once without being validated again.
 func ParseRequest(req *wire.Request) (*Canon, error) {
-	return parse(req.Op, req.Format, req.Raw, true)
+	return parse(req.Op, req.Format, req.Raw, true, req.Measured[:]...)
 }
 
-func parse(op catalog.Operation, format wire.Format, body []byte, valid bool) (*Canon, error) {
-	f, err := decodeFields(body, valid)
+// parse reads the canonical request of body; measured are spans of body
+// the caller's parse measured (wire.Request.Measured), stepped over
+// without a scan.
+func parse(op catalog.Operation, format wire.Format, body []byte, valid bool, measured ...[]byte) (*Canon, error) {
+	f, err := decodeFields(body, valid, measured)
 	if err != nil {
 		return nil, err
 	}
@@ -132,13 +135,12 @@ func (c *Canon) appendHashed(b []byte, team, tier string) []byte {
 		}
 	}
 	if len(c.Tools) > 0 {
-		b = binary.AppendUvarint(append(b, 't'), uint64(len(c.Tools)))
-		for _, t := range c.Tools {
-			for _, s := range [...][]byte{[]byte(t.Name), []byte(t.Description), t.Params, t.Raw} {
-				b = appendBytes(b, s)
-			}
-			b = appendOptBool(b, t.Strict)
+		sum := c.toolsSum
+		if sum == nil {
+			d := toolsDigest(c.Tools)
+			sum = &d
 		}
+		b = append(append(b, 't'), sum[:]...)
 	}
 	tagStr('c', c.ToolChoice)
 	tagBool('p', c.ParallelToolCalls)
@@ -164,6 +166,24 @@ func (c *Canon) appendHashed(b []byte, team, tier string) []byte {
 	tagStr('e', c.EncodingFormat)
 	b = appendMap(b, 'X', c.Extra)
 	return b
+}
+
+// toolsDigest is what a key hashes for its tools: the SHA-256 of each
+// tool's canonical fields, length-prefixed, in order (hashed apart so that
+// the memo keeps it with the tools it read: see toolSet).
+func toolsDigest(ts []Tool) [sha256.Size]byte {
+	n := 0
+	for _, t := range ts {
+		n += len(t.Name) + len(t.Description) + len(t.Params) + len(t.Raw) + 24
+	}
+	b := binary.AppendUvarint(make([]byte, 0, n+8), uint64(len(ts)))
+	for _, t := range ts {
+		for _, s := range [...][]byte{[]byte(t.Name), []byte(t.Description), t.Params, t.Raw} {
+			b = appendBytes(b, s)
+		}
+		b = appendOptBool(b, t.Strict)
+	}
+	return sha256.Sum256(b)
 }
 
 func (m *Msg) appendHashed(b []byte) []byte {
@@ -202,10 +222,7 @@ func (c *Canon) sizeHint() int {
 		}
 		n += 16
 	}
-	for _, t := range c.Tools {
-		n += len(t.Name) + len(t.Description) + len(t.Params) + len(t.Raw) + 8
-	}
-	return n
+	return n + len(c.Tools) + sha256.Size
 }
 
 func appendBytes(b, s []byte) []byte {
@@ -348,7 +365,7 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("tools"); raw != nil {
-		tools, err := memoTools(oaToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
+		err := memoTools(c, oaToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
 			tools, ok, err := oaToolsFast(raw, nil)
 			if !ok {
 				tools, err = oaToolsSlow(raw, nil)
@@ -358,7 +375,6 @@ func parseOpenAI(f fields, c *Canon) error {
 		if err != nil {
 			return err
 		}
-		c.Tools = tools
 	}
 	if raw := f.take("messages"); raw != nil {
 		var buf [4]oaMsgIn // a short conversation's stay on the stack

@@ -33,7 +33,7 @@ func parseAnthropic(f fields, c *Canon) error {
 		c.System = appendTexts(c.System, parts)
 	}
 	if raw := f.take("tools"); raw != nil {
-		tools, err := memoTools(anToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
+		err := memoTools(c, anToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
 			tools, ok, err := anthropicTools.fast(raw, nil)
 			if !ok {
 				tools, err = anToolsSlow(raw, nil)
@@ -43,7 +43,6 @@ func parseAnthropic(f fields, c *Canon) error {
 		if err != nil {
 			return err
 		}
-		c.Tools = tools
 	}
 	if raw := f.take("messages"); raw != nil {
 		msgs, ok := anMessagesFast(raw)

@@ -74,7 +74,7 @@ func parseResponses(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("tools"); raw != nil {
-		tools, err := memoTools(rsToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
+		err := memoTools(c, rsToolset, raw, func(raw json.RawMessage) ([]Tool, error) {
 			tools, ok, err := responsesTools.fast(raw, nil)
 			if !ok {
 				tools, err = rsToolsSlow(raw, nil)
@@ -84,7 +84,6 @@ func parseResponses(f fields, c *Canon) error {
 		if err != nil {
 			return err
 		}
-		c.Tools = tools
 	}
 	if raw := f.take("input"); raw != nil {
 		return responsesInput(raw, c)

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"slices"
 	"sync"
@@ -24,35 +25,52 @@ var (
 	rsToolset = newToolsMemo()
 )
 
-func newToolsMemo() *canonMemo[[]Tool] {
-	return &canonMemo[[]Tool]{maxBytes: memoMaxBytes, size: toolsSize}
+func newToolsMemo() *canonMemo[*toolSet] {
+	return &canonMemo[*toolSet]{maxBytes: memoMaxBytes, size: toolsSize}
 }
 
-// toolsSize is about the memory tools hold.
-func toolsSize(ts []Tool) int {
-	n := 0
-	for _, t := range ts {
+// toolSet is a tools array read into canonical tools, with the digest the
+// key hashes for them (toolsDigest): an agent's tools are the larger part
+// of its turn's bytes (20 tools with their schemas: 26 of 36 KB), the
+// same on every turn, so a memo hit saves hashing them as well.
+type toolSet struct {
+	list []Tool
+	sum  [sha256.Size]byte
+}
+
+// toolsSize is about the memory a tool set holds.
+func toolsSize(ts *toolSet) int {
+	n := 32 + sha256.Size
+	for _, t := range ts.list {
 		n += 64 + len(t.Name) + len(t.Description) + len(t.Params) + len(t.Raw)
 	}
 	return n
 }
 
-// memoTools reads a tools array raw with read, or takes what an earlier
-// request with the same bytes read from m. The tools are shared: callers
-// only read them (a slice of capacity len, so an append copies).
-func memoTools(m *canonMemo[[]Tool], raw json.RawMessage, read func(json.RawMessage) ([]Tool, error)) ([]Tool, error) {
+// memoTools reads a tools array raw with read into c.Tools, or takes what
+// an earlier request with the same bytes read from m, with their digest
+// (c.toolsSum; nil for an array too short for the memo). The tools are
+// shared: callers only read them (a slice of capacity len, so an append
+// copies).
+func memoTools(c *Canon, m *canonMemo[*toolSet], raw json.RawMessage, read func(json.RawMessage) ([]Tool, error)) error {
 	if len(raw) < memoMinBytes {
-		return read(raw)
+		ts, err := read(raw)
+		c.Tools = ts
+		return err
 	}
 	if ts, ok := m.get(raw); ok {
-		return ts, nil
+		c.Tools, c.toolsSum = ts.list, &ts.sum
+		return nil
 	}
 	ts, err := read(raw)
-	if err == nil {
-		ts = slices.Clip(ts)
-		m.put(raw, ts)
+	if err != nil {
+		c.Tools = ts
+		return err
 	}
-	return ts, err
+	set := &toolSet{list: slices.Clip(ts), sum: toolsDigest(ts)}
+	m.put(raw, set)
+	c.Tools, c.toolsSum = set.list, &set.sum
+	return nil
 }
 
 // canonMemo maps a value's exact bytes to what it reads as, bounded in

@@ -68,6 +68,16 @@ func TestToolsMemoIsRead(t *testing.T) {
 				if want := keyWithoutMemo(t, r); got != want {
 					t.Fatalf("%s: the key with the memo differs from the key read afresh", c.name)
 				}
+				// the digest the memo keeps is the one a key computes without it
+				canon, err := Parse(r.op, r.format, []byte(r.body))
+				if err != nil || canon.toolsSum == nil {
+					t.Fatalf("%s: the tools were not memoized (%v)", c.name, err)
+				}
+				bare := *canon
+				bare.toolsSum = nil
+				if bare.Key("t", "") != got {
+					t.Fatalf("%s: the key with the memo's digest differs from the key hashing the tools", c.name)
+				}
 			}
 		}
 		if mustKey(t, c.r, "t", "") == mustKey(t, other, "t", "") {
@@ -79,7 +89,7 @@ func TestToolsMemoIsRead(t *testing.T) {
 // keyWithoutMemo is r's key with every memo emptied first.
 func keyWithoutMemo(t *testing.T, r keyReq) Key {
 	t.Helper()
-	for _, m := range []*canonMemo[[]Tool]{oaToolset, anToolset, rsToolset} {
+	for _, m := range []*canonMemo[*toolSet]{oaToolset, anToolset, rsToolset} {
 		m.mu.Lock()
 		m.cur, m.prev, m.curBytes = nil, nil, 0
 		m.mu.Unlock()

@@ -193,7 +193,14 @@ func DeleteTopLevel(body []byte, key string) []byte {
 // in order, without allocating, until fn returns false. It reports whether
 // obj was an object it could walk to its end and fn never said stop.
 func EachMember(obj []byte, fn func(key, value []byte) bool) bool {
-	return jsonspan.EachMember(obj, func(k, v []byte) error {
+	return EachMemberMeasured(obj, nil, fn)
+}
+
+// EachMemberMeasured is EachMember stepping over the values in measured
+// (spans of obj an earlier walk measured) without scanning them
+// (jsonspan.EachMemberMeasured).
+func EachMemberMeasured(obj []byte, measured [][]byte, fn func(key, value []byte) bool) bool {
+	return jsonspan.EachMemberMeasured(obj, measured, func(k, v []byte) error {
 		if !fn(k, v) {
 			return errStopped
 		}

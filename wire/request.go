@@ -50,6 +50,13 @@ type Request struct {
 	Tools    int    // tools declared
 	ToolsRaw []byte // tools as sent, for the session fingerprint
 
+	// Measured holds the spans of Raw the parse measured of its largest
+	// members (messages or input, tools, system or instructions), so that a
+	// second walk of Raw's top level (the response cache's key) steps over
+	// them (jsonspan.EachMemberMeasured). An entry may be nil, or a copy
+	// that is not of Raw's bytes, which such a walk scans as before.
+	Measured [3][]byte
+
 	MaxTokens       int    // max_tokens or max_completion_tokens; 0 when absent
 	ReasoningEffort string // reasoning_effort or reasoning.effort
 	Thinking        bool   // Anthropic thinking.type == "enabled"
@@ -243,6 +250,7 @@ func ParseLimited(body []byte, op catalog.Operation, format Format, lim Limits) 
 	if b.Tools.n > 0 {
 		r.ToolsRaw = b.Tools.span
 	}
+	r.Measured = [3][]byte{b.Messages.span, b.Tools.span, b.System}
 
 	switch op {
 	case catalog.OpChat:

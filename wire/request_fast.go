@@ -66,7 +66,7 @@ func fastMember(b *openAIBody, name string, val []byte) bool {
 	case "input":
 		ok = b.Input.UnmarshalJSON(val) == nil
 	case "system":
-		ok = b.System.UnmarshalJSON(val) == nil
+		b.System, ok = val, true // a slice of the body (Measured keeps it)
 	case "conversation":
 		ok = b.Conversation.UnmarshalJSON(val) == nil
 	case "stream_options":

@@ -181,3 +181,32 @@ func TestToolsRawIsTheToolsMember(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasuredAreSpansOfRaw: the spans a parse measured are the body's own
+// bytes at their members (what lets the cache's key step over them), in
+// each format, so a change that copied them would fail here rather than
+// only cost a scan.
+func TestMeasuredAreSpansOfRaw(t *testing.T) {
+	for _, c := range []struct {
+		format Format
+		body   string
+		names  []string
+	}{
+		{FormatOpenAI, `{"model":"m","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"x"}]}`, []string{"messages", "tools"}},
+		{FormatAnthropic, `{"model":"m","max_tokens":5,"system":"be brief","tools":[{"name":"f","input_schema":{}}],"messages":[{"role":"user","content":"x"}]}`, []string{"messages", "tools", "system"}},
+		{FormatResponses, `{"model":"m","instructions":"be brief","tools":[{"type":"function","name":"f","parameters":{}}],"input":[{"role":"user","content":"x"}]}`, []string{"input", "tools", "instructions"}},
+	} {
+		raw := []byte(c.body)
+		r, err := ParseLimited(raw, catalog.OpChat, c.format, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		for i, name := range c.names {
+			s, e, ok := FindTopLevel(raw, name)
+			m := r.Measured[i]
+			if !ok || len(m) != e-s || len(m) == 0 || &m[0] != &raw[s] {
+				t.Errorf("%s: Measured[%d] is %q, want the %s value of Raw itself", c.body, i, m, name)
+			}
+		}
+	}
+}

@@ -243,6 +243,7 @@ func parseResponses(body []byte, maxItems int) (*Request, error) {
 	if err := checkToolChoice(rq.ToolChoice); err != nil {
 		return nil, err
 	}
+	r.Measured = [3][]byte{b.Input, b.Tools, b.Instructions}
 	items, err := parseInput(b.Input, maxItems)
 	if err != nil {
 		return nil, err

@@ -84,12 +84,13 @@ type messageList struct {
 	max   int // set before decoding
 	set   bool
 	items []Message
+	span  []byte // the array as sent (a slice of the body, like toolList's)
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (m *messageList) UnmarshalJSON(b []byte) error {
 	if isNull(b) {
-		m.set, m.items = false, nil
+		m.set, m.items, m.span = false, nil, nil
 		return nil
 	}
 	n := countElements(b)
@@ -100,7 +101,7 @@ func (m *messageList) UnmarshalJSON(b []byte) error {
 		return &Error{Param: "messages", Code: "too_many_messages",
 			Message: fmt.Sprintf("\"messages\" has %d messages; at most %d are allowed (server.max_messages): send fewer", n, m.max)}
 	}
-	m.set = true
+	m.set, m.span = true, b
 	m.items = make([]Message, 0, n)
 	return jsonspan.EachElement(b, func(i int, elem []byte) error {
 		msg, err := decodeMessage(elem)

@@ -45,6 +45,15 @@ func EachElement(b []byte, fn func(i int, elem []byte) error) error {
 // JSON); ErrNotArray when b is not an object. A key given twice is reported
 // twice: the last one wins for the caller, as in encoding/json.
 func EachMember(b []byte, fn func(key, val []byte) error) error {
+	return EachMemberMeasured(b, nil, fn)
+}
+
+// EachMemberMeasured is EachMember stepping over the values in measured
+// without scanning them: each is a value of b already measured (a span of
+// b's own bytes, as an earlier walk of b gave it), and a member whose value
+// starts where one of them does ends where it ends. A span that is not of
+// b's bytes is never used, so a copy costs only the scan it does not save.
+func EachMemberMeasured(b []byte, measured [][]byte, fn func(key, val []byte) error) error {
 	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return ErrNotArray
@@ -68,7 +77,10 @@ func EachMember(b []byte, fn func(key, val []byte) error) error {
 			return ErrNotArray
 		}
 		i = SkipSpace(b, i+1)
-		ve := SkipValue(b, i)
+		ve := measuredEnd(b, i, measured)
+		if ve < 0 {
+			ve = SkipValue(b, i)
+		}
 		if ve < 0 || ve == i {
 			return ErrNotArray
 		}
@@ -77,6 +89,21 @@ func EachMember(b []byte, fn func(key, val []byte) error) error {
 		}
 		i = ve
 	}
+}
+
+// measuredEnd is the end of the value at b[i] when one of measured is
+// that value (a non-empty span of b's array starting at b[i], not past
+// b's end), or -1.
+func measuredEnd(b []byte, i int, measured [][]byte) int {
+	if i >= len(b) {
+		return -1
+	}
+	for _, m := range measured {
+		if len(m) > 0 && &m[0] == &b[i] && len(m) <= len(b)-i {
+			return i + len(m)
+		}
+	}
+	return -1
 }
 
 // IsSpace reports whether c is JSON whitespace.

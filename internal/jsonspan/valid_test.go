@@ -155,3 +155,28 @@ func TestCursorNull(t *testing.T) {
 		}
 	}
 }
+
+// TestEachMemberMeasured: a measured span of b's own bytes is stepped over
+// unscanned (what it covers is not read: here it is not even JSON), and a
+// span that is a copy, or of other bytes, is never used.
+func TestEachMemberMeasured(t *testing.T) {
+	b := []byte(`{"a":1, "m":[not json, "open], "z":"y"}`) // a scan would not find the string's end
+	s := strings.Index(string(b), "[")
+	e := strings.Index(string(b), "]") + 1
+	walk := func(measured ...[]byte) (string, error) {
+		var got []string
+		err := EachMemberMeasured(b, measured, func(k, v []byte) error {
+			got = append(got, string(k)+"="+string(v))
+			return nil
+		})
+		return strings.Join(got, " "), err
+	}
+	if got, err := walk(b[s:e]); err != nil || got != `a=1 m=[not json, "open] z="y"` {
+		t.Fatalf("with the span measured: %q, %v", got, err)
+	}
+	for _, other := range [][]byte{append([]byte(nil), b[s:e]...), b[s+1 : e], nil, {}} {
+		if got, err := walk(other); err == nil {
+			t.Fatalf("a span not measured at the value (%q) was used: %q", other, got)
+		}
+	}
+}
