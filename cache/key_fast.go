@@ -8,12 +8,16 @@ package cache
 // expected JSON type. ok is false for anything else (a key with an escape,
 // in another case or given twice, a type json.Unmarshal would reject) and
 // the caller decodes with encoding/json, so both paths agree by
-// construction (the Fuzz*Fast tests, FuzzKey). Objects are walked with
+// construction (the Fuzz*Fast tests, FuzzKey). The messages array, most
+// of a turn's bytes after the tools (which the memo keeps), is read in one
+// pass with jsonspan.Cursor; the other objects are walked with
 // wire.EachField, the wire package's fast readers' own walk.
 
 import (
 	"encoding/json"
+	"slices"
 
+	"switchyard/internal/jsonspan"
 	"switchyard/wire"
 )
 
@@ -107,72 +111,99 @@ func oaToolsFast(raw json.RawMessage, dst []Tool) (tools []Tool, ok bool, err er
 }
 
 // oaCallsFast reads a message's tool_calls array as json.Unmarshal into
-// []oaCallIn does (null: none).
-func oaCallsFast(raw []byte) (calls []oaCallIn, ok bool) {
-	if string(raw) == "null" {
+// []oaCallIn does (null: none), with the cursor at it.
+func oaCallsFast(c *jsonspan.Cursor) (calls []oaCallIn, ok bool) {
+	if c.Null() {
 		return nil, true
 	}
-	if raw[0] != '[' {
-		return nil, false
-	}
-	ok = wire.EachElement(raw, func(e []byte) bool {
-		var c oaCallIn
-		if !wire.EachField(e, oaCallNames, func(i int, v []byte) bool {
-			if i == 0 {
-				return fastString(v, &c.ID)
+	ok = c.Array(func() bool {
+		var call oaCallIn
+		var seen members
+		if !c.Object(func(k []byte) bool {
+			switch exactMember(k, oaCallNames...) {
+			case "id":
+				return seen.first(1) && stringNext(c, &call.ID)
+			case "function":
+				// null leaves the function as it is, as encoding/json does
+				return seen.first(2) && (c.Null() || oaFunctionFast(c, &call))
+			case "":
+				return skipValue(c)
 			}
-			if string(v) == "null" {
-				return true
-			}
-			return v[0] == '{' && wire.EachField(v, oaCallFnNames, func(j int, fv []byte) bool {
-				if j == 0 {
-					return fastString(fv, &c.Function.Name)
-				}
-				return fastString(fv, &c.Function.Arguments)
-			})
+			return false
 		}) {
 			return false
 		}
-		calls = append(calls, c)
+		calls = append(calls, call)
 		return true
 	})
 	return calls, ok
 }
 
+// oaFunctionFast reads a tool call's function object (name and arguments,
+// each at most once) into call.
+func oaFunctionFast(c *jsonspan.Cursor, call *oaCallIn) bool {
+	var seen members
+	return c.Object(func(k []byte) bool {
+		switch exactMember(k, oaCallFnNames...) {
+		case "name":
+			return seen.first(1) && stringNext(c, &call.Function.Name)
+		case "arguments":
+			return seen.first(2) && stringNext(c, &call.Function.Arguments)
+		case "":
+			return skipValue(c)
+		}
+		return false
+	})
+}
+
 // oaMessagesFast reads the messages array as json.Unmarshal into
-// []oaMsgIn does.
+// []oaMsgIn does, in one pass (jsonspan.Cursor): every member a message
+// reads is met at most once and spelled exactly, strings are strings or
+// null; anything else is left to encoding/json.
 func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool) {
-	ok = wire.EachElement(raw, func(e []byte) bool {
+	c := jsonspan.NewCursor(raw)
+	ok = c.Array(func() bool {
 		var m oaMsgIn
-		if !wire.EachField(e, oaMsgNames, func(i int, v []byte) bool {
+		var seen members
+		if !c.Object(func(k []byte) bool {
+			name := exactMember(k, oaMsgNames...)
+			switch name {
+			case "":
+				return skipValue(&c)
+			case "?":
+				return false
+			}
+			i := slices.Index(oaMsgNames, name)
+			if !seen.first(1 << i) {
+				return false
+			}
+			var ok bool
 			switch i {
 			case 0:
-				return fastString(v, &m.Role)
+				return stringNext(&c, &m.Role)
 			case 1:
-				return fastString(v, &m.Name)
+				return stringNext(&c, &m.Name)
 			case 2:
-				m.Content = v
+				m.Content, ok = c.Value()
 			case 3:
-				return fastString(v, &m.Refusal)
+				return stringNext(&c, &m.Refusal)
 			case 4:
-				var ok bool
-				m.ToolCalls, ok = oaCallsFast(v)
-				return ok
+				m.ToolCalls, ok = oaCallsFast(&c)
 			case 5:
-				return fastString(v, &m.ToolCallID)
+				return stringNext(&c, &m.ToolCallID)
 			case 6:
-				m.FunctionCall = v
+				m.FunctionCall, ok = c.Value()
 			case 7:
-				m.Audio = v
+				m.Audio, ok = c.Value()
 			}
-			return true
+			return ok
 		}) {
 			return false
 		}
 		dst = append(dst, m)
 		return true
 	})
-	return dst, ok
+	return dst, ok && c.End()
 }
 
 var (
