@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"switchyard/internal/jsonspan"
@@ -41,10 +43,99 @@ var fastBodyFields = [...]string{"model", "stream", "stream_options", "messages"
 // takes 1.3-1.6 µs and 6 allocations this way, 2.9-3.6 µs and 12 through
 // encoding/json.
 func fastBody(body []byte, b *openAIBody) bool {
-	// the walk reads valid JSON only, as json.Unmarshal checks first
-	return jsonspan.Valid(body) && EachField(body, fastBodyFields[:], func(f int, val []byte) bool {
-		return fastMember(b, fastBodyFields[f], val)
+	// one pass that validates as it reads (jsonspan.Cursor), EachField's
+	// rules: the messages and tools arrays, most of an agent's bytes, are
+	// walked where they stand rather than measured first and walked again
+	c := jsonspan.NewCursor(body)
+	var seen uint32 // the fields given so far, a bit each
+	var keys keyList
+	return c.Object(func(key []byte) bool {
+		if keys.repeats(key) {
+			return false // any key named twice: encoding/json's, and repeatedKey's to name
+		}
+		f := slices.Index(fastBodyFields[:], string(key))
+		if f < 0 {
+			if !unmatched(key, fastBodyFields[:]) {
+				return false
+			}
+			_, ok := c.Value()
+			return ok
+		}
+		if seen&(1<<f) != 0 {
+			return false
+		}
+		seen |= 1 << f
+		switch name := fastBodyFields[f]; {
+		case name == "messages" && c.Peek() == '[':
+			return fastMessages(&c, &b.Messages)
+		case name == "tools" && c.Peek() == '[':
+			return fastTools(&c, &b.Tools)
+		default:
+			val, ok := c.Value()
+			return ok && fastMember(b, name, val)
+		}
+	}) && c.End()
+}
+
+// unmatched reports whether key names none of fields as encoding/json
+// matches them (exactly, or ignoring case and escapes): a key that does
+// is left to encoding/json.
+func unmatched(key []byte, fields []string) bool {
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return false
+	}
+	for _, name := range fields {
+		if strings.EqualFold(name, string(key)) {
+			return false
+		}
+	}
+	return true
+}
+
+// fastMessages reads a messages array at the cursor as
+// messageList.UnmarshalJSON does (each message through decodeMessage),
+// counting as it goes rather than first: false for more than m.max
+// messages or one decodeMessage refuses (encoding/json's path then words
+// the error).
+func fastMessages(c *jsonspan.Cursor, m *messageList) bool {
+	items := make([]Message, 0, 8) // never nil, as UnmarshalJSON makes it
+	span, ok := c.Span(func() bool {
+		return c.Array(func() bool {
+			if len(items) == m.max {
+				return false
+			}
+			elem, ok := c.Value()
+			if !ok {
+				return false
+			}
+			msg, err := decodeMessage(elem)
+			items = append(items, msg)
+			return err == nil
+		})
 	})
+	if !ok {
+		return false
+	}
+	m.set, m.items, m.span = true, items, span
+	return true
+}
+
+// fastTools reads a tools array at the cursor as toolList.UnmarshalJSON
+// does: its elements counted (each validated, not decoded) and its span.
+func fastTools(c *jsonspan.Cursor, t *toolList) bool {
+	n := 0
+	span, ok := c.Span(func() bool {
+		return c.Array(func() bool {
+			n++
+			_, ok := c.Value()
+			return ok
+		})
+	})
+	if !ok {
+		return false
+	}
+	t.n, t.span = elementCount(n), span
+	return true
 }
 
 // fastMember decodes the member name (a field of openAIBody) into b; false

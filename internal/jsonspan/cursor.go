@@ -120,5 +120,27 @@ func (c *Cursor) Array(elem func() bool) bool {
 	}
 }
 
+// Peek returns the first byte of the next value (after space), 0 at the
+// end, without reading it.
+func (c *Cursor) Peek() byte {
+	c.i = SkipSpace(c.b, c.i)
+	if c.i < len(c.b) {
+		return c.b[c.i]
+	}
+	return 0
+}
+
+// Span runs read, which reads the next value (Object, Array or Value), and
+// returns that value's bytes: a reader that walks a value also gets its
+// extent without a second scan.
+func (c *Cursor) Span(read func() bool) ([]byte, bool) {
+	c.i = SkipSpace(c.b, c.i)
+	s := c.i
+	if !read() {
+		return nil, false
+	}
+	return c.b[s:c.i], true
+}
+
 // End reports whether only space is left.
 func (c *Cursor) End() bool { return SkipSpace(c.b, c.i) == len(c.b) }
