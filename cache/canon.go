@@ -125,6 +125,26 @@ type fields = *fieldSet
 type fieldSet struct {
 	kv  []field
 	buf [10]field // most requests have fewer top-level fields
+
+	// decoded is the wire parse's reading of the same body's messages
+	// (ParseRequest; nil from Parse): a message whose content is a string
+	// has it there already decoded (textAt).
+	decoded []wire.Message
+}
+
+// textAt is the parts of message i's content raw (the messages array's
+// element i of the body f was read from) when it is a JSON string and the
+// wire parse of the body decoded it already: wire.Message.Text is that
+// string as wire.DecodeString reads it, which is what textOrParts would
+// give again. ok is false otherwise (the caller reads raw).
+func (f *fieldSet) textAt(i int, raw json.RawMessage) (parts []Part, ok bool) {
+	if i >= len(f.decoded) || !isString(raw) {
+		return nil, false
+	}
+	if t := f.decoded[i].Text; t != "" {
+		return []Part{{Type: "text", Text: t}}, true
+	}
+	return nil, true
 }
 
 type field struct {
@@ -178,7 +198,7 @@ var fieldSets = sync.Pool{New: func() any { return new(fieldSet) }}
 // release returns f to fieldSets; f must not be used afterwards.
 func (f *fieldSet) release() {
 	clear(f.buf[:]) // the body's slices, for the collector
-	f.kv = nil
+	f.kv, f.decoded = nil, nil
 	fieldSets.Put(f)
 }
 

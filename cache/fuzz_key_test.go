@@ -41,6 +41,38 @@ func FuzzKey(f *testing.F) {
 	})
 }
 
+// FuzzParseRequest: the key of a request the wire parse read (which
+// steps over the members it measured and takes a string content's text as
+// the wire parse decoded it) is the key of the body read afresh, and the
+// body is cacheable by both readings or by neither.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{oaBase, anBase, oaTools, anTools,
+		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a \"q\" \u00e9\n"},{"role":"assistant","content":""},{"role":"user","content":[{"type":"text","text":"b"}]}]}`,
+		`{"model":"m","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a","content":"b"},{"role":"user","content":"c","content":null},{"role":"tool","tool_call_id":"x","content":"r"}]}`,
+		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a"}],"Messages":[{"role":"user","content":"b"}]}`,
+		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"\ud800 lone"},{"role":"user","content":"\t"}]}`,
+	} {
+		for fm := range 2 {
+			f.Add(s, uint8(fm))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body string, fm uint8) {
+		format := wire.Format(fm % 2) // OpenAI or Anthropic: the formats whose messages wire decodes
+		req, err := wire.ParseLimited([]byte(body), catalog.OpChat, format, wire.Limits{MaxMessages: 1000, MaxInputItems: 1000})
+		if err != nil {
+			return
+		}
+		fromReq, rerr := ParseRequest(req)
+		afresh, ferr := Parse(catalog.OpChat, format, []byte(body))
+		if (rerr == nil) != (ferr == nil) {
+			t.Fatalf("%s: from the request %v, afresh %v", body, rerr, ferr)
+		}
+		if rerr == nil && fromReq.Key("t", "") != afresh.Key("t", "") {
+			t.Fatalf("%s: the key from the request differs from the key read afresh:\n%+v\n%+v", body, fromReq, afresh)
+		}
+	})
+}
+
 // FuzzOpenAIMessagesFast: the reflection-free reading of an OpenAI messages
 // array, when it answers at all, agrees with json.Unmarshal's.
 func FuzzOpenAIMessagesFast(f *testing.F) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"sync"
 
 	"switchyard/catalog"
 	"switchyard/wire"
@@ -28,24 +29,29 @@ const keyVersion = "switchyard-cache-v3"
 // previous_response_id) or whose fields do not parse; the gateway then
 // serves it without the cache (and without a cache header).
 func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error) {
-	return parse(op, format, body, false)
+	return parse(op, format, body, false, nil)
 }
 
 // ParseRequest is Parse of a request wire.Parse accepted: its body is known
 // to be valid JSON, so it is walked once without being validated again.
 func ParseRequest(req *wire.Request) (*Canon, error) {
-	return parse(req.Op, req.Format, req.Raw, true, req.Measured[:]...)
+	var decoded []wire.Message
+	if req.Op == catalog.OpChat && (req.Format == wire.FormatOpenAI || req.Format == wire.FormatAnthropic) {
+		decoded = req.Messages // one per element of the body's messages, in order
+	}
+	return parse(req.Op, req.Format, req.Raw, true, decoded, req.Measured[:]...)
 }
 
 // parse reads the canonical request of body; measured are spans of body
 // the caller's parse measured (wire.Request.Measured), stepped over
 // without a scan.
-func parse(op catalog.Operation, format wire.Format, body []byte, valid bool, measured ...[]byte) (*Canon, error) {
+func parse(op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
 	f, err := decodeFields(body, valid, measured)
 	if err != nil {
 		return nil, err
 	}
 	defer f.release()
+	f.decoded = decoded
 	c := &Canon{}
 	if err := f.into("model", &c.Model); err != nil {
 		return nil, err
@@ -82,9 +88,29 @@ func parse(op catalog.Operation, format wire.Format, body []byte, valid bool, me
 // alias, the tier it resolves to ("" otherwise): two teams never share an
 // entry, and an easy-tier answer never serves a session pinned hard.
 func (c *Canon) Key(team, tier string) Key {
-	var buf [512]byte // a short request's bytes stay on the stack
-	return Key(sha256.Sum256(c.appendHashed(buf[:0], team, tier)))
+	n := 256 + c.sizeHint()
+	if n <= 512 {
+		var buf [512]byte // a short request's bytes stay on the stack
+		return Key(sha256.Sum256(c.appendHashed(buf[:0], team, tier)))
+	}
+	// a long conversation's bytes go through a recycled buffer: hashed and
+	// dropped, they would be garbage the size of the request every time
+	bp := hashBufs.Get().(*[]byte)
+	b := c.appendHashed((*bp)[:0], team, tier)
+	k := Key(sha256.Sum256(b))
+	if cap(b) <= maxPooledHashBuf {
+		*bp = b
+		hashBufs.Put(bp)
+	}
+	return k
 }
+
+// hashBufs recycles Key's buffers for requests too long for the stack;
+// one larger than maxPooledHashBuf is left to the collector, so the pool
+// never holds more than a few of that size.
+var hashBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledHashBuf = 1 << 20
 
 // appendHashed appends what Key hashes: the version, the scope and every
 // field of c in a fixed order, each string length-prefixed and each
@@ -386,10 +412,13 @@ func parseOpenAI(f fields, c *Canon) error {
 			}
 			msgs = all
 		}
-		for _, m := range msgs {
-			parts, err := textOrParts(m.Content, openAIPart)
-			if err != nil {
-				return err
+		for i, m := range msgs {
+			parts, ok := f.textAt(i, m.Content)
+			if !ok {
+				var err error
+				if parts, err = textOrParts(m.Content, openAIPart); err != nil {
+					return err
+				}
 			}
 			switch m.Role {
 			case "system", "developer":

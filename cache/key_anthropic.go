@@ -51,13 +51,16 @@ func parseAnthropic(f fields, c *Canon) error {
 				return notCacheable("messages")
 			}
 		}
-		for _, m := range msgs {
+		for i, m := range msgs {
 			// tool results become tool turns ahead of the rest of the
 			// user turn, as OpenAI and Responses spell them
 			var results []Msg
-			parts, err := textOrParts(m.Content, anthropicBlock(&results))
-			if err != nil {
-				return err
+			parts, ok := f.textAt(i, m.Content)
+			if !ok {
+				var err error
+				if parts, err = textOrParts(m.Content, anthropicBlock(&results)); err != nil {
+					return err
+				}
 			}
 			var calls []Call
 			kept := parts[:0]
