@@ -130,7 +130,36 @@ type fieldSet struct {
 	// (ParseRequest; nil from Parse): a message whose content is a string
 	// has it there already decoded (textAt).
 	decoded []wire.Message
+	team    string // the request's team, which scopes argsMemo ("": none)
 }
+
+// args is a tool call's arguments in canonical JSON (canonArgs). Read
+// from a literal (argsLit), they come from the team's memo when its
+// agent sent the same literal before: an agent resends every earlier
+// call on every turn, and each costs a decode and a canonical JSON walk.
+// The memo is scoped by team, so how fast a key is read tells nothing of
+// another team's calls.
+func (f *fieldSet) args(tc *oaCallIn) string {
+	lit := tc.argsLit
+	if lit == nil {
+		return canonArgs(tc.Function.Arguments)
+	}
+	if f.team == "" || len(f.team)+1+len(lit) > maxArgsMemoKey {
+		return canonArgs(wire.DecodeString(lit))
+	}
+	var kb [maxArgsMemoKey]byte
+	k := append(append(append(kb[:0], f.team...), 0), lit...)
+	if c, ok := argsMemo.get(k); ok {
+		return c
+	}
+	c := canonArgs(wire.DecodeString(lit))
+	argsMemo.put(k, c)
+	return c
+}
+
+// maxArgsMemoKey bounds the team and literal a memo entry of arguments is
+// kept under (built on the stack); longer arguments are read each time.
+const maxArgsMemoKey = 1024
 
 // textAt is the parts of message i's content raw (the messages array's
 // element i of the body f was read from) when it is a JSON string and the
@@ -198,7 +227,7 @@ var fieldSets = sync.Pool{New: func() any { return new(fieldSet) }}
 // release returns f to fieldSets; f must not be used afterwards.
 func (f *fieldSet) release() {
 	clear(f.buf[:]) // the body's slices, for the collector
-	f.kv, f.decoded = nil, nil
+	f.kv, f.decoded, f.team = nil, nil, ""
 	fieldSets.Put(f)
 }
 

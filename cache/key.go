@@ -34,24 +34,35 @@ func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error
 
 // ParseRequest is Parse of a request wire.Parse accepted: its body is known
 // to be valid JSON, so it is walked once without being validated again.
-func ParseRequest(req *wire.Request) (*Canon, error) {
+func ParseRequest(req *wire.Request) (*Canon, error) { return ParseRequestFor(req, "") }
+
+// ParseRequestFor is ParseRequest for a request of team, whose tool
+// calls' canonical arguments the team's own memo keeps (argsMemo; none
+// for "").
+func ParseRequestFor(req *wire.Request, team string) (*Canon, error) {
 	var decoded []wire.Message
 	if req.Op == catalog.OpChat && (req.Format == wire.FormatOpenAI || req.Format == wire.FormatAnthropic) {
-		decoded = req.Messages // one per element of the body's messages, in order
+		decoded = req.Messages
 	}
-	return parse(req.Op, req.Format, req.Raw, true, decoded, req.Measured[:]...)
+	return parseFor(team, req.Op, req.Format, req.Raw, true, decoded, req.Measured[:]...)
 }
 
 // parse reads the canonical request of body; measured are spans of body
 // the caller's parse measured (wire.Request.Measured), stepped over
 // without a scan.
 func parse(op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
+	return parseFor("", op, format, body, valid, decoded, measured...)
+}
+
+// parseFor is parse for a request of team ("": none, no memo of
+// arguments).
+func parseFor(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
 	f, err := decodeFields(body, valid, measured)
 	if err != nil {
 		return nil, err
 	}
 	defer f.release()
-	f.decoded = decoded
+	f.decoded, f.team = decoded, team
 	c := &Canon{}
 	if err := f.into("model", &c.Model); err != nil {
 		return nil, err
@@ -450,7 +461,7 @@ func parseOpenAI(f fields, c *Canon) error {
 				msg.Parts = append(msg.Parts, Part{Type: "text", Text: m.Refusal})
 			}
 			for _, tc := range m.ToolCalls {
-				msg.Calls = append(msg.Calls, Call{ID: tc.ID, Name: tc.Function.Name, Args: canonArgs(tc.Function.Arguments)})
+				msg.Calls = append(msg.Calls, Call{ID: tc.ID, Name: tc.Function.Name, Args: f.args(&tc)})
 			}
 			c.Messages = appendMsg(c.Messages, msg)
 		}
@@ -520,6 +531,10 @@ type oaCallIn struct {
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
 	} `json:"function"`
+	// argsLit is the arguments as sent, a JSON string literal not yet
+	// decoded (oaCallsFast; then Function.Arguments is unset): the memo
+	// of canonical arguments is looked up by it (fieldSet.args).
+	argsLit []byte
 }
 
 // functionTool builds a function tool, or keeps a tool of another kind raw.

@@ -148,7 +148,21 @@ func oaFunctionFast(c *jsonspan.Cursor, call *oaCallIn) bool {
 		case "name":
 			return seen.first(1) && stringNext(c, &call.Function.Name)
 		case "arguments":
-			return seen.first(2) && stringNext(c, &call.Function.Arguments)
+			// kept as sent, decoded only when the memo does not know it
+			// (fieldSet.args); null leaves the arguments as they are
+			if !seen.first(2) {
+				return false
+			}
+			v, ok := c.Value()
+			switch {
+			case !ok:
+				return false
+			case v[0] == '"':
+				call.argsLit = v
+			case string(v) != "null":
+				return false
+			}
+			return true
 		case "":
 			return skipValue(c)
 		}

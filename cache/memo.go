@@ -23,6 +23,9 @@ var (
 	oaToolset = newToolsMemo()
 	anToolset = newToolsMemo()
 	rsToolset = newToolsMemo()
+	// argsMemo maps a team and a tool call's arguments literal to the
+	// arguments in canonical JSON (fieldSet.args)
+	argsMemo = &canonMemo[string]{maxBytes: memoMaxBytes, size: func(c string) int { return len(c) + 64 }}
 )
 
 func newToolsMemo() *canonMemo[*toolSet] {

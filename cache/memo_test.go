@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"switchyard/catalog"
 	"switchyard/internal/agentturn"
+	"switchyard/wire"
 )
 
 func TestCanonMemoBounded(t *testing.T) {
@@ -98,4 +100,31 @@ func keyWithoutMemo(t *testing.T, r keyReq) Key {
 	schemas.cur, schemas.prev, schemas.curBytes = nil, nil, 0
 	schemas.mu.Unlock()
 	return mustKey(t, r, "t", "")
+}
+
+// TestArgsMemoByTeam: canonical tool-call arguments are remembered under
+// the team that sent them, so one team's key never reads faster for what
+// another team sent.
+func TestArgsMemoByTeam(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"1","function":{"name":"f","arguments":"{\"memo\": \"by team\"}"}}]}]}`)
+	req, err := wire.ParseLimited(body, catalog.OpChat, wire.FormatOpenAI, wire.Limits{MaxMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func(team string) bool {
+		k := append([]byte(team+"\x00"), `"{\"memo\": \"by team\"}"`...)
+		_, ok := argsMemo.get(k)
+		return ok
+	}
+	if _, err := ParseRequestFor(req, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if !held("a") || held("b") {
+		t.Fatalf("after team a's request: held for a %v, for b %v; want only a", held("a"), held("b"))
+	}
+	ka, _ := ParseRequestFor(req, "a")
+	kb, _ := ParseRequestFor(req, "b")
+	if !held("b") || ka.Key("t", "") != kb.Key("t", "") {
+		t.Fatal("team b's request did not read the arguments itself, or read them otherwise")
+	}
 }
