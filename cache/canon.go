@@ -133,27 +133,37 @@ type fieldSet struct {
 	team    string // the request's team, which scopes argsMemo ("": none)
 }
 
-// args is a tool call's arguments in canonical JSON (canonArgs). Read
-// from a literal (argsLit), they come from the team's memo when its
-// agent sent the same literal before: an agent resends every earlier
-// call on every turn, and each costs a decode and a canonical JSON walk.
-// The memo is scoped by team, so how fast a key is read tells nothing of
-// another team's calls.
+// args is a tool call's arguments in canonical JSON (canonArgs), read
+// from its literal (argsLit) through the team's memo (remembered).
 func (f *fieldSet) args(tc *oaCallIn) string {
-	lit := tc.argsLit
-	if lit == nil {
+	if tc.argsLit == nil {
 		return canonArgs(tc.Function.Arguments)
 	}
-	if f.team == "" || len(f.team)+1+len(lit) > maxArgsMemoKey {
-		return canonArgs(wire.DecodeString(lit))
+	return f.remembered('o', tc.argsLit, func() (string, bool) { return canonArgs(wire.DecodeString(tc.argsLit)), true })
+}
+
+// remembered is what read makes of raw, from the team's memo when its
+// agent sent the same raw before: an agent resends every earlier tool
+// call on every turn, and each costs a decode and a canonical JSON walk.
+// kind says what raw is (o: an OpenAI arguments literal, a: an Anthropic
+// tool_use input, r: Responses arguments decoded), so two readings never
+// share an entry. read's result is kept only when it reports ok. The
+// memo is scoped by team, so how fast a key is read tells nothing of
+// another team's calls.
+func (f *fieldSet) remembered(kind byte, raw []byte, read func() (string, bool)) string {
+	if f == nil || f.team == "" || len(f.team)+2+len(raw) > maxArgsMemoKey {
+		s, _ := read()
+		return s
 	}
 	var kb [maxArgsMemoKey]byte
-	k := append(append(append(kb[:0], f.team...), 0), lit...)
+	k := append(append(append(kb[:0], f.team...), 0, kind), raw...)
 	if c, ok := argsMemo.get(k); ok {
 		return c
 	}
-	c := canonArgs(wire.DecodeString(lit))
-	argsMemo.put(k, c)
+	c, ok := read()
+	if ok {
+		argsMemo.put(k, c)
+	}
 	return c
 }
 
@@ -165,7 +175,10 @@ const maxArgsMemoKey = 1024
 // element i of the body f was read from) when it is a JSON string and the
 // wire parse of the body decoded it already: wire.Message.Text is that
 // string as wire.DecodeString reads it, which is what textOrParts would
-// give again. ok is false otherwise (the caller reads raw).
+// give again. ok is false otherwise (the caller reads raw). Only a
+// message the fast reader took counts: its one content member is spelled
+// exactly, which is the member wire's reading takes; encoding/json also
+// matches "Content" (the caller drops decoded when it reads that way).
 func (f *fieldSet) textAt(i int, raw json.RawMessage) (parts []Part, ok bool) {
 	if i >= len(f.decoded) || !isString(raw) {
 		return nil, false

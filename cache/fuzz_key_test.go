@@ -41,23 +41,26 @@ func FuzzKey(f *testing.F) {
 }
 
 // FuzzParseRequest: the key of a request the wire parse read (which
-// steps over the members it measured and takes a string content's text as
-// the wire parse decoded it) is the key of the body read afresh, and the
-// body is cacheable by both readings or by neither.
+// steps over the members it measured, takes a string content's text as the
+// wire parse decoded it and a tool call's canonical arguments from its
+// team's memo) is the key of the body read afresh, and the body is
+// cacheable by both readings or by neither.
 func FuzzParseRequest(f *testing.F) {
-	for _, s := range []string{oaBase, anBase, oaTools, anTools,
+	for _, s := range []string{oaBase, anBase, rsBase, oaTools, anTools, rsTools,
+		`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{\"b\": 1, \"a\": 2}"},{"type":"function_call_output","call_id":"c","output":"ok"}]}`,
+		`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"f","input":{"b":1,"a":[2]}},{"type":"tool_use","id":"d","name":"f"}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c","content":"ok"}]}]}`,
 		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"1","function":{"name":"f","arguments":"{\"b\": 1, \"a\": [2]}"}},{"id":"2","function":{"name":"f","arguments":"not json"}},{"id":"3","function":{"arguments":null}}]},{"role":"tool","tool_call_id":"1","content":"ok"}]}`,
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a \"q\" \u00e9\n"},{"role":"assistant","content":""},{"role":"user","content":[{"type":"text","text":"b"}]}]}`,
 		`{"model":"m","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a","content":"b"},{"role":"user","content":"c","content":null},{"role":"tool","tool_call_id":"x","content":"r"}]}`,
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a"}],"Messages":[{"role":"user","content":"b"}]}`,
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"\ud800 lone"},{"role":"user","content":"\t"}]}`,
 	} {
-		for fm := range 2 {
+		for fm := range 3 {
 			f.Add(s, uint8(fm))
 		}
 	}
 	f.Fuzz(func(t *testing.T, body string, fm uint8) {
-		format := wire.Format(fm % 2) // OpenAI or Anthropic: the formats whose messages wire decodes
+		format := wire.Format(fm % 3)
 		req, err := wire.ParseLimited([]byte(body), catalog.OpChat, format, wire.Limits{MaxMessages: 1000, MaxInputItems: 1000})
 		if err != nil {
 			return

@@ -417,6 +417,7 @@ func parseOpenAI(f fields, c *Canon) error {
 		var buf [4]oaMsgIn // a short conversation's stay on the stack
 		msgs, ok := oaMessagesFast(raw, buf[:0])
 		if !ok {
+			f.decoded = nil // encoding/json matches keys wire's reading does not (textAt)
 			var all []oaMsgIn
 			if err := json.Unmarshal(raw, &all); err != nil {
 				return notCacheable("messages")

@@ -26,7 +26,7 @@ func parseAnthropic(f fields, c *Canon) error {
 		return err
 	}
 	if raw := f.take("system"); raw != nil {
-		parts, err := textOrParts(raw, anthropicBlock(nil))
+		parts, err := textOrParts(raw, anthropicBlock(f, nil))
 		if err != nil {
 			return err
 		}
@@ -47,6 +47,7 @@ func parseAnthropic(f fields, c *Canon) error {
 	if raw := f.take("messages"); raw != nil {
 		msgs, ok := anMessagesFast(raw)
 		if !ok {
+			f.decoded = nil // encoding/json matches keys wire's reading does not (textAt)
 			if err := json.Unmarshal(raw, &msgs); err != nil {
 				return notCacheable("messages")
 			}
@@ -58,7 +59,7 @@ func parseAnthropic(f fields, c *Canon) error {
 			parts, ok := f.textAt(i, m.Content)
 			if !ok {
 				var err error
-				if parts, err = textOrParts(m.Content, anthropicBlock(&results)); err != nil {
+				if parts, err = textOrParts(m.Content, anthropicBlock(f, &results)); err != nil {
 					return err
 				}
 			}
@@ -83,7 +84,7 @@ func parseAnthropic(f fields, c *Canon) error {
 // anthropicBlock maps one content block. tool_use comes back as a part of
 // type tool_use (Detail id, URL name, Text arguments) that the caller moves
 // to the turn's calls; tool_result blocks go to results.
-func anthropicBlock(results *[]Msg) func(json.RawMessage) ([]Part, error) {
+func anthropicBlock(f *fieldSet, results *[]Msg) func(json.RawMessage) ([]Part, error) {
 	return func(elem json.RawMessage) ([]Part, error) {
 		b, ok := anBlockFast(elem)
 		if !ok {
@@ -100,16 +101,23 @@ func anthropicBlock(results *[]Msg) func(json.RawMessage) ([]Part, error) {
 		case b.Type == "image" && b.Source != nil && b.Source.Type == "url":
 			return []Part{{Type: "image", URL: b.Source.URL}}, nil
 		case b.Type == "tool_use":
-			args, err := canonJSON(b.Input)
+			var err error
+			args := f.remembered('a', b.Input, func() (string, bool) {
+				var c json.RawMessage
+				if c, err = canonJSON(b.Input); err != nil {
+					return "", false
+				}
+				if c == nil {
+					return "{}", true
+				}
+				return string(c), true
+			})
 			if err != nil {
 				return nil, err
 			}
-			if args == nil {
-				args = json.RawMessage("{}")
-			}
-			return []Part{{Type: "tool_use", Detail: b.ID, URL: b.Name, Text: string(args)}}, nil
+			return []Part{{Type: "tool_use", Detail: b.ID, URL: b.Name, Text: args}}, nil
 		case b.Type == "tool_result" && results != nil:
-			parts, err := textOrParts(b.Content, anthropicBlock(nil))
+			parts, err := textOrParts(b.Content, anthropicBlock(f, nil))
 			if err != nil {
 				return nil, err
 			}

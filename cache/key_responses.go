@@ -86,12 +86,12 @@ func parseResponses(f fields, c *Canon) error {
 		}
 	}
 	if raw := f.take("input"); raw != nil {
-		return responsesInput(raw, c)
+		return responsesInput(f, raw, c)
 	}
 	return nil
 }
 
-func responsesInput(raw json.RawMessage, c *Canon) error {
+func responsesInput(f *fieldSet, raw json.RawMessage, c *Canon) error {
 	var s string
 	if isString(raw) && json.Unmarshal(raw, &s) == nil {
 		c.Messages = appendMsg(c.Messages, Msg{Role: "user", Parts: []Part{{Type: "text", Text: s}}})
@@ -121,7 +121,7 @@ func responsesInput(raw json.RawMessage, c *Canon) error {
 			}
 			c.Messages = appendMsg(c.Messages, Msg{Role: it.Role, Parts: parts})
 		case "function_call":
-			c.Messages = appendMsg(c.Messages, Msg{Role: "assistant", Calls: []Call{{ID: it.CallID, Name: it.Name, Args: canonArgs(it.Arguments)}}})
+			c.Messages = appendMsg(c.Messages, Msg{Role: "assistant", Calls: []Call{{ID: it.CallID, Name: it.Name, Args: f.remembered('r', []byte(it.Arguments), func() (string, bool) { return canonArgs(it.Arguments), true })}}})
 		case "function_call_output":
 			parts, err := textOrParts(it.Output, responsesPart)
 			if err != nil {

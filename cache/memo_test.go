@@ -112,7 +112,7 @@ func TestArgsMemoByTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := func(team string) bool {
-		k := append([]byte(team+"\x00"), `"{\"memo\": \"by team\"}"`...)
+		k := append([]byte(team+"\x00o"), `"{\"memo\": \"by team\"}"`...)
 		_, ok := argsMemo.get(k)
 		return ok
 	}
