@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -273,6 +274,23 @@ func FuzzAnthropicFast(f *testing.F) {
 				if fast[i].Role != slow[i].Role || !sameRaw(fast[i].Content, slow[i].Content) {
 					t.Fatalf("%s: message %d: fast %+v, encoding/json %+v", raw, i, fast[i], slow[i])
 				}
+				if !fast[i].inPlace {
+					continue
+				}
+				var blocks []anBlockIn // the blocks read in place are the content's
+				if err := json.Unmarshal(slow[i].Content, &blocks); err != nil || len(blocks) != len(fast[i].blocks) {
+					t.Fatalf("%s: message %d: %d blocks read in place, encoding/json %d (%v)", raw, i, len(fast[i].blocks), len(blocks), err)
+				}
+				for j, fb := range fast[i].blocks {
+					sb := blocks[j]
+					if !sameRaw(fb.Input, sb.Input) || !sameRaw(fb.Content, sb.Content) || string(fb.raw) != string(bytes.TrimSpace(rawElement(t, slow[i].Content, j))) {
+						t.Fatalf("%s: message %d block %d: fast %+v, encoding/json %+v", raw, i, j, fb, sb)
+					}
+					fb.Input, sb.Input, fb.Content, sb.Content, fb.raw = nil, nil, nil, nil, nil
+					if !reflect.DeepEqual(fb, sb) {
+						t.Fatalf("%s: message %d block %d: fast %+v, encoding/json %+v", raw, i, j, fb, sb)
+					}
+				}
 			}
 		}
 		if fast, ok := anBlockFast(b); ok {
@@ -289,6 +307,16 @@ func FuzzAnthropicFast(f *testing.F) {
 			}
 		}
 	})
+}
+
+// rawElement is element j of the JSON array arr as sent.
+func rawElement(t *testing.T, arr []byte, j int) []byte {
+	t.Helper()
+	var elems []json.RawMessage
+	if err := json.Unmarshal(arr, &elems); err != nil || j >= len(elems) {
+		t.Fatalf("%s: element %d: %v", arr, j, err)
+	}
+	return elems[j]
 }
 
 // FuzzResponsesFast: the reflection-free readings of Responses tools,

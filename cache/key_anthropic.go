@@ -59,7 +59,12 @@ func parseAnthropic(f fields, c *Canon) error {
 			parts, ok := f.textAt(i, m.Content)
 			if !ok {
 				var err error
-				if parts, err = textOrParts(m.Content, anthropicBlock(f, &results)); err != nil {
+				if m.inPlace {
+					parts, err = blockParts(f, &results, m.blocks)
+				} else {
+					parts, err = textOrParts(m.Content, anthropicBlock(f, &results))
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -93,40 +98,65 @@ func anthropicBlock(f *fieldSet, results *[]Msg) func(json.RawMessage) ([]Part, 
 				return nil, notCacheable("content block")
 			}
 		}
-		switch {
-		case b.Type == "text":
-			return []Part{{Type: "text", Text: b.Text}}, nil
-		case b.Type == "image" && b.Source != nil && b.Source.Type == "base64":
-			return []Part{{Type: "image", URL: "data:" + b.Source.MediaType + ";base64," + b.Source.Data}}, nil
-		case b.Type == "image" && b.Source != nil && b.Source.Type == "url":
-			return []Part{{Type: "image", URL: b.Source.URL}}, nil
-		case b.Type == "tool_use":
-			var err error
-			args := f.remembered('a', b.Input, func() (string, bool) {
-				var c json.RawMessage
-				if c, err = canonJSON(b.Input); err != nil {
-					return "", false
-				}
-				if c == nil {
-					return "{}", true
-				}
-				return string(c), true
-			})
-			if err != nil {
-				return nil, err
-			}
-			return []Part{{Type: "tool_use", Detail: b.ID, URL: b.Name, Text: args}}, nil
-		case b.Type == "tool_result" && results != nil:
-			parts, err := textOrParts(b.Content, anthropicBlock(f, nil))
-			if err != nil {
-				return nil, err
-			}
-			*results = append(*results, Msg{Role: "tool", CallID: b.ToolUseID, Parts: parts, IsError: b.IsError})
-			return nil, nil
-		}
-		rp, err := rawPart(elem)
-		return []Part{rp}, err
+		return anthropicBlockParts(f, results, &b, elem)
 	}
+}
+
+// blockParts is textOrParts of a content whose blocks anMessagesFast read
+// in place: each block mapped as anthropicBlock maps it, empty text parts
+// dropped.
+func blockParts(f *fieldSet, results *[]Msg, blocks []anBlockIn) ([]Part, error) {
+	var out []Part
+	for i := range blocks {
+		ps, err := anthropicBlockParts(f, results, &blocks[i], blocks[i].raw)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			if p.Type == "text" && p.Text == "" {
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// anthropicBlockParts maps the block b read from elem (anthropicBlock).
+func anthropicBlockParts(f *fieldSet, results *[]Msg, b *anBlockIn, elem json.RawMessage) ([]Part, error) {
+	switch {
+	case b.Type == "text":
+		return []Part{{Type: "text", Text: b.Text}}, nil
+	case b.Type == "image" && b.Source != nil && b.Source.Type == "base64":
+		return []Part{{Type: "image", URL: "data:" + b.Source.MediaType + ";base64," + b.Source.Data}}, nil
+	case b.Type == "image" && b.Source != nil && b.Source.Type == "url":
+		return []Part{{Type: "image", URL: b.Source.URL}}, nil
+	case b.Type == "tool_use":
+		var err error
+		args := f.remembered('a', b.Input, func() (string, bool) {
+			var c json.RawMessage
+			if c, err = canonJSON(b.Input); err != nil {
+				return "", false
+			}
+			if c == nil {
+				return "{}", true
+			}
+			return string(c), true
+		})
+		if err != nil {
+			return nil, err
+		}
+		return []Part{{Type: "tool_use", Detail: b.ID, URL: b.Name, Text: args}}, nil
+	case b.Type == "tool_result" && results != nil:
+		parts, err := textOrParts(b.Content, anthropicBlock(f, nil))
+		if err != nil {
+			return nil, err
+		}
+		*results = append(*results, Msg{Role: "tool", CallID: b.ToolUseID, Parts: parts, IsError: b.IsError})
+		return nil, nil
+	}
+	rp, err := rawPart(elem)
+	return []Part{rp}, err
 }
 
 // anToolsSlow reads an Anthropic tools array with encoding/json
@@ -150,6 +180,10 @@ type anToolIn struct {
 type anMsgIn struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// blocks is Content's blocks when anMessagesFast read them where they
+	// stand (inPlace); encoding/json leaves both unset
+	blocks  []anBlockIn
+	inPlace bool
 }
 
 // anBlockIn is one Anthropic content block as the key reads it.
@@ -163,6 +197,7 @@ type anBlockIn struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	raw       []byte          // the block as sent, when read in place (anBlockNext)
 }
 
 type anBlockSource struct {

@@ -8,10 +8,11 @@ package cache
 // expected JSON type. ok is false for anything else (a key with an escape,
 // in another case or given twice, a type json.Unmarshal would reject) and
 // the caller decodes with encoding/json, so both paths agree by
-// construction (the Fuzz*Fast tests, FuzzKey). The messages array, most
-// of a turn's bytes after the tools (which the memo keeps), is read in one
-// pass with jsonspan.Cursor; the other objects are walked with
-// wire.EachField, the wire package's fast readers' own walk.
+// construction (the Fuzz*Fast tests, FuzzKey). The messages arrays, most
+// of a turn's bytes after the tools (which the memo keeps), are read in
+// one pass with a trusted jsonspan.Cursor (the body was validated once,
+// so values are measured, not validated again); the other objects are
+// walked with wire.EachField, the wire package's fast readers' own walk.
 
 import (
 	"encoding/json"
@@ -175,7 +176,7 @@ func oaFunctionFast(c *jsonspan.Cursor, call *oaCallIn) bool {
 // reads is met at most once and spelled exactly, strings are strings or
 // null; anything else is left to encoding/json.
 func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool) {
-	c := jsonspan.NewCursor(raw)
+	c := jsonspan.NewTrustedCursor(raw) // a span of a validated body
 	ok = c.Array(func() bool {
 		var m oaMsgIn
 		var seen members
@@ -227,62 +228,114 @@ var (
 )
 
 // anMessagesFast reads an Anthropic messages array as json.Unmarshal into
-// []anMsgIn does.
+// []anMsgIn does, in one pass (jsonspan.Cursor): a content that is an
+// array of blocks is read where it stands into blocks (inPlace), each
+// block as anBlockFast reads it, so the caller need not walk it again.
 func anMessagesFast(raw json.RawMessage) (msgs []anMsgIn, ok bool) {
-	ok = wire.EachElement(raw, func(e []byte) bool {
+	c := jsonspan.NewTrustedCursor(raw) // a span of a validated body
+	ok = c.Array(func() bool {
 		var m anMsgIn
-		if !wire.EachField(e, anMsgNames, func(i int, v []byte) bool {
-			if i == 0 {
-				return fastString(v, &m.Role)
+		var seen members
+		if !c.Object(func(k []byte) bool {
+			switch exactMember(k, anMsgNames...) {
+			case "role":
+				return seen.first(1) && stringNext(&c, &m.Role)
+			case "content":
+				if !seen.first(2) {
+					return false
+				}
+				if c.Peek() != '[' {
+					var ok bool
+					m.Content, ok = c.Value()
+					return ok
+				}
+				var ok bool
+				m.Content, ok = c.Span(func() bool {
+					return c.Array(func() bool {
+						b, ok := anBlockNext(&c)
+						m.blocks = append(m.blocks, b)
+						return ok
+					})
+				})
+				m.inPlace = ok
+				return ok
+			case "":
+				return skipValue(&c)
 			}
-			m.Content = v
-			return true
+			return false
 		}) {
 			return false
 		}
 		msgs = append(msgs, m)
 		return true
 	})
-	return msgs, ok
+	return msgs, ok && c.End()
 }
 
 // anBlockFast reads one content block as json.Unmarshal into anBlockIn
-// does.
+// does (anBlockNext over the whole of elem).
 func anBlockFast(elem []byte) (b anBlockIn, ok bool) {
-	ok = wire.EachField(elem, anBlockNames, func(i int, v []byte) bool {
-		switch i {
-		case 0:
-			return fastString(v, &b.Type)
-		case 1:
-			return fastString(v, &b.Text)
-		case 2:
-			if string(v) == "null" {
-				return true
-			}
-			b.Source = &anBlockSource{}
-			return v[0] == '{' && wire.EachField(v, anSourceNames, func(j int, sv []byte) bool {
-				return fastString(sv, [...]*string{&b.Source.Type, &b.Source.MediaType, &b.Source.Data, &b.Source.URL}[j])
-			})
-		case 3:
-			return fastString(v, &b.ID)
-		case 4:
-			return fastString(v, &b.Name)
-		case 5:
-			b.Input = v
-		case 6:
-			return fastString(v, &b.ToolUseID)
-		case 7:
-			b.Content = v
-		case 8:
-			switch string(v) {
-			case "true":
-				b.IsError = true
-			case "false", "null":
-			default:
+	c := jsonspan.NewTrustedCursor(elem) // a span of a validated body
+	b, ok = anBlockNext(&c)
+	b.raw = nil // elem itself: the caller has it
+	return b, ok && c.End()
+}
+
+// anBlockNext reads the content block at the cursor as json.Unmarshal into
+// anBlockIn does, for blocks whose members are spelled exactly and given
+// once, strings or null where the struct has strings; raw is the block's
+// bytes.
+func anBlockNext(c *jsonspan.Cursor) (b anBlockIn, ok bool) {
+	var seen members
+	b.raw, ok = c.Span(func() bool {
+		return c.Object(func(k []byte) bool {
+			name := exactMember(k, anBlockNames...)
+			switch name {
+			case "":
+				return skipValue(c)
+			case "?":
 				return false
 			}
-		}
-		return true
+			i := slices.Index(anBlockNames, name)
+			if !seen.first(1 << i) {
+				return false
+			}
+			var ok bool
+			switch i {
+			case 0:
+				return stringNext(c, &b.Type)
+			case 1:
+				return stringNext(c, &b.Text)
+			case 2:
+				if c.Null() {
+					return true
+				}
+				b.Source = &anBlockSource{}
+				return c.Peek() == '{' && stringFields(c, anSourceNames, &b.Source.Type, &b.Source.MediaType, &b.Source.Data, &b.Source.URL)
+			case 3:
+				return stringNext(c, &b.ID)
+			case 4:
+				return stringNext(c, &b.Name)
+			case 5:
+				b.Input, ok = c.Value()
+			case 6:
+				return stringNext(c, &b.ToolUseID)
+			case 7:
+				b.Content, ok = c.Value()
+			case 8:
+				var v []byte
+				if v, ok = c.Value(); ok {
+					switch string(v) {
+					case "true":
+						b.IsError = true
+					case "false", "null":
+					default:
+						return false
+					}
+				}
+			}
+			return ok
+		})
 	})
 	return b, ok
 }

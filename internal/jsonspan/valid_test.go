@@ -138,6 +138,30 @@ func FuzzCursor(f *testing.F) {
 		if v, ok := c.Value(); ok && string(v) != strings.TrimSpace(string(v)) {
 			t.Fatalf("%q: Value %q carries space", s, v)
 		}
+		// a trusted cursor reads a valid text as the validating one does,
+		// value for value, and never reads past any text
+		var vals, tvals []string
+		record := func(dst *[]string) func(c *Cursor, depth int) bool {
+			var walk func(c *Cursor, depth int) bool
+			walk = func(c *Cursor, depth int) bool {
+				if depth > 0 && c.Peek() == '{' {
+					return c.Object(func(k []byte) bool { *dst = append(*dst, "k:"+string(k)); return walk(c, depth-1) })
+				}
+				if depth > 0 && c.Peek() == '[' {
+					return c.Array(func() bool { return walk(c, depth-1) })
+				}
+				v, ok := c.Value()
+				*dst = append(*dst, "v:"+string(v))
+				return ok
+			}
+			return walk
+		}
+		vc, tc := NewCursor([]byte(s)), NewTrustedCursor([]byte(s))
+		vok := record(&vals)(&vc, depth) && vc.End()
+		tok := record(&tvals)(&tc, depth) && tc.End()
+		if vok && (!tok || strings.Join(tvals, "\x00") != strings.Join(vals, "\x00")) {
+			t.Fatalf("%q depth %d: trusted %v %q, validating %q", s, depth, tok, tvals, vals)
+		}
 	})
 }
 
