@@ -98,7 +98,7 @@ func unmatched(key []byte, fields []string) bool {
 // messages or one decodeMessage refuses (encoding/json's path then words
 // the error).
 func fastMessages(c *jsonspan.Cursor, m *messageList) bool {
-	items := make([]Message, 0, 8) // never nil, as UnmarshalJSON makes it
+	var items []Message // grown as read: a short chat allocates one message, as when counted first
 	span, ok := c.Span(func() bool {
 		return c.Array(func() bool {
 			if len(items) == m.max {
@@ -115,6 +115,9 @@ func fastMessages(c *jsonspan.Cursor, m *messageList) bool {
 	})
 	if !ok {
 		return false
+	}
+	if items == nil {
+		items = make([]Message, 0) // never nil, as UnmarshalJSON makes it (no allocation)
 	}
 	m.set, m.items, m.span = true, items, span
 	return true
