@@ -29,7 +29,7 @@ const keyVersion = "switchyard-cache-v3"
 // previous_response_id) or whose fields do not parse; the gateway then
 // serves it without the cache (and without a cache header).
 func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error) {
-	return parse(op, format, body, false, nil)
+	return parse("", op, format, body, false, nil)
 }
 
 // ParseRequest is Parse of a request wire.Parse accepted: its body is known
@@ -44,19 +44,14 @@ func ParseRequestFor(req *wire.Request, team string) (*Canon, error) {
 	if req.Op == catalog.OpChat && (req.Format == wire.FormatOpenAI || req.Format == wire.FormatAnthropic) {
 		decoded = req.Messages
 	}
-	return parseFor(team, req.Op, req.Format, req.Raw, true, decoded, req.Measured[:]...)
+	return parse(team, req.Op, req.Format, req.Raw, true, decoded, req.Measured[:]...)
 }
 
-// parse reads the canonical request of body; measured are spans of body
-// the caller's parse measured (wire.Request.Measured), stepped over
-// without a scan.
-func parse(op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
-	return parseFor("", op, format, body, valid, decoded, measured...)
-}
-
-// parseFor is parse for a request of team ("": none, no memo of
-// arguments).
-func parseFor(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
+// parse reads the canonical request of body for team ("": none, no memo
+// of arguments); decoded is the wire parse's reading of its messages
+// (nil: none), measured are spans of body that parse measured
+// (wire.Request.Measured), stepped over without a scan.
+func parse(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
 	f, err := decodeFields(body, valid, measured)
 	if err != nil {
 		return nil, err
