@@ -73,10 +73,6 @@ func MarshalsAsIs(s []byte) bool {
 	return utf8.Valid(s) && !bytes.Contains(s, []byte("\u2028")) && !bytes.Contains(s, []byte("\u2029"))
 }
 
-// MarshalSafe reports whether byte c of a string literal stays as it is in
-// AppendMarshalString's output without a look at the bytes around it.
-func MarshalSafe(c byte) bool { return marshalSafe[c] }
-
 // MarshalsLiteralAsIs reads the JSON string literal that starts at q[0]
 // (a quote; q valid JSON from there) and returns its length when
 // AppendMarshalString, given what it decodes to, writes it back byte for

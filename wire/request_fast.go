@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"switchyard/internal/jsonspan"
@@ -17,8 +15,7 @@ var errSlowPath = errors.New("wire: not the fast path's shape")
 
 // fastBodyFields are openAIBody's members, as encoding/json matches them:
 // a key equal to one of them ignoring case is that field (the fast path
-// takes only the exact spelling). A field's index is its bit in fastBody's
-// seen.
+// takes only the exact spelling).
 var fastBodyFields = [...]string{"model", "stream", "stream_options", "messages", "tools", "max_tokens",
 	"max_completion_tokens", "reasoning_effort", "reasoning", "response_format", "prompt_cache_key",
 	"session_id", "safety_identifier", "user", "metadata", "conversation", "thinking", "system",
@@ -47,49 +44,24 @@ func fastBody(body []byte, b *openAIBody) bool {
 	// rules: the messages and tools arrays, most of an agent's bytes, are
 	// walked where they stand rather than measured first and walked again
 	c := jsonspan.NewCursor(body)
-	var seen uint32 // the fields given so far, a bit each
 	var keys keyList
 	return c.Object(func(key []byte) bool {
-		if keys.repeats(key) {
-			return false // any key named twice: encoding/json's, and repeatedKey's to name
-		}
-		f := slices.Index(fastBodyFields[:], string(key))
-		if f < 0 {
-			if !unmatched(key, fastBodyFields[:]) {
-				return false
-			}
+		f, ok := keys.field(key, fastBodyFields[:])
+		switch {
+		case !ok:
+			return false
+		case f < 0:
 			_, ok := c.Value()
 			return ok
-		}
-		if seen&(1<<f) != 0 {
-			return false
-		}
-		seen |= 1 << f
-		switch name := fastBodyFields[f]; {
-		case name == "messages" && c.Peek() == '[':
+		case fastBodyFields[f] == "messages" && c.Peek() == '[':
 			return fastMessages(&c, &b.Messages)
-		case name == "tools" && c.Peek() == '[':
+		case fastBodyFields[f] == "tools" && c.Peek() == '[':
 			return fastTools(&c, &b.Tools)
 		default:
 			val, ok := c.Value()
-			return ok && fastMember(b, name, val)
+			return ok && fastMember(b, fastBodyFields[f], val)
 		}
 	}) && c.End()
-}
-
-// unmatched reports whether key names none of fields as encoding/json
-// matches them (exactly, or ignoring case and escapes): a key that does
-// is left to encoding/json.
-func unmatched(key []byte, fields []string) bool {
-	if bytes.IndexByte(key, '\\') >= 0 {
-		return false
-	}
-	for _, name := range fields {
-		if strings.EqualFold(name, string(key)) {
-			return false
-		}
-	}
-	return true
 }
 
 // fastMessages reads a messages array at the cursor as

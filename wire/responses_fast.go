@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -124,37 +125,40 @@ func fastParts(raw []byte, rps *[]rawPart) bool {
 // fastItem and fastParts are this walk over their fields, and so are the
 // response cache's readers of the key (cache/key_fast.go).
 func EachField(b []byte, fields []string, set func(f int, val []byte) bool) bool {
-	var seen uint32 // the fields given so far, a bit each
 	var keys keyList
 	err := jsonspan.EachMember(b, func(key, val []byte) error {
-		if keys.repeats(key) {
-			return errSlowPath // any key named twice: encoding/json's, and repeatedKey's to name
-		}
-		f := -1
-		for i, name := range fields {
-			if string(key) == name {
-				f = i
-				break
-			}
-		}
-		if f < 0 {
-			if bytes.IndexByte(key, '\\') >= 0 {
-				return errSlowPath
-			}
-			for _, name := range fields {
-				if strings.EqualFold(name, string(key)) {
-					return errSlowPath
-				}
-			}
-			return nil
-		}
-		if seen&(1<<f) != 0 || !set(f, val) {
+		f, ok := keys.field(key, fields)
+		if !ok || f >= 0 && !set(f, val) {
 			return errSlowPath
 		}
-		seen |= 1 << f
 		return nil
 	})
 	return err == nil
+}
+
+// field is EachField's rule for one more key of the object l holds the
+// keys of: the index in fields of the field key names, -1 for a key that
+// names none (which encoding/json skips), and ok false when the object is
+// left to encoding/json: a key named twice (keyList: escaped or in another
+// case too, which also covers a field given twice), or one that names a
+// field otherwise than exactly (another case, an escape: Unicode folding,
+// so "ſtream" with a long s is stream).
+func (l *keyList) field(key []byte, fields []string) (f int, ok bool) {
+	if l.repeats(key) {
+		return -1, false
+	}
+	if f = slices.Index(fields, string(key)); f >= 0 {
+		return f, true
+	}
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return -1, false
+	}
+	for _, name := range fields {
+		if strings.EqualFold(name, string(key)) {
+			return -1, false
+		}
+	}
+	return -1, true
 }
 
 // StringValue is exactString for the adapters: a JSON string value (valid
