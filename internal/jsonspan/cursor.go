@@ -72,15 +72,8 @@ func (c *Cursor) Null() bool {
 // or Array) before it returns true. It returns false when the next value
 // is not a valid object or member returns false.
 func (c *Cursor) Object(member func(key []byte) bool) bool {
-	if !c.at('{') {
-		return false
-	}
-	c.i++
-	if c.at('}') {
-		c.i++
-		return true
-	}
-	for {
+	more, ok := c.open('{', '}')
+	for ok && more {
 		if !c.at('"') {
 			return false
 		}
@@ -102,44 +95,52 @@ func (c *Cursor) Object(member func(key []byte) bool) bool {
 		if !member(c.b[ks+1 : ke-1]) {
 			return false
 		}
-		switch {
-		case c.at(','):
-			c.i++
-		case c.at('}'):
-			c.i++
-			return true
-		default:
-			return false
-		}
+		more, ok = c.next('}')
 	}
+	return ok
 }
 
 // Array reads the array that comes next, calling elem with the cursor at
 // each element, which elem must read before it returns true. It returns
 // false when the next value is not a valid array or elem returns false.
 func (c *Cursor) Array(elem func() bool) bool {
-	if !c.at('[') {
-		return false
-	}
-	c.i++
-	if c.at(']') {
-		c.i++
-		return true
-	}
-	for {
+	more, ok := c.open('[', ']')
+	for ok && more {
 		if !elem() {
 			return false
 		}
-		switch {
-		case c.at(','):
-			c.i++
-		case c.at(']'):
-			c.i++
-			return true
-		default:
-			return false
-		}
+		more, ok = c.next(']')
 	}
+	return ok
+}
+
+// open reads the opening bracket of a container (ok false when the next
+// value does not start with it) and reports whether a member or element
+// follows (more), or the container closes at once (read too).
+func (c *Cursor) open(opening, closing byte) (more, ok bool) {
+	if !c.at(opening) {
+		return false, false
+	}
+	c.i++
+	if c.at(closing) {
+		c.i++
+		return false, true
+	}
+	return true, true
+}
+
+// next reads what follows a member or an element: a comma (more follows)
+// or the container's closing bracket; ok false for anything else.
+func (c *Cursor) next(closing byte) (more, ok bool) {
+	switch {
+	case c.at(','):
+		c.i++
+		return true, true
+	case c.at(closing):
+		c.i++
+		return false, true
+	}
+	return false, false
 }
 
 // Peek returns the first byte of the next value (after space), 0 at the
