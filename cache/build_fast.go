@@ -59,6 +59,12 @@ func (m *members) first(b members) bool {
 	return true
 }
 
+// once reads a member met at most once (b, recorded in m) with the cursor
+// at its value: null, or what read reads.
+func (m *members) once(c *jsonspan.Cursor, b members, read func() bool) bool {
+	return m.first(b) && (c.Null() || read())
+}
+
 // skipValue reads the next value for nothing but its validity.
 func skipValue(c *jsonspan.Cursor) bool {
 	_, ok := c.Value()
@@ -177,11 +183,11 @@ func anthropicEntryFast(body []byte) (e *Entry, ok bool) {
 			var t string
 			return stringNext(&c, &t)
 		case "content":
-			return seen.first(1) && (c.Null() || c.Array(func() bool { return anthropicBlockFast(&c, e, &text) }))
+			return seen.once(&c, 1, func() bool { return c.Array(func() bool { return anthropicBlockFast(&c, e, &text) }) })
 		case "stop_reason":
 			return seen.first(2) && stringNext(&c, &stop)
 		case "usage":
-			return seen.first(4) && (c.Null() || anthropicUsageFast(&c, &u))
+			return seen.once(&c, 4, func() bool { return anthropicUsageFast(&c, &u) })
 		case "":
 			return skipValue(&c)
 		}
@@ -254,15 +260,29 @@ func intFields(c *jsonspan.Cursor, names []string, dst ...*int) bool {
 
 func fieldsNext[T any](c *jsonspan.Cursor, next func(*jsonspan.Cursor, *T) bool, names []string, dst []*T) bool {
 	return c.Object(func(k []byte) bool {
-		switch n := exactMember(k, names...); n {
-		case "":
-			return skipValue(c)
-		case "?":
-			return false
-		default:
-			return next(c, dst[slices.Index(names, n)])
+		i, ok := fieldOf(c, k, names, nil)
+		if i < 0 || !ok {
+			return ok
 		}
+		return next(c, dst[i])
 	})
+}
+
+// fieldOf reads the key k of an object a fast reader walks, the cursor at
+// its value: the index in names of the member k names, or -1 for a key
+// that names none, whose value it reads past. ok is false when the reader
+// gives up: a key that names a member otherwise than exactly (exactMember),
+// or, with seen, a member met a second time.
+func fieldOf(c *jsonspan.Cursor, k []byte, names []string, seen *members) (i int, ok bool) {
+	switch n := exactMember(k, names...); n {
+	case "":
+		return -1, skipValue(c)
+	case "?":
+		return -1, false
+	default:
+		i = slices.Index(names, n)
+		return i, seen == nil || seen.first(1<<i)
+	}
 }
 
 // stringNext reads the next value into *p when it is a string; null leaves
@@ -302,39 +322,25 @@ func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
 		case "status":
 			return stringNext(&c, &r.Status)
 		case "incomplete_details":
-			if !seen.first(1) {
-				return false
-			}
-			if c.Null() {
-				return true
-			}
-			r.IncompleteDetails = &respIncomplete{}
-			return stringFields(&c, reasonFields, &r.IncompleteDetails.Reason)
+			return seen.once(&c, 1, func() bool {
+				r.IncompleteDetails = &respIncomplete{}
+				return stringFields(&c, reasonFields, &r.IncompleteDetails.Reason)
+			})
 		case "output":
-			if !seen.first(2) {
-				return false
-			}
-			if c.Null() {
-				return true
-			}
-			r.Output = []respItemIn{}
-			return c.Array(func() bool {
-				var it respItemIn
-				if !respItemFast(&c, &it) {
-					return false
-				}
-				r.Output = append(r.Output, it)
-				return true
+			return seen.once(&c, 2, func() bool {
+				r.Output = []respItemIn{}
+				return c.Array(func() bool {
+					var it respItemIn
+					ok := respItemFast(&c, &it)
+					r.Output = append(r.Output, it)
+					return ok
+				})
 			})
 		case "usage":
-			if !seen.first(4) {
-				return false
-			}
-			if c.Null() {
-				return true
-			}
-			r.Usage = &respUsageIn{}
-			return respUsageFast(&c, r.Usage)
+			return seen.once(&c, 4, func() bool {
+				r.Usage = &respUsageIn{}
+				return respUsageFast(&c, r.Usage)
+			})
 		case "":
 			return skipValue(&c)
 		}
@@ -344,7 +350,7 @@ func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
 }
 
 func respItemFast(c *jsonspan.Cursor, it *respItemIn) bool {
-	content := false
+	var seen members // content at most once
 	return c.Object(func(k []byte) bool {
 		switch exactMember(k, "type", "content", "call_id", "name", "arguments") {
 		case "type":
@@ -356,16 +362,14 @@ func respItemFast(c *jsonspan.Cursor, it *respItemIn) bool {
 		case "arguments":
 			return stringNext(c, &it.Arguments)
 		case "content":
-			if content || c.Null() {
-				return !content
-			}
-			content = true
-			it.Content = []respPartIn{}
-			return c.Array(func() bool {
-				var p respPartIn
-				ok := stringFields(c, partFields, &p.Type, &p.Text)
-				it.Content = append(it.Content, p)
-				return ok
+			return seen.once(c, 1, func() bool {
+				it.Content = []respPartIn{}
+				return c.Array(func() bool {
+					var p respPartIn
+					ok := stringFields(c, partFields, &p.Type, &p.Text)
+					it.Content = append(it.Content, p)
+					return ok
+				})
 			})
 		case "":
 			return skipValue(c)
@@ -375,7 +379,7 @@ func respItemFast(c *jsonspan.Cursor, it *respItemIn) bool {
 }
 
 func respUsageFast(c *jsonspan.Cursor, u *respUsageIn) bool {
-	details := false
+	var seen members // input_tokens_details at most once
 	return c.Object(func(k []byte) bool {
 		switch exactMember(k, "input_tokens", "output_tokens", "input_tokens_details") {
 		case "input_tokens":
@@ -383,11 +387,7 @@ func respUsageFast(c *jsonspan.Cursor, u *respUsageIn) bool {
 		case "output_tokens":
 			return intNext(c, &u.OutputTokens)
 		case "input_tokens_details":
-			if details || c.Null() {
-				return !details
-			}
-			details = true
-			return intFields(c, cachedFields, &u.InputTokensDetails.CachedTokens)
+			return seen.once(c, 1, func() bool { return intFields(c, cachedFields, &u.InputTokensDetails.CachedTokens) })
 		case "":
 			return skipValue(c)
 		}

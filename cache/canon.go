@@ -139,7 +139,7 @@ func (f *fieldSet) args(tc *oaCallIn) string {
 	if tc.argsLit == nil {
 		return canonArgs(tc.Function.Arguments)
 	}
-	return f.remembered('o', tc.argsLit, func() (string, bool) { return canonArgs(wire.DecodeString(tc.argsLit)), true })
+	return remembered(f, 'o', tc.argsLit, func() (string, bool) { return canonArgs(wire.DecodeString(tc.argsLit)), true })
 }
 
 // remembered is what read makes of raw, from the team's memo when its
@@ -150,8 +150,8 @@ func (f *fieldSet) args(tc *oaCallIn) string {
 // share an entry. read's result is kept only when it reports ok. The
 // memo is scoped by team, so how fast a key is read tells nothing of
 // another team's calls.
-func (f *fieldSet) remembered(kind byte, raw []byte, read func() (string, bool)) string {
-	if f == nil || f.team == "" || len(f.team)+2+len(raw) > maxArgsMemoKey {
+func remembered[R ~string | ~[]byte](f *fieldSet, kind byte, raw R, read func() (string, bool)) string {
+	if f.team == "" || len(f.team)+2+len(raw) > maxArgsMemoKey {
 		s, _ := read()
 		return s
 	}
@@ -390,6 +390,16 @@ func canonArgs(s string) string {
 	return s
 }
 
+// appendParts appends ps to out without their empty text parts.
+func appendParts(out, ps []Part) []Part {
+	for _, p := range ps {
+		if p.Type != "text" || p.Text != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // textOrParts reads a content value that is a string or an array of parts;
 // part maps each element to zero or more parts. Empty text parts are dropped.
 func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, error)) ([]Part, error) {
@@ -411,12 +421,7 @@ func textOrParts(raw json.RawMessage, part func(elem json.RawMessage) ([]Part, e
 		if ps, err = part(e); err != nil {
 			return false
 		}
-		for _, p := range ps {
-			if p.Type == "text" && p.Text == "" {
-				continue
-			}
-			out = append(out, p)
-		}
+		out = appendParts(out, ps)
 		return true
 	})
 	if err != nil {

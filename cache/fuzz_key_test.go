@@ -66,9 +66,9 @@ func FuzzParseRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fromReq, rerr := ParseRequestFor(req, "t")
+		fromReq, rerr := ParseRequest(req, "t")
 		if rerr == nil {
-			again, err := ParseRequestFor(req, "t") // the team's memo of arguments answers now
+			again, err := ParseRequest(req, "t") // the team's memo of arguments answers now
 			if err != nil || again.Key("t", "") != fromReq.Key("t", "") {
 				t.Fatalf("%s: read again with the memo: %v, key equal %v", body, err, err == nil && again.Key("t", "") == fromReq.Key("t", ""))
 			}
@@ -201,7 +201,7 @@ func TestParseRequestIsParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c1, err1 := ParseRequest(req)
+		c1, err1 := ParseRequest(req, "")
 		c2, err2 := Parse(r.op, r.format, []byte(r.body))
 		if err1 != nil || err2 != nil || c1.Key("t", "") != c2.Key("t", "") {
 			t.Fatalf("%s: %v %v", r.body, err1, err2)
@@ -274,7 +274,7 @@ func FuzzAnthropicFast(f *testing.F) {
 				if fast[i].Role != slow[i].Role || !sameRaw(fast[i].Content, slow[i].Content) {
 					t.Fatalf("%s: message %d: fast %+v, encoding/json %+v", raw, i, fast[i], slow[i])
 				}
-				if !fast[i].inPlace {
+				if fast[i].blocks == nil {
 					continue
 				}
 				var blocks []anBlockIn // the blocks read in place are the content's

@@ -32,14 +32,12 @@ func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error
 	return parse("", op, format, body, false, nil)
 }
 
-// ParseRequest is Parse of a request wire.Parse accepted: its body is known
-// to be valid JSON, so it is walked once without being validated again.
-func ParseRequest(req *wire.Request) (*Canon, error) { return ParseRequestFor(req, "") }
-
-// ParseRequestFor is ParseRequest for a request of team, whose tool
-// calls' canonical arguments the team's own memo keeps (argsMemo; none
-// for "").
-func ParseRequestFor(req *wire.Request, team string) (*Canon, error) {
+// ParseRequest is Parse of a request of team that wire.Parse accepted:
+// its body is known to be valid JSON, so it is walked once without being
+// validated again, over the members the wire parse measured and with the
+// messages' text it decoded; the team's own memo keeps its tool calls'
+// canonical arguments (argsMemo; none for "").
+func ParseRequest(req *wire.Request, team string) (*Canon, error) {
 	var decoded []wire.Message
 	if req.Op == catalog.OpChat && (req.Format == wire.FormatOpenAI || req.Format == wire.FormatAnthropic) {
 		decoded = req.Messages
@@ -102,7 +100,7 @@ func (c *Canon) Key(team, tier string) Key {
 	// a long conversation's bytes go through a recycled buffer: hashed and
 	// dropped, they would be garbage the size of the request every time
 	bp := hashBufs.Get().(*[]byte)
-	b := c.appendHashed((*bp)[:0], team, tier)
+	b := c.appendHashed(slices.Grow((*bp)[:0], n), team, tier) // grown once, as sizeHint measures
 	k := Key(sha256.Sum256(b))
 	if cap(b) <= maxPooledHashBuf {
 		*bp = b
@@ -124,9 +122,6 @@ const maxPooledHashBuf = 1 << 20
 // never hash the same bytes (no JSON is built: the fields are already
 // canonical).
 func (c *Canon) appendHashed(b []byte, team, tier string) []byte {
-	if n := 256 + c.sizeHint(); cap(b)-len(b) < n {
-		b = slices.Grow(b, n)
-	}
 	for _, s := range [...]string{keyVersion, team, tier, c.Op, c.Model} {
 		b = appendStr(b, s)
 	}
@@ -238,8 +233,8 @@ func (m *Msg) appendHashed(b []byte) []byte {
 	return appendMap(b, 'X', m.Extra)
 }
 
-// sizeHint is about what appendHashed writes for c, so its buffer grows
-// once at most.
+// sizeHint is about what appendHashed writes for c: Key sizes its buffer
+// so before writing, which then seldom grows it.
 func (c *Canon) sizeHint() int {
 	n := len(c.Input)
 	for _, s := range c.System {

@@ -59,7 +59,7 @@ func parseAnthropic(f fields, c *Canon) error {
 			parts, ok := f.textAt(i, m.Content)
 			if !ok {
 				var err error
-				if m.inPlace {
+				if m.blocks != nil {
 					parts, err = blockParts(f, &results, m.blocks)
 				} else {
 					parts, err = textOrParts(m.Content, anthropicBlock(f, &results))
@@ -112,12 +112,7 @@ func blockParts(f *fieldSet, results *[]Msg, blocks []anBlockIn) ([]Part, error)
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range ps {
-			if p.Type == "text" && p.Text == "" {
-				continue
-			}
-			out = append(out, p)
-		}
+		out = appendParts(out, ps)
 	}
 	return out, nil
 }
@@ -133,7 +128,7 @@ func anthropicBlockParts(f *fieldSet, results *[]Msg, b *anBlockIn, elem json.Ra
 		return []Part{{Type: "image", URL: b.Source.URL}}, nil
 	case b.Type == "tool_use":
 		var err error
-		args := f.remembered('a', b.Input, func() (string, bool) {
+		args := remembered(f, 'a', b.Input, func() (string, bool) {
 			var c json.RawMessage
 			if c, err = canonJSON(b.Input); err != nil {
 				return "", false
@@ -181,9 +176,9 @@ type anMsgIn struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 	// blocks is Content's blocks when anMessagesFast read them where they
-	// stand (inPlace); encoding/json leaves both unset
-	blocks  []anBlockIn
-	inPlace bool
+	// stand (nil for an empty array, which there is nothing to walk of);
+	// encoding/json leaves it unset
+	blocks []anBlockIn
 }
 
 // anBlockIn is one Anthropic content block as the key reads it.

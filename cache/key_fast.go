@@ -16,7 +16,6 @@ package cache
 
 import (
 	"encoding/json"
-	"slices"
 
 	"switchyard/internal/jsonspan"
 	"switchyard/wire"
@@ -181,18 +180,10 @@ func oaMessagesFast(raw json.RawMessage, dst []oaMsgIn) (msgs []oaMsgIn, ok bool
 		var m oaMsgIn
 		var seen members
 		if !c.Object(func(k []byte) bool {
-			name := exactMember(k, oaMsgNames...)
-			switch name {
-			case "":
-				return skipValue(&c)
-			case "?":
-				return false
+			i, ok := fieldOf(&c, k, oaMsgNames, &seen)
+			if i < 0 || !ok {
+				return ok
 			}
-			i := slices.Index(oaMsgNames, name)
-			if !seen.first(1 << i) {
-				return false
-			}
-			var ok bool
 			switch i {
 			case 0:
 				return stringNext(&c, &m.Role)
@@ -229,7 +220,7 @@ var (
 
 // anMessagesFast reads an Anthropic messages array as json.Unmarshal into
 // []anMsgIn does, in one pass (jsonspan.Cursor): a content that is an
-// array of blocks is read where it stands into blocks (inPlace), each
+// array of blocks is read where it stands into blocks, each
 // block as anBlockFast reads it, so the caller need not walk it again.
 func anMessagesFast(raw json.RawMessage) (msgs []anMsgIn, ok bool) {
 	c := jsonspan.NewTrustedCursor(raw) // a span of a validated body
@@ -257,7 +248,6 @@ func anMessagesFast(raw json.RawMessage) (msgs []anMsgIn, ok bool) {
 						return ok
 					})
 				})
-				m.inPlace = ok
 				return ok
 			case "":
 				return skipValue(&c)
@@ -289,18 +279,10 @@ func anBlockNext(c *jsonspan.Cursor) (b anBlockIn, ok bool) {
 	var seen members
 	b.raw, ok = c.Span(func() bool {
 		return c.Object(func(k []byte) bool {
-			name := exactMember(k, anBlockNames...)
-			switch name {
-			case "":
-				return skipValue(c)
-			case "?":
-				return false
+			i, ok := fieldOf(c, k, anBlockNames, &seen)
+			if i < 0 || !ok {
+				return ok
 			}
-			i := slices.Index(anBlockNames, name)
-			if !seen.first(1 << i) {
-				return false
-			}
-			var ok bool
 			switch i {
 			case 0:
 				return stringNext(c, &b.Type)

@@ -121,7 +121,7 @@ func responsesInput(f *fieldSet, raw json.RawMessage, c *Canon) error {
 			}
 			c.Messages = appendMsg(c.Messages, Msg{Role: it.Role, Parts: parts})
 		case "function_call":
-			c.Messages = appendMsg(c.Messages, Msg{Role: "assistant", Calls: []Call{{ID: it.CallID, Name: it.Name, Args: f.remembered('r', []byte(it.Arguments), func() (string, bool) { return canonArgs(it.Arguments), true })}}})
+			c.Messages = appendMsg(c.Messages, Msg{Role: "assistant", Calls: []Call{{ID: it.CallID, Name: it.Name, Args: remembered(f, 'r', it.Arguments, func() (string, bool) { return canonArgs(it.Arguments), true })}}})
 		case "function_call_output":
 			parts, err := textOrParts(it.Output, responsesPart)
 			if err != nil {

@@ -57,8 +57,8 @@ func toolsSize(ts *toolSet) int {
 // copies).
 func memoTools(c *Canon, m *canonMemo[*toolSet], raw json.RawMessage, read func(json.RawMessage) ([]Tool, error)) error {
 	if len(raw) < memoMinBytes {
-		ts, err := read(raw)
-		c.Tools = ts
+		var err error
+		c.Tools, err = read(raw)
 		return err
 	}
 	if ts, ok := m.get(raw); ok {
@@ -67,8 +67,7 @@ func memoTools(c *Canon, m *canonMemo[*toolSet], raw json.RawMessage, read func(
 	}
 	ts, err := read(raw)
 	if err != nil {
-		c.Tools = ts
-		return err
+		return err // the request is not cacheable: c is dropped
 	}
 	set := &toolSet{list: slices.Clip(ts), sum: toolsDigest(ts)}
 	m.put(raw, set)

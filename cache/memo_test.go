@@ -116,14 +116,14 @@ func TestArgsMemoByTeam(t *testing.T) {
 		_, ok := argsMemo.get(k)
 		return ok
 	}
-	if _, err := ParseRequestFor(req, "a"); err != nil {
+	if _, err := ParseRequest(req, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if !held("a") || held("b") {
 		t.Fatalf("after team a's request: held for a %v, for b %v; want only a", held("a"), held("b"))
 	}
-	ka, _ := ParseRequestFor(req, "a")
-	kb, _ := ParseRequestFor(req, "b")
+	ka, _ := ParseRequest(req, "a")
+	kb, _ := ParseRequest(req, "b")
 	if !held("b") || ka.Key("t", "") != kb.Key("t", "") {
 		t.Fatal("team b's request did not read the arguments itself, or read them otherwise")
 	}

@@ -65,7 +65,7 @@ func newCacheView(p *cache.Policy, team string, req *wire.Request, h http.Header
 	if p == nil || !p.Enabled(team, targets...) {
 		return nil
 	}
-	canon, err := cache.ParseRequestFor(req, team) // the body wire.Parse validated, walked once more
+	canon, err := cache.ParseRequest(req, team) // the body wire.Parse validated, walked once more
 	if err != nil {
 		return nil
 	}
