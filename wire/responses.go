@@ -116,6 +116,15 @@ type responsesBody struct {
 	PromptCacheKey     string          `json:"prompt_cache_key"`
 	SessionID          string          `json:"session_id"`
 	Conversation       json.RawMessage `json:"conversation"`
+
+	// set by the one-pass reader (fastResponsesBody) when it read the input
+	// array's items or the tools where they stand (and checked them as
+	// parseInput and parseTools do); Input and Tools are then their spans,
+	// not to be walked again
+	items     []Item
+	itemsRead bool
+	tools     []Tool
+	toolsRead bool
 }
 
 // rawItem is an input item as sent; content and output may be a string or
@@ -130,6 +139,11 @@ type rawItem struct {
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
+
+	// parts is the content array read where it stands (partsRead), by the
+	// one-pass reader; Content is then its span
+	parts     []rawPart
+	partsRead bool
 }
 
 type rawPart struct {
@@ -152,8 +166,14 @@ type rawTool struct {
 // parseResponses parses a Responses API body (SPEC 10.1). Every problem is
 // an *Error naming the field; nothing the client sends makes it panic.
 func parseResponses(body []byte, maxItems int) (*Request, error) {
+	return parseResponsesWith(body, maxItems, true)
+}
+
+// parseResponsesWith is parseResponses, with the one-pass reader or (tests:
+// onePass false) without it: the result is the same.
+func parseResponsesWith(body []byte, maxItems int, onePass bool) (*Request, error) {
 	var b responsesBody
-	if !fastResponsesBody(body, &b) { // not the common shape: encoding/json decodes it and words any error
+	if !onePass || !fastResponsesBody(body, &b, maxItems) { // not the common shape: encoding/json decodes it and words any error
 		// (the fast walk refuses a repeated key; this one names it)
 		if k := repeatedKey(body); k != "" {
 			return nil, errDuplicate(k)
@@ -233,7 +253,13 @@ func parseResponses(body []byte, maxItems int) (*Request, error) {
 		}
 	}
 	r.Conversation = conversationID(b.Conversation)
-	if err := parseTools(rq, b.Tools); err != nil {
+	var err error
+	if b.toolsRead {
+		rq.Tools = b.tools
+	} else {
+		err = parseTools(rq, b.Tools)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if len(rq.Tools) > 0 {
@@ -244,7 +270,12 @@ func parseResponses(body []byte, maxItems int) (*Request, error) {
 		return nil, err
 	}
 	r.Measured = [3][]byte{b.Input, b.Tools, b.Instructions}
-	items, err := parseInput(b.Input, maxItems)
+	var items []Item
+	if b.itemsRead {
+		items = b.items
+	} else {
+		items, err = parseInput(b.Input, maxItems)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -305,19 +336,24 @@ func parseTools(rq *Responses, tools json.RawMessage) error {
 		if err := decodeTool(raw, &t); err != nil {
 			return badf(fmt.Sprintf("tools[%d]", i), "tools[%d] must be an object like {\"type\":\"function\",\"name\":...}", i)
 		}
-		switch t.Type {
-		case "function":
-		case "":
-			return badf(fmt.Sprintf("tools[%d].type", i), "tools[%d].type is required: only \"function\" tools are supported", i)
-		default:
-			return badf(fmt.Sprintf("tools[%d].type", i), "tools[%d]: the built-in tool %q is not supported by this gateway: declare \"function\" tools and run them yourself", i, t.Type)
-		}
-		if t.Name == "" {
-			return badf(fmt.Sprintf("tools[%d].name", i), "tools[%d].name is required for a function tool", i)
-		}
-		rq.Tools = append(rq.Tools, Tool{Name: t.Name, Description: t.Description, Parameters: nonNull(t.Parameters), Strict: t.Strict})
-		return nil
+		return addTool(&rq.Tools, i, &t)
 	})
+}
+
+// addTool appends tools[i], t, to tools when it is a function tool.
+func addTool(tools *[]Tool, i int, t *rawTool) error {
+	switch t.Type {
+	case "function":
+	case "":
+		return badf(fmt.Sprintf("tools[%d].type", i), "tools[%d].type is required: only \"function\" tools are supported", i)
+	default:
+		return badf(fmt.Sprintf("tools[%d].type", i), "tools[%d]: the built-in tool %q is not supported by this gateway: declare \"function\" tools and run them yourself", i, t.Type)
+	}
+	if t.Name == "" {
+		return badf(fmt.Sprintf("tools[%d].name", i), "tools[%d].name is required for a function tool", i)
+	}
+	*tools = append(*tools, Tool{Name: t.Name, Description: t.Description, Parameters: nonNull(t.Parameters), Strict: t.Strict})
+	return nil
 }
 
 // maxResponsesTools bounds the function tools of one Responses request:
@@ -405,6 +441,12 @@ func parseItem(raw json.RawMessage, i int, parts *int) (Item, error) {
 	if err := decodeItem(raw, &ri); err != nil {
 		return Item{}, badf(fmt.Sprintf("input[%d]", i), "input[%d] must be an object like {\"role\":\"user\",\"content\":\"...\"} or a typed item", i)
 	}
+	return itemOf(&ri, i, parts)
+}
+
+// itemOf is input item i, decoded as ri; parts is what is left of the
+// request's content-part budget. A dropped item (reasoning) has no Type.
+func itemOf(ri *rawItem, i int, parts *int) (Item, error) {
 	typ := ri.Type
 	if typ == "" && ri.Role != "" {
 		typ = "message"
@@ -420,7 +462,13 @@ func parseItem(raw json.RawMessage, i int, parts *int) (Item, error) {
 			return Item{}, badf(fmt.Sprintf("input[%d].role", i), "input[%d].role %q is not one of user, assistant, system, developer", i, ri.Role)
 		}
 		it.Role = ri.Role
-		content, err := parseParts(ri.Content, ri.Role, i, parts)
+		var content []Part
+		var err error
+		if ri.partsRead {
+			content, err = partsOf(ri.parts, textTypeOf(ri.Role), i, parts)
+		} else {
+			content, err = parseParts(ri.Content, ri.Role, i, parts)
+		}
 		if err != nil {
 			return Item{}, err
 		}
@@ -455,10 +503,7 @@ func parseItem(raw json.RawMessage, i int, parts *int) (Item, error) {
 
 func parseParts(raw json.RawMessage, role string, i int, budget *int) ([]Part, error) {
 	raw = bytes.TrimSpace(raw)
-	textType := "input_text"
-	if role == "assistant" {
-		textType = "output_text"
-	}
+	textType := textTypeOf(role)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -474,12 +519,24 @@ func parseParts(raw json.RawMessage, role string, i int, budget *int) ([]Part, e
 		return nil, badf(fmt.Sprintf("input[%d].content", i), "input[%d].content must be a string or an array of content parts", i)
 	}
 	if *budget -= n; *budget < 0 {
-		return nil, &Error{Param: fmt.Sprintf("input[%d].content", i), Code: "too_many_messages",
-			Message: "input has more content parts in all than server.max_messages allows: send fewer"}
+		return nil, errTooManyParts(i)
 	}
 	rps := make([]rawPart, 0, n) // exact: the decoder fills it without growing
 	if err := decodeParts(raw, &rps); err != nil {
 		return nil, badf(fmt.Sprintf("input[%d].content", i), "input[%d].content must be a string or an array of content parts", i)
+	}
+	return partsOf(rps, textType, i, nil)
+}
+
+// partsOf is the content of message item i from its parts, rps, with
+// textType the type its text parts take; budget (nil when parseParts
+// charged it already) is what is left of the request's content-part
+// budget.
+func partsOf(rps []rawPart, textType string, i int, budget *int) ([]Part, error) {
+	if budget != nil {
+		if *budget -= len(rps); *budget < 0 {
+			return nil, errTooManyParts(i)
+		}
 	}
 	parts := make([]Part, 0, len(rps))
 	for j, p := range rps {
@@ -499,6 +556,21 @@ func parseParts(raw json.RawMessage, role string, i int, budget *int) ([]Part, e
 		}
 	}
 	return parts, nil
+}
+
+// textTypeOf is the type a text part of a message of role takes.
+func textTypeOf(role string) string {
+	if role == "assistant" {
+		return "output_text"
+	}
+	return "input_text"
+}
+
+// errTooManyParts is the error of a request whose messages' content parts
+// pass server.max_messages in all, at item i.
+func errTooManyParts(i int) error {
+	return &Error{Param: fmt.Sprintf("input[%d].content", i), Code: "too_many_messages",
+		Message: "input has more content parts in all than server.max_messages allows: send fewer"}
 }
 
 // outputText flattens a function_call_output output.

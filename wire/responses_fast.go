@@ -65,28 +65,32 @@ func decodeTool(raw []byte, t *rawTool) error {
 }
 
 func fastTool(raw []byte, t *rawTool) bool {
-	strs := [...]*string{0: &t.Type, 1: &t.Name, 2: &t.Description}
-	return EachField(raw, rawToolFields[:], func(f int, val []byte) bool {
-		switch f {
-		case 3:
-			t.Parameters = val
-		case 4:
-			switch string(val) {
-			case "true", "false":
-				b := val[0] == 't'
-				t.Strict = &b
-			case "null":
-				t.Strict = nil
-			default:
-				return false
-			}
+	return EachField(raw, rawToolFields[:], func(f int, val []byte) bool { return toolMember(t, f, val) })
+}
+
+// toolMember decodes member f of rawToolFields, val, into t; false when it
+// is not of the fast path's shape.
+func toolMember(t *rawTool, f int, val []byte) bool {
+	switch f {
+	case 3:
+		t.Parameters = val
+	case 4:
+		switch string(val) {
+		case "true", "false":
+			b := val[0] == 't'
+			t.Strict = &b
+		case "null":
+			t.Strict = nil
 		default:
-			var ok bool
-			*strs[f], ok = exactString(val)
-			return ok
+			return false
 		}
-		return true
-	})
+	default:
+		strs := [...]*string{0: &t.Type, 1: &t.Name, 2: &t.Description}
+		var ok bool
+		*strs[f], ok = exactString(val)
+		return ok
+	}
+	return true
 }
 
 // decodeParts decodes an array of content parts (valid JSON) into rps.
@@ -184,68 +188,207 @@ var responsesBodyFields = [...]string{
 
 // fastResponsesBody is json.Unmarshal into b for the shape clients send
 // (EachField's terms; numbers plain, booleans true or false, a null only
-// where b holds a pointer or raw JSON), after one jsonspan.Valid scan of
-// the body: encoding/json scans it twice, to validate it and to skip over
-// the raw members (input, most of a conversation's bytes).
-func fastResponsesBody(body []byte, b *responsesBody) bool {
-	if !jsonspan.Valid(body) {
-		return false
-	}
-	// the string and raw members by their index in responsesBodyFields
-	strs := [len(responsesBodyFields)]*string{0: &b.Model, 14: &b.PreviousResponseID, 15: &b.User, 16: &b.SafetyIdentifier, 17: &b.PromptCacheKey, 18: &b.SessionID}
-	raws := [len(responsesBodyFields)]*json.RawMessage{2: &b.Input, 3: &b.Instructions, 4: &b.Tools, 5: &b.ToolChoice, 10: &b.Text, 11: &b.Reasoning, 12: &b.Metadata, 19: &b.Conversation}
-	return EachField(bytes.TrimSpace(body), responsesBodyFields[:], func(f int, val []byte) bool {
-		if p := strs[f]; p != nil {
-			var ok bool
-			*p, ok = exactString(val)
-			return ok
+// where b holds a pointer or raw JSON), in one pass that validates as it
+// reads (jsonspan.Cursor). The input array's items and the tools, most of
+// an agent's bytes, are read where they stand into b.items and b.tools
+// (each by fastItem's and fastTool's terms, a message's content parts by
+// fastParts'), Input and Tools then being their spans: before, the body
+// was validated, then input and tools were each skipped, counted and
+// walked again, and every item's content counted and walked once more. At
+// most maxItems items, as many content parts in all and maxResponsesTools
+// tools are read: past that (or for any other shape) false, and the
+// multi-pass path decides and words the error.
+func fastResponsesBody(body []byte, b *responsesBody, maxItems int) bool {
+	c := jsonspan.NewCursor(body)
+	var keys keyList
+	partsLeft := maxItems
+	return c.Object(func(key []byte) bool {
+		f, ok := keys.field(key, responsesBodyFields[:])
+		switch {
+		case !ok:
+			return false
+		case f == 2 && c.Peek() == '[': // input
+			b.Input, b.itemsRead = c.Span(func() bool { return fastItems(&c, &b.items, maxItems, &partsLeft) })
+			return b.itemsRead
+		case f == 4 && c.Peek() == '[': // tools
+			b.Tools, b.toolsRead = c.Span(func() bool { return fastRespTools(&c, &b.tools) })
+			return b.toolsRead
 		}
-		if p := raws[f]; p != nil {
-			*p = val
+		val, ok := c.Value()
+		return ok && (f < 0 || responsesMember(b, f, val))
+	}) && c.End()
+}
+
+// responsesMember decodes member f of responsesBodyFields, val, into b;
+// false when it is not of the fast path's shape.
+func responsesMember(b *responsesBody, f int, val []byte) bool {
+	switch f {
+	case 0, 14, 15, 16, 17, 18:
+		strs := [...]*string{0: &b.Model, 14: &b.PreviousResponseID, 15: &b.User, 16: &b.SafetyIdentifier, 17: &b.PromptCacheKey, 18: &b.SessionID}
+		var ok bool
+		*strs[f], ok = exactString(val)
+		return ok
+	case 2, 3, 4, 5, 10, 11, 12, 19:
+		raws := [...]*json.RawMessage{2: &b.Input, 3: &b.Instructions, 4: &b.Tools, 5: &b.ToolChoice, 10: &b.Text, 11: &b.Reasoning, 12: &b.Metadata, 19: &b.Conversation}
+		*raws[f] = val
+		return true
+	}
+	null := string(val) == "null"
+	switch f {
+	case 1:
+		b.Stream = string(val) == "true"
+		return b.Stream || string(val) == "false"
+	case 6:
+		if null {
+			b.MaxOutputTokens = nil
 			return true
 		}
-		null := string(val) == "null"
-		switch f {
-		case 1:
-			b.Stream = string(val) == "true"
-			return b.Stream || string(val) == "false"
-		case 6:
-			if null {
-				b.MaxOutputTokens = nil
-				return true
+		var ok bool
+		b.MaxOutputTokens, ok = plainInt(val)
+		return ok
+	case 7, 8:
+		p := &b.Temperature
+		if f == 8 {
+			p = &b.TopP
+		}
+		if null {
+			*p = nil
+			return true
+		}
+		x, ok := plainFloat(val)
+		*p = x
+		return ok
+	case 9, 13:
+		p := &b.ParallelToolCalls
+		if f == 13 {
+			p = &b.Store
+		}
+		switch string(val) {
+		case "null":
+			*p = nil
+		case "true", "false":
+			v := string(val) == "true"
+			*p = &v
+		default:
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// fastItems reads an input array at the cursor into items, each decoded
+// as fastItem decodes it (content parts read in place when an array, at
+// most partsLeft in all) and made an Item as parseInput makes it (itemOf,
+// under a budget of max content parts): false past max items or partsLeft
+// parts, for an item fastItem would leave to encoding/json, or for one
+// itemOf refuses (the multi-pass path then words the error in its order).
+func fastItems(c *jsonspan.Cursor, items *[]Item, max int, partsLeft *int) bool {
+	var scratch []rawPart // every item's parts in turn: itemOf copies them
+	budget, i := max, 0
+	ok := c.Array(func() bool {
+		if i == max {
+			return false
+		}
+		ri := rawItem{parts: scratch[:0]}
+		strs := [...]*string{0: &ri.Type, 1: &ri.ID, 2: &ri.Role, 3: &ri.Status, 5: &ri.CallID, 6: &ri.Name, 7: &ri.Arguments}
+		var keys keyList
+		if !c.Object(func(key []byte) bool {
+			f, ok := keys.field(key, rawItemFields[:])
+			switch {
+			case !ok:
+				return false
+			case f == 4 && c.Peek() == '[':
+				ri.Content, ri.partsRead = c.Span(func() bool { return fastPartsAt(c, &ri.parts, partsLeft) })
+				return ri.partsRead
 			}
-			var ok bool
-			b.MaxOutputTokens, ok = plainInt(val)
-			return ok
-		case 7, 8:
-			p := &b.Temperature
-			if f == 8 {
-				p = &b.TopP
-			}
-			if null {
-				*p = nil
-				return true
-			}
-			x, ok := plainFloat(val)
-			*p = x
-			return ok
-		case 9, 13:
-			p := &b.ParallelToolCalls
-			if f == 13 {
-				p = &b.Store
-			}
-			switch string(val) {
-			case "null":
-				*p = nil
-			case "true", "false":
-				v := string(val) == "true"
-				*p = &v
+			val, ok := c.Value()
+			switch {
+			case !ok:
+				return false
+			case f < 0:
+			case f == 4:
+				ri.Content = val
+			case f == 8:
+				ri.Output = val
 			default:
+				*strs[f], ok = exactString(val)
+			}
+			return ok
+		}) {
+			return false
+		}
+		scratch = ri.parts
+		it, err := itemOf(&ri, i, &budget)
+		if err != nil {
+			return false
+		}
+		if it.Type != "" { // else a dropped item (reasoning)
+			*items = append(*items, it)
+		}
+		i++
+		return true
+	})
+	if ok && *items == nil {
+		*items = make([]Item, 0) // as parseInput makes it for an empty array
+	}
+	return ok
+}
+
+// fastPartsAt reads a content array at the cursor into rps as fastParts
+// does, each part taken from left: false past it.
+func fastPartsAt(c *jsonspan.Cursor, rps *[]rawPart, left *int) bool {
+	return c.Array(func() bool {
+		if *left == 0 {
+			return false
+		}
+		*left--
+		*rps = append(*rps, rawPart{})
+		p := &(*rps)[len(*rps)-1]
+		strs := [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.FileID, &p.Detail}
+		var keys keyList
+		return c.Object(func(key []byte) bool {
+			f, ok := keys.field(key, rawPartFields[:])
+			if !ok {
 				return false
 			}
-			return true
+			val, ok := c.Value()
+			if ok && f >= 0 {
+				*strs[f], ok = exactString(val)
+			}
+			return ok
+		})
+	})
+}
+
+// fastRespTools reads a tools array at the cursor into ts, each decoded as
+// fastTool decodes it and kept as parseTools keeps it (addTool): false
+// past maxResponsesTools, for a tool fastTool would leave to encoding/json
+// or for one addTool refuses (the multi-pass path then words the error).
+func fastRespTools(c *jsonspan.Cursor, ts *[]Tool) bool {
+	*ts = make([]Tool, 0) // as parseTools makes it for an empty array
+	i := 0
+	return c.Array(func() bool {
+		if i == maxResponsesTools {
+			return false
 		}
-		return false
+		var t rawTool
+		var keys keyList
+		if !c.Object(func(key []byte) bool {
+			f, ok := keys.field(key, rawToolFields[:])
+			if !ok {
+				return false
+			}
+			val, ok := c.Value()
+			if !ok || f < 0 {
+				return ok
+			}
+			return toolMember(&t, f, val)
+		}) || addTool(ts, i, &t) != nil {
+			return false
+		}
+		i++
+		return true
 	})
 }
 

@@ -30,7 +30,8 @@ var fastResponsesCases = []string{
 func checkFastResponses(t *testing.T, body []byte) {
 	t.Helper()
 	var fast, slow responsesBody
-	if fastResponsesBody(body, &fast) {
+	checkOnePass(t, body)
+	if fastResponsesBody(body, &fast, DefaultMaxMessages) {
 		if err := json.Unmarshal(body, &slow); err != nil {
 			t.Fatalf("fast path accepted %q, encoding/json: %v", body, err)
 		}
@@ -76,8 +77,10 @@ func checkFastResponses(t *testing.T, body []byte) {
 }
 
 // normalRaw and normalItem make raw members comparable: encoding/json
-// copies them, the fast readers slice the body (same bytes).
+// copies them, the fast readers slice the body (same bytes). What the
+// one-pass reader read in place is dropped (checkOnePass holds it).
 func normalRaw(b responsesBody) responsesBody {
+	b.items, b.itemsRead, b.tools, b.toolsRead = nil, false, nil, false
 	for _, p := range []*json.RawMessage{&b.Input, &b.Instructions, &b.Tools, &b.ToolChoice, &b.Text, &b.Reasoning, &b.Metadata, &b.Conversation} {
 		if *p != nil {
 			*p = append(json.RawMessage{}, *p...)
@@ -107,7 +110,7 @@ func TestFastResponsesMatchEncodingJSON(t *testing.T) {
 	for _, c := range fastResponsesCases {
 		checkFastResponses(t, []byte(c))
 		var b responsesBody
-		if fastResponsesBody([]byte(c), &b) {
+		if fastResponsesBody([]byte(c), &b, DefaultMaxMessages) {
 			accepted++
 		}
 	}
@@ -134,4 +137,55 @@ func BenchmarkParseResponses(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// checkOnePass holds parseResponses with the one-pass reader to the
+// multi-pass path on body, under a small item bound and the default: the
+// same request or the same error.
+func checkOnePass(t *testing.T, body []byte) {
+	t.Helper()
+	for _, max := range []int{3, DefaultMaxMessages} {
+		fast, ferr := parseResponsesWith(body, max, true)
+		slow, serr := parseResponsesWith(body, max, false)
+		if (ferr == nil) != (serr == nil) || ferr != nil && ferr.Error() != serr.Error() {
+			t.Fatalf("%q (max %d): one pass %v, multi-pass %v", body, max, ferr, serr)
+		}
+		if ferr == nil && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q (max %d):\none pass %+v\nmulti-pass %+v", body, max, fast, slow)
+		}
+	}
+}
+
+var onePassCases = append([]string{
+	`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]},{"role":"assistant","content":[{"type":"output_text","text":"c"},{"type":"refusal","refusal":"no"}]}]}`,
+	`{"model":"m","input":[{"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"t"},{"type":"x"},{"type":"y"},{"type":"z"}]},{"role":"user","content":"hi"}]}`,
+	`{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"c"},{"role":"user","content":"d"}]}`,
+	`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"},{"type":"input_text","text":"c"},{"type":"input_text","text":"d"}]}]}`,
+	`{"model":"m","input":[{"role":"tool","content":"x"}]}`, `{"model":"m","input":[{"role":"user","content":[{"type":"audio"}]}]}`,
+	`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"f"}]}]}`, `{"model":"m","input":[]}`,
+	`{"model":"m","tools":[{"type":"web_search"}],"input":"x"}`, `{"model":"m","tools":[{"type":"function"}],"input":"x"}`, `{"model":"m","tools":[],"input":"x"}`,
+	`{"model":"m","tools":null,"input":null,"previous_response_id":"resp_1"}`, `{"model":"m","tools":[1],"input":[2]}`,
+	`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"r"}]},{"type":"item_reference","id":"i"},{"type":"item_reference"}]}`,
+	`{"model":"m","input":[{"role":"user","content":[]},{"role":"user","content":null}]}`, ` { "model" : "m" , "input" : [ { "role" : "user" , "content" : [ { "type" : "input_text" , "text" : "a" } ] } ] } `,
+	`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a","text":"b"}]}]}`, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"}}]}`,
+}, fastResponsesCases...)
+
+func TestOnePassMatchesMultiPass(t *testing.T) {
+	for _, c := range onePassCases {
+		checkOnePass(t, []byte(c))
+	}
+	var b responsesBody
+	if !fastResponsesBody([]byte(onePassCases[0]), &b, DefaultMaxMessages) || !b.itemsRead || len(b.items) != 2 || len(b.items[1].Content) != 2 {
+		t.Fatalf("the one-pass reader did not read the first case's items and parts in place: %+v", b)
+	}
+	if !fastResponsesBody([]byte(fastResponsesCases[len(fastResponsesCases)-2]), &b, DefaultMaxMessages) || !b.toolsRead || len(b.tools) != 2 {
+		t.Fatalf("the one-pass reader did not read the tools in place: %+v", b)
+	}
+}
+
+func FuzzOnePass(f *testing.F) {
+	for _, c := range onePassCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkOnePass(t, body) })
 }

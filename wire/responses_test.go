@@ -94,6 +94,7 @@ func FuzzParseResponses(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		checkOnePass(t, body)
 		r, err := Parse(body, catalog.OpChat, FormatResponses)
 		if err != nil {
 			if _, ok := err.(*Error); !ok {
