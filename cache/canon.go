@@ -130,7 +130,11 @@ type fieldSet struct {
 	// (ParseRequest; nil from Parse): a message whose content is a string
 	// has it there already decoded (textAt).
 	decoded []wire.Message
-	team    string // the request's team, which scopes argsMemo ("": none)
+	// items is the wire parse's reading of a Responses input array
+	// (ParseRequest, when no item needs the body: responsesItems; nil
+	// otherwise), read instead of the body's input.
+	items []wire.Item
+	team  string // the request's team, which scopes argsMemo ("": none)
 }
 
 // args is a tool call's arguments in canonical JSON (canonArgs), read
@@ -240,7 +244,7 @@ var fieldSets = sync.Pool{New: func() any { return new(fieldSet) }}
 // release returns f to fieldSets; f must not be used afterwards.
 func (f *fieldSet) release() {
 	clear(f.buf[:]) // the body's slices, for the collector
-	f.kv, f.decoded, f.team = nil, nil, ""
+	f.kv, f.decoded, f.items, f.team = nil, nil, nil, ""
 	fieldSets.Put(f)
 }
 

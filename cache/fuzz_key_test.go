@@ -55,6 +55,9 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","max_tokens":5,"system":"s","messages":[{"role":"user","content":"a","content":"b"},{"role":"user","content":"c","content":null},{"role":"tool","tool_call_id":"x","content":"r"}]}`,
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a"}],"Messages":[{"role":"user","content":"b"}]}`,
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"\ud800 lone"},{"role":"user","content":"\t"}]}`,
+		`{"model":"m","instructions":"i","input":[{"role":"developer","content":[{"type":"input_text","text":"d"},{"type":"input_text","text":""}]},{"role":"user","content":[{"type":"input_text","text":""},{"type":"input_image","image_url":"https://x/y.png","detail":"low"},{"type":"text","text":"t"}]},{"type":"reasoning","summary":[]},{"role":"assistant","content":[{"type":"output_text","text":"a"},{"type":"refusal","refusal":""},{"type":"refusal","refusal":"no"}]},{"role":"user","content":""},{"role":"user","Content":"C"}]}`,
+		`{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]},{"type":"function_call_output","call_id":"d","output":""},{"type":"function_call_output","call_id":"e"}]}`,
+		`{"model":"m","input":[{"type":"item_reference","id":"i"}]}`, `{"model":"m","previous_response_id":"resp_1","input":[{"role":"user","content":"x"}]}`,
 	} {
 		for fm := range 3 {
 			f.Add(s, uint8(fm))

@@ -39,10 +39,30 @@ func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error
 // canonical arguments (argsMemo; none for "").
 func ParseRequest(req *wire.Request, team string) (*Canon, error) {
 	var decoded []wire.Message
-	if req.Op == catalog.OpChat && (req.Format == wire.FormatOpenAI || req.Format == wire.FormatAnthropic) {
+	var items []wire.Item
+	switch {
+	case req.Op == catalog.OpChat && (req.Format == wire.FormatOpenAI || req.Format == wire.FormatAnthropic):
 		decoded = req.Messages
+	case req.Op == catalog.OpChat && req.Format == wire.FormatResponses && req.Responses != nil:
+		items = itemsOfRequest(req.Responses)
 	}
-	return parse(team, req.Op, req.Format, req.Raw, true, decoded, req.Measured[:]...)
+	return parseWith(team, req.Op, req.Format, req.Raw, true, decoded, items, req.Measured[:]...)
+}
+
+// itemsOfRequest is the wire parse's reading of a Responses request's input
+// when the key may read it instead of the body: nil when it is not the
+// body's own (stored turns or references expanded into it) or an item's
+// output came as parts, which the key keeps apart and wire joins.
+func itemsOfRequest(rq *wire.Responses) []wire.Item {
+	if rq.PreviousResponseID != "" || len(rq.Refs) > 0 {
+		return nil
+	}
+	for i := range rq.Input {
+		if rq.Input[i].OutputParts {
+			return nil
+		}
+	}
+	return rq.Input
 }
 
 // parse reads the canonical request of body for team ("": none, no memo
@@ -50,12 +70,18 @@ func ParseRequest(req *wire.Request, team string) (*Canon, error) {
 // (nil: none), measured are spans of body that parse measured
 // (wire.Request.Measured), stepped over without a scan.
 func parse(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
+	return parseWith(team, op, format, body, valid, decoded, nil, measured...)
+}
+
+// parseWith is parse, with items the wire parse's reading of a Responses
+// input array (itemsOfRequest; nil: none).
+func parseWith(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, items []wire.Item, measured ...[]byte) (*Canon, error) {
 	f, err := decodeFields(body, valid, measured)
 	if err != nil {
 		return nil, err
 	}
 	defer f.release()
-	f.decoded, f.team = decoded, team
+	f.decoded, f.items, f.team = decoded, items, team
 	c := &Canon{}
 	if err := f.into("model", &c.Model); err != nil {
 		return nil, err

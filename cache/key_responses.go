@@ -3,7 +3,11 @@ package cache
 // The Responses API request in canonical form; a request that continues
 // stored state is not cacheable.
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"switchyard/wire"
+)
 
 func parseResponses(f fields, c *Canon) error {
 	for _, k := range [...]string{"previous_response_id", "conversation"} {
@@ -97,6 +101,9 @@ func responsesInput(f *fieldSet, raw json.RawMessage, c *Canon) error {
 		c.Messages = appendMsg(c.Messages, Msg{Role: "user", Parts: []Part{{Type: "text", Text: s}}})
 		return nil
 	}
+	if f.items != nil {
+		return responsesItems(f, f.items, c)
+	}
 	items, ok := rsItemsFast(raw)
 	if !ok {
 		items = nil
@@ -115,13 +122,9 @@ func responsesInput(f *fieldSet, raw json.RawMessage, c *Canon) error {
 			if err != nil {
 				return err
 			}
-			if it.Role == "system" || it.Role == "developer" {
-				c.System = appendTexts(c.System, parts)
-				continue
-			}
-			c.Messages = appendMsg(c.Messages, Msg{Role: it.Role, Parts: parts})
+			addMessage(c, it.Role, parts)
 		case "function_call":
-			c.Messages = appendMsg(c.Messages, Msg{Role: "assistant", Calls: []Call{{ID: it.CallID, Name: it.Name, Args: remembered(f, 'r', it.Arguments, func() (string, bool) { return canonArgs(it.Arguments), true })}}})
+			c.Messages = appendMsg(c.Messages, callMsg(f, it.CallID, it.Name, it.Arguments))
 		case "function_call_output":
 			parts, err := textOrParts(it.Output, responsesPart)
 			if err != nil {
@@ -137,6 +140,66 @@ func responsesInput(f *fieldSet, raw json.RawMessage, c *Canon) error {
 		}
 	}
 	return nil
+}
+
+// responsesItems is responsesInput over the wire parse's reading of the
+// input array (itemsOfRequest), which holds what the body's items hold in
+// the shapes wire accepts: reasoning items already dropped, a part's type
+// one of wire's, an output a string. The same canonical messages.
+func responsesItems(f *fieldSet, items []wire.Item, c *Canon) error {
+	for i := range items {
+		it := &items[i]
+		switch it.Type {
+		case "message":
+			addMessage(c, it.Role, wireParts(it.Content))
+		case "function_call":
+			c.Messages = appendMsg(c.Messages, callMsg(f, it.CallID, it.Name, it.Arguments))
+		case "function_call_output":
+			var parts []Part
+			if it.Output != "" {
+				parts = []Part{{Type: "text", Text: it.Output}}
+			}
+			c.Messages = appendMsg(c.Messages, Msg{Role: "tool", CallID: it.CallID, Parts: parts})
+		case "item_reference":
+			return notCacheable("item_reference names stored state")
+		default:
+			return notCacheable("input item type " + it.Type)
+		}
+	}
+	return nil
+}
+
+// wireParts is a message's parts as responsesPart reads them from the
+// body, empty text parts dropped (textOrParts): wire's text, output_text
+// and refusal parts are text, its input_image (which has an image_url)
+// an image.
+func wireParts(ps []wire.Part) []Part {
+	var out []Part
+	for _, p := range ps {
+		switch {
+		case p.Type == "input_image":
+			out = append(out, Part{Type: "image", URL: p.ImageURL, Detail: p.Detail})
+		case p.Text != "":
+			out = append(out, Part{Type: "text", Text: p.Text})
+		}
+	}
+	return out
+}
+
+// addMessage adds a message item of role: a system or developer message's
+// text to the system prompt, any other as a turn of the conversation.
+func addMessage(c *Canon, role string, parts []Part) {
+	if role == "system" || role == "developer" {
+		c.System = appendTexts(c.System, parts)
+		return
+	}
+	c.Messages = appendMsg(c.Messages, Msg{Role: role, Parts: parts})
+}
+
+// callMsg is the assistant turn of a function_call item, its arguments
+// canonical through the team's memo.
+func callMsg(f *fieldSet, id, name, args string) Msg {
+	return Msg{Role: "assistant", Calls: []Call{{ID: id, Name: name, Args: remembered(f, 'r', args, func() (string, bool) { return canonArgs(args), true })}}}
 }
 
 func responsesPart(elem json.RawMessage) ([]Part, error) {

@@ -205,3 +205,26 @@ func TestNotCacheable(t *testing.T) {
 		})
 	}
 }
+
+// TestItemsOfRequest: the key reads wire's items for a Responses request's
+// own input, and the body when an item's output came as parts or the
+// input holds stored turns or references.
+func TestItemsOfRequest(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		read bool
+	}{
+		{`{"model":"m","input":[{"role":"user","content":"x"},{"type":"function_call_output","call_id":"c","output":"ok"}]}`, true},
+		{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"ok"}]}]}`, false},
+		{`{"model":"m","previous_response_id":"resp_1","input":[{"role":"user","content":"x"}]}`, false},
+		{`{"model":"m","input":[{"type":"item_reference","id":"i"}]}`, false},
+	} {
+		req, err := wire.Parse([]byte(c.body), catalog.OpChat, wire.FormatResponses)
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		if got := itemsOfRequest(req.Responses) != nil; got != c.read {
+			t.Errorf("%s: items read %v, want %v", c.body, got, c.read)
+		}
+	}
+}

@@ -67,6 +67,11 @@ type Item struct {
 	Name      string `json:"name,omitempty"`      // function_call
 	Arguments string `json:"arguments,omitempty"` // function_call: JSON text
 	Output    string `json:"output,omitempty"`    // function_call_output: text (parts flattened)
+	// OutputParts says a function_call_output's output was sent as an
+	// array of parts (Output is their text): a reader that needs the
+	// parts themselves (the response cache's key) reads the body. Set by
+	// the parse only, never stored.
+	OutputParts bool `json:"-"`
 }
 
 // Part is one content part of a message item.

@@ -109,6 +109,9 @@ func itemOf(ri *rawItem, i int, parts *int) (Item, error) {
 			return Item{}, badf(fmt.Sprintf("input[%d].output", i), "input[%d].output must be a string or an array of input_text parts", i)
 		}
 		it.CallID, it.Output = ri.CallID, out
+		if o := trimWS(ri.Output); len(o) > 0 && o[0] == '[' {
+			it.OutputParts = true
+		}
 	case "item_reference":
 		if ri.ID == "" {
 			return Item{}, badf(fmt.Sprintf("input[%d].id", i), "input[%d]: an item_reference needs \"id\"", i)
