@@ -148,28 +148,15 @@ func (a *Accumulator) openAIEvent(data []byte, ds []Delta) []Delta {
 		a.ended = true
 		return ds
 	}
-	var ch struct {
-		Choices []struct {
-			Index int `json:"index"`
-			Delta struct {
-				Content   *string         `json:"content"`
-				Refusal   *string         `json:"refusal"`
-				Audio     json.RawMessage `json:"audio"`
-				ToolCalls []struct {
-					Index    *int   `json:"index"`
-					ID       string `json:"id"`
-					Function struct {
-						Name      string `json:"name"`
-						Arguments string `json:"arguments"`
-					} `json:"function"`
-				} `json:"tool_calls"`
-			} `json:"delta"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *oaUsageIn       `json:"usage"`
-		Error *json.RawMessage `json:"error"`
+	var ch oaChunk
+	if !openAIChunkFast(data, &ch) {
+		ch = oaChunk{}
+		if err := json.Unmarshal(data, &ch); err != nil {
+			a.fail("error or garbage event")
+			return ds
+		}
 	}
-	if err := json.Unmarshal(data, &ch); err != nil || ch.Error != nil {
+	if ch.Error != nil {
 		a.fail("error or garbage event")
 		return ds
 	}
@@ -216,29 +203,13 @@ func (a *Accumulator) anthropicEvent(name string, data []byte, ds []Delta) []Del
 	if name == "ping" {
 		return ds
 	}
-	var ev struct {
-		Type    string `json:"type"`
-		Index   int    `json:"index"`
-		Message *struct {
-			Usage anUsageIn `json:"usage"`
-		} `json:"message"`
-		ContentBlock *struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-			ID   string `json:"id"`
-			Name string `json:"name"`
-		} `json:"content_block"`
-		Delta *struct {
-			Type        string `json:"type"`
-			Text        string `json:"text"`
-			PartialJSON string `json:"partial_json"`
-			StopReason  string `json:"stop_reason"`
-		} `json:"delta"`
-		Usage *anUsageIn `json:"usage"`
-	}
-	if err := json.Unmarshal(data, &ev); err != nil {
-		a.fail("garbage event")
-		return ds
+	var ev anEvent
+	if !anthropicEventFast(data, &ev) {
+		ev = anEvent{}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			a.fail("garbage event")
+			return ds
+		}
 	}
 	switch ev.Type {
 	case "message_start":

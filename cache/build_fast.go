@@ -302,6 +302,12 @@ func intNext(c *jsonspan.Cursor, p *int) bool {
 	if string(v) == "null" {
 		return true
 	}
+	return intValue(v, p)
+}
+
+// intValue reads v, a JSON value that is not null, into *p when it is an
+// integer that fits, as encoding/json sets an int field.
+func intValue(v []byte, p *int) bool {
 	n, err := strconv.Atoi(string(v))
 	*p = n
 	return err == nil
