@@ -29,7 +29,7 @@ const keyVersion = "switchyard-cache-v3"
 // previous_response_id) or whose fields do not parse; the gateway then
 // serves it without the cache (and without a cache header).
 func Parse(op catalog.Operation, format wire.Format, body []byte) (*Canon, error) {
-	return parse("", op, format, body, false, nil)
+	return parse("", op, format, body, false, nil, nil)
 }
 
 // ParseRequest is Parse of a request of team that wire.Parse accepted:
@@ -46,7 +46,7 @@ func ParseRequest(req *wire.Request, team string) (*Canon, error) {
 	case req.Op == catalog.OpChat && req.Format == wire.FormatResponses && req.Responses != nil:
 		items = itemsOfRequest(req.Responses)
 	}
-	return parseWith(team, req.Op, req.Format, req.Raw, true, decoded, items, req.Measured[:]...)
+	return parse(team, req.Op, req.Format, req.Raw, true, decoded, items, req.Measured[:]...)
 }
 
 // itemsOfRequest is the wire parse's reading of a Responses request's input
@@ -66,16 +66,11 @@ func itemsOfRequest(rq *wire.Responses) []wire.Item {
 }
 
 // parse reads the canonical request of body for team ("": none, no memo
-// of arguments); decoded is the wire parse's reading of its messages
-// (nil: none), measured are spans of body that parse measured
+// of arguments); decoded is the wire parse's reading of its messages and
+// items its reading of a Responses input array (itemsOfRequest; nil:
+// none), measured are spans of body that parse measured
 // (wire.Request.Measured), stepped over without a scan.
-func parse(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, measured ...[]byte) (*Canon, error) {
-	return parseWith(team, op, format, body, valid, decoded, nil, measured...)
-}
-
-// parseWith is parse, with items the wire parse's reading of a Responses
-// input array (itemsOfRequest; nil: none).
-func parseWith(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, items []wire.Item, measured ...[]byte) (*Canon, error) {
+func parse(team string, op catalog.Operation, format wire.Format, body []byte, valid bool, decoded []wire.Message, items []wire.Item, measured ...[]byte) (*Canon, error) {
 	f, err := decodeFields(body, valid, measured)
 	if err != nil {
 		return nil, err

@@ -190,14 +190,15 @@ var responsesBodyFields = [...]string{
 // (EachField's terms; numbers plain, booleans true or false, a null only
 // where b holds a pointer or raw JSON), in one pass that validates as it
 // reads (jsonspan.Cursor). The input array's items and the tools, most of
-// an agent's bytes, are read where they stand into b.items and b.tools
-// (each by fastItem's and fastTool's terms, a message's content parts by
-// fastParts'), Input and Tools then being their spans: before, the body
-// was validated, then input and tools were each skipped, counted and
-// walked again, and every item's content counted and walked once more. At
-// most maxItems items, as many content parts in all and maxResponsesTools
-// tools are read: past that (or for any other shape) false, and the
-// multi-pass path decides and words the error.
+// an agent's bytes, are read where they stand (each by fastItem's and
+// fastTool's terms, a message's content parts by fastParts') and made the
+// Items and Tools parseInput and parseTools make (b.items, b.tools), Input
+// and Tools then being their spans: before, the body was validated, then
+// input and tools were each skipped, counted and walked again, and every
+// item's content counted and walked once more. At most maxItems items, as
+// many content parts in all and maxResponsesTools tools are read: past
+// that, for an item or tool the checks refuse, or for any other shape,
+// false, and the multi-pass path decides and words the error.
 func fastResponsesBody(body []byte, b *responsesBody, maxItems int) bool {
 	c := jsonspan.NewCursor(body)
 	var keys keyList
