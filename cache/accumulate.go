@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"switchyard/internal/jsonspan"
 	"switchyard/wire"
 )
 
@@ -336,74 +335,6 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 // responsesEventFields are the members of a Responses event responsesEvent
 // decodes; the object of a terminal event is read by responseMember.
 var responsesEventFields = []string{"type", "output_index", "delta", "item"}
-
-// rsEvent is what responsesEvent reads of a Responses stream event.
-type rsEvent struct {
-	Type        string       `json:"type"`
-	OutputIndex int          `json:"output_index"`
-	Delta       string       `json:"delta"`
-	Item        *rsEventItem `json:"item"`
-}
-
-// rsEventItem is what responsesEvent reads of an event's item.
-type rsEventItem struct {
-	Type   string `json:"type"`
-	CallID string `json:"call_id"`
-	Name   string `json:"name"`
-}
-
-// responsesEventFast reads ev from an event's data as json.Unmarshal of
-// onlyMembers(data, responsesEventFields) does, and obj, the response
-// member as responseMember finds it, for the shape upstreams write: every
-// member read spelled exactly, item and response at most once, strings
-// and an integer where rsEvent has them. One pass that validates as it
-// reads: the object a created, in_progress or terminal event echoes (the
-// request's tools with it) is crossed once, where the walk before
-// validated the event, then skipped over the object, then (a terminal
-// event) looked for it again. ok false: the caller decodes with
-// encoding/json.
-func responsesEventFast(data []byte, ev *rsEvent) (obj []byte, ok bool) {
-	c := jsonspan.NewCursor(data)
-	var seen members // item and response at most once
-	ok = c.Object(func(k []byte) bool {
-		switch exactMember(k, "type", "output_index", "delta", "item", "response") {
-		case "type":
-			return stringNext(&c, &ev.Type)
-		case "output_index":
-			return intNext(&c, &ev.OutputIndex)
-		case "delta":
-			return stringNext(&c, &ev.Delta)
-		case "item":
-			return seen.once(&c, 1, func() bool {
-				ev.Item = &rsEventItem{}
-				return c.Object(func(k []byte) bool {
-					switch exactMember(k, "type", "call_id", "name") {
-					case "type":
-						return stringNext(&c, &ev.Item.Type)
-					case "call_id":
-						return stringNext(&c, &ev.Item.CallID)
-					case "name":
-						return stringNext(&c, &ev.Item.Name)
-					case "":
-						return skipValue(&c)
-					}
-					return false
-				})
-			})
-		case "response":
-			if !seen.first(2) {
-				return false
-			}
-			var ok bool
-			obj, ok = c.Value()
-			return ok
-		case "":
-			return skipValue(&c)
-		}
-		return false
-	}) && c.End()
-	return obj, ok
-}
 
 // responseMember is the "response" member of the event data (valid JSON),
 // as json.Unmarshal into a json.RawMessage field named Response finds it:

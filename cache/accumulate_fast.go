@@ -7,13 +7,82 @@ package cache
 // read spelled exactly, each object member at most once, strings, integers
 // and null where the struct has them) and leave anything else to
 // json.Unmarshal, which decides: for any event a reader accepts, the result
-// is json.Unmarshal's (FuzzOpenAIChunkFast, FuzzAnthropicEventFast).
+// is json.Unmarshal's (FuzzResponsesEventFast, FuzzOpenAIChunkFast,
+// FuzzAnthropicEventFast).
 
 import (
 	"encoding/json"
 
 	"switchyard/internal/jsonspan"
 )
+
+// rsEvent is what responsesEvent reads of a Responses stream event.
+type rsEvent struct {
+	Type        string       `json:"type"`
+	OutputIndex int          `json:"output_index"`
+	Delta       string       `json:"delta"`
+	Item        *rsEventItem `json:"item"`
+}
+
+// rsEventItem is what responsesEvent reads of an event's item.
+type rsEventItem struct {
+	Type   string `json:"type"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+}
+
+// responsesEventFast reads ev from an event's data as json.Unmarshal of
+// onlyMembers(data, responsesEventFields) does, and obj, the response
+// member as responseMember finds it, for the shape upstreams write: every
+// member read spelled exactly, item and response at most once, strings
+// and an integer where rsEvent has them. One pass that validates as it
+// reads: the object a created, in_progress or terminal event echoes (the
+// request's tools with it) is crossed once, where the walk before
+// validated the event, then skipped over the object, then (a terminal
+// event) looked for it again. ok false: the caller decodes with
+// encoding/json.
+func responsesEventFast(data []byte, ev *rsEvent) (obj []byte, ok bool) {
+	c := jsonspan.NewCursor(data)
+	var seen members // item and response at most once
+	ok = c.Object(func(k []byte) bool {
+		switch exactMember(k, "type", "output_index", "delta", "item", "response") {
+		case "type":
+			return stringNext(&c, &ev.Type)
+		case "output_index":
+			return intNext(&c, &ev.OutputIndex)
+		case "delta":
+			return stringNext(&c, &ev.Delta)
+		case "item":
+			return seen.once(&c, 1, func() bool {
+				ev.Item = &rsEventItem{}
+				return c.Object(func(k []byte) bool {
+					switch exactMember(k, "type", "call_id", "name") {
+					case "type":
+						return stringNext(&c, &ev.Item.Type)
+					case "call_id":
+						return stringNext(&c, &ev.Item.CallID)
+					case "name":
+						return stringNext(&c, &ev.Item.Name)
+					case "":
+						return skipValue(&c)
+					}
+					return false
+				})
+			})
+		case "response":
+			if !seen.first(2) {
+				return false
+			}
+			var ok bool
+			obj, ok = c.Value()
+			return ok
+		case "":
+			return skipValue(&c)
+		}
+		return false
+	}) && c.End()
+	return obj, ok
+}
 
 // oaChunk is what openAIEvent reads of a chat completion chunk.
 type oaChunk struct {

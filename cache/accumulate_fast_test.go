@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -140,4 +141,36 @@ func BenchmarkAccumulateAnthropic(b *testing.B) {
 			b.Fatal("stream not read")
 		}
 	}
+}
+
+// FuzzResponsesEventFast: when responsesEventFast reads an event at all, it
+// reads what json.Unmarshal of the event's members reads, and the object
+// responseMember finds.
+func FuzzResponsesEventFast(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.output_text.delta","output_index":0,"delta":"a \"q\" \u00e9","sequence_number":3}`,
+		`{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","call_id":"c","name":"f","arguments":""}}`,
+		`{"type":"response.completed","response":{"status":"completed","output":[],"tools":[{"type":"function","name":"f","parameters":{"a":[1,{"b":null}]}}]}}`,
+		`{"type":"response.created","response":{"id":"r"},"response":null}`, `{"Type":"x"}`, `{"t\u0079pe":"x"}`, `{"type":null,"output_index":null,"item":null}`,
+		`{"output_index":1e2}`, `{"output_index":-0}`, `{"item":{"Name":"n"}}`, `{"item":{"name":1}}`, `{"item":[]}`, `{"item":{},"item":{}}`, `[1]`, `"x"`, `{"delta":"\ud800"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast rsEvent
+		obj, ok := responsesEventFast(data, &fast)
+		if !ok {
+			return
+		}
+		var slow rsEvent
+		if err := json.Unmarshal(onlyMembers(data, responsesEventFields), &slow); err != nil {
+			t.Fatalf("%q: read fast, encoding/json: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", data, fast, slow)
+		}
+		if want := responseMember(data); !bytes.Equal(obj, want) {
+			t.Fatalf("%q: response %q, responseMember %q", data, obj, want)
+		}
+	})
 }
