@@ -312,7 +312,9 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 		if !fast {
 			obj = responseMember(data)
 		}
-		r, ok := responsesObjectFast(obj) // as responsesEntry reads a sync answer
+		// as responsesEntry reads a sync answer; obj was validated with
+		// its event (either reading of the event checks the whole of it)
+		r, ok := responsesObjectTrusted(obj)
 		if !ok {
 			r = respObjectIn{}
 			if err := json.Unmarshal(onlyMembers(obj, respObjectFields), &r); err != nil {

@@ -321,7 +321,19 @@ func intValue(v []byte, p *int) bool {
 // struct has them. ok is false for anything else (null items or parts
 // included), and responsesEntry decodes it with encoding/json.
 func responsesObjectFast(body []byte) (r respObjectIn, ok bool) {
-	c := jsonspan.NewCursor(body)
+	return readResponsesObject(jsonspan.NewCursor(body))
+}
+
+// responsesObjectTrusted is responsesObjectFast for a body known to be
+// valid JSON (a stream's terminal object, validated with its event): the
+// values are measured, not validated again.
+func responsesObjectTrusted(body []byte) (r respObjectIn, ok bool) {
+	return readResponsesObject(jsonspan.NewTrustedCursor(body))
+}
+
+// readResponsesObject is responsesObjectFast's reading with the cursor c
+// at the start of the object.
+func readResponsesObject(c jsonspan.Cursor) (r respObjectIn, ok bool) {
 	var seen members // incomplete_details, output and usage each at most once
 	ok = c.Object(func(k []byte) bool {
 		switch exactMember(k, "status", "incomplete_details", "output", "usage") {

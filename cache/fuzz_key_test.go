@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"switchyard/catalog"
+	"switchyard/internal/jsonspan"
 	"switchyard/wire"
 )
 
@@ -454,6 +455,13 @@ func FuzzResponsesEntryFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		fast, ok := responsesObjectFast([]byte(body))
+		if jsonspan.Valid([]byte(body)) {
+			// the accumulator's reading of a validated object: the same
+			trusted, tok := responsesObjectTrusted([]byte(body))
+			if tok != ok || ok && !reflect.DeepEqual(trusted, fast) {
+				t.Fatalf("%s: trusted %v %+v, validating %v %+v", body, tok, trusted, ok, fast)
+			}
+		}
 		if !ok {
 			return
 		}
