@@ -224,29 +224,6 @@ func oaCallFast(c *jsonspan.Cursor, tc *oaChunkCall) bool {
 	})
 }
 
-// oaUsageInFast reads a usage object into u as json.Unmarshal does.
-func oaUsageInFast(c *jsonspan.Cursor, u *oaUsageIn) bool {
-	var seen members // prompt_tokens_details at most once
-	return c.Object(func(k []byte) bool {
-		switch exactMember(k, "prompt_tokens", "completion_tokens", "prompt_tokens_details") {
-		case "prompt_tokens":
-			return intNext(c, &u.PromptTokens)
-		case "completion_tokens":
-			return intNext(c, &u.CompletionTokens)
-		case "prompt_tokens_details":
-			return seen.once(c, 1, func() bool {
-				u.PromptTokensDetails = &struct {
-					CachedTokens int `json:"cached_tokens"`
-				}{}
-				return intFields(c, cachedFields, &u.PromptTokensDetails.CachedTokens)
-			})
-		case "":
-			return skipValue(c)
-		}
-		return false
-	})
-}
-
 // stringPtrNext reads the next value into a *string field as
 // encoding/json does: null sets it nil, a string points it at the text.
 func stringPtrNext(c *jsonspan.Cursor, p **string) bool {

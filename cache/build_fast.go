@@ -25,6 +25,7 @@ func openAIEntryFast(body []byte) (e *Entry, ok bool) {
 	c := jsonspan.NewCursor(body)
 	e = &Entry{}
 	choices := 0
+	var seen members // usage at most once
 	ok = c.Object(func(k []byte) bool {
 		switch exactMember(k, "choices", "usage") {
 		case "choices":
@@ -33,10 +34,12 @@ func openAIEntryFast(body []byte) (e *Entry, ok bool) {
 				return choices == 1 && openAIChoiceFast(&c, e)
 			}) && choices == 1
 		case "usage":
-			if c.Null() {
-				return true
-			}
-			return openAIUsageFast(&c, &e.Usage)
+			return seen.once(&c, 1, func() bool {
+				var u oaUsageIn
+				ok := oaUsageInFast(&c, &u)
+				e.Usage = u.usage()
+				return ok
+			})
 		case "":
 			return skipValue(&c)
 		}
@@ -145,18 +148,23 @@ func openAICallFast(c *jsonspan.Cursor, e *Entry) bool {
 	return ok
 }
 
-func openAIUsageFast(c *jsonspan.Cursor, out *Usage) bool {
+// oaUsageInFast reads an OpenAI usage object into u as json.Unmarshal
+// does (a sync answer's and a stream's last chunk's).
+func oaUsageInFast(c *jsonspan.Cursor, u *oaUsageIn) bool {
+	var seen members // prompt_tokens_details at most once
 	return c.Object(func(k []byte) bool {
 		switch exactMember(k, "prompt_tokens", "completion_tokens", "prompt_tokens_details") {
 		case "prompt_tokens":
-			return intNext(c, &out.PromptTokens)
+			return intNext(c, &u.PromptTokens)
 		case "completion_tokens":
-			return intNext(c, &out.CompletionTokens)
+			return intNext(c, &u.CompletionTokens)
 		case "prompt_tokens_details":
-			if c.Null() {
-				return true
-			}
-			return intFields(c, cachedFields, &out.CachedTokens)
+			return seen.once(c, 1, func() bool {
+				u.PromptTokensDetails = &struct {
+					CachedTokens int `json:"cached_tokens"`
+				}{}
+				return intFields(c, cachedFields, &u.PromptTokensDetails.CachedTokens)
+			})
 		case "":
 			return skipValue(c)
 		}

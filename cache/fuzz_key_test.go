@@ -225,6 +225,8 @@ func FuzzOpenAIEntryFast(f *testing.F) {
 		`{"choices":[{"message":{"content":"a","audio":{"id":"x"}},"finish_reason":"stop"}],"usage":{"prompt_tokens":1.5}}`,
 		`{"choices":[{"message":{"content":"a","content":null,"tool_calls":[{"id":"1","function":{"name":"f"},"function":{"arguments":"{}"}}],"tool_calls":[]},"finish_reason":"tool_calls"}]}`,
 		`{"choices":[{"message":{"tool_calls":[null,{"function":null}]},"finish_reason":"tool_calls"}]}`,
+		`{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":5},"prompt_tokens_details":null}}`,
+		`{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1},"usage":null}`,
 	} {
 		f.Add(s)
 	}
