@@ -148,14 +148,7 @@ func (a *Accumulator) openAIEvent(data []byte, ds []Delta) []Delta {
 		return ds
 	}
 	var ch oaChunk
-	if !openAIChunkFast(data, &ch) {
-		ch = oaChunk{}
-		if err := json.Unmarshal(data, &ch); err != nil {
-			a.fail("error or garbage event")
-			return ds
-		}
-	}
-	if ch.Error != nil {
+	if !readEvent(data, &ch, openAIChunkFast) || ch.Error != nil {
 		a.fail("error or garbage event")
 		return ds
 	}
@@ -203,12 +196,9 @@ func (a *Accumulator) anthropicEvent(name string, data []byte, ds []Delta) []Del
 		return ds
 	}
 	var ev anEvent
-	if !anthropicEventFast(data, &ev) {
-		ev = anEvent{}
-		if err := json.Unmarshal(data, &ev); err != nil {
-			a.fail("garbage event")
-			return ds
-		}
+	if !readEvent(data, &ev, anthropicEventFast) {
+		a.fail("garbage event")
+		return ds
 	}
 	switch ev.Type {
 	case "message_start":

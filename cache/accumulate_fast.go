@@ -31,6 +31,9 @@ type rsEventItem struct {
 	Name   string `json:"name"`
 }
 
+// rsEventItemFields are rsEventItem's members, in its order.
+var rsEventItemFields = []string{"type", "call_id", "name"}
+
 // responsesEventFast reads ev from an event's data as json.Unmarshal of
 // onlyMembers(data, responsesEventFields) does, and obj, the response
 // member as responseMember finds it, for the shape upstreams write: every
@@ -54,20 +57,9 @@ func responsesEventFast(data []byte, ev *rsEvent) (obj []byte, ok bool) {
 			return stringNext(&c, &ev.Delta)
 		case "item":
 			return seen.once(&c, 1, func() bool {
-				ev.Item = &rsEventItem{}
-				return c.Object(func(k []byte) bool {
-					switch exactMember(k, "type", "call_id", "name") {
-					case "type":
-						return stringNext(&c, &ev.Item.Type)
-					case "call_id":
-						return stringNext(&c, &ev.Item.CallID)
-					case "name":
-						return stringNext(&c, &ev.Item.Name)
-					case "":
-						return skipValue(&c)
-					}
-					return false
-				})
+				it := &rsEventItem{}
+				ev.Item = it
+				return stringFields(&c, rsEventItemFields, &it.Type, &it.CallID, &it.Name)
 			})
 		case "response":
 			if !seen.first(2) {
@@ -326,4 +318,15 @@ func anthropicEventFast(data []byte, ev *anEvent) bool {
 		}
 		return false
 	}) && c.End()
+}
+
+// readEvent reads an event's data into ev with fast, or with json.Unmarshal
+// when fast leaves it (a fresh ev); false when neither can.
+func readEvent[T any](data []byte, ev *T, fast func([]byte, *T) bool) bool {
+	if fast(data, ev) {
+		return true
+	}
+	var zero T
+	*ev = zero
+	return json.Unmarshal(data, ev) == nil
 }
