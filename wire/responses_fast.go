@@ -36,20 +36,24 @@ func decodeItem(raw []byte, ri *rawItem) error {
 }
 
 func fastItem(raw []byte, ri *rawItem) bool {
-	strs := [...]*string{0: &ri.Type, 1: &ri.ID, 2: &ri.Role, 3: &ri.Status, 5: &ri.CallID, 6: &ri.Name, 7: &ri.Arguments}
-	return EachField(raw, rawItemFields[:], func(f int, val []byte) bool {
-		switch f {
-		case 4:
-			ri.Content = val
-		case 8:
-			ri.Output = val
-		default:
-			var ok bool
-			*strs[f], ok = exactString(val)
-			return ok
-		}
-		return true
-	})
+	return EachField(raw, rawItemFields[:], func(f int, val []byte) bool { return itemMember(ri, f, val) })
+}
+
+// itemMember decodes member f of rawItemFields, val, into ri; false when
+// it is not of the fast path's shape.
+func itemMember(ri *rawItem, f int, val []byte) bool {
+	switch f {
+	case 4:
+		ri.Content = val
+	case 8:
+		ri.Output = val
+	default:
+		strs := [...]*string{0: &ri.Type, 1: &ri.ID, 2: &ri.Role, 3: &ri.Status, 5: &ri.CallID, 6: &ri.Name, 7: &ri.Arguments}
+		var ok bool
+		*strs[f], ok = exactString(val)
+		return ok
+	}
+	return true
 }
 
 var rawToolFields = [...]string{"type", "name", "description", "parameters", "strict"}
@@ -105,18 +109,22 @@ func decodeParts(raw []byte, rps *[]rawPart) error {
 func fastParts(raw []byte, rps *[]rawPart) bool {
 	err := jsonspan.EachElement(raw, func(_ int, elem []byte) error {
 		var p rawPart
-		strs := [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.FileID, &p.Detail}
-		if !EachField(elem, rawPartFields[:], func(f int, val []byte) bool {
-			var ok bool
-			*strs[f], ok = exactString(val)
-			return ok
-		}) {
+		if !EachField(elem, rawPartFields[:], func(f int, val []byte) bool { return partMember(&p, f, val) }) {
 			return errSlowPath
 		}
 		*rps = append(*rps, p)
 		return nil
 	})
 	return err == nil
+}
+
+// partMember decodes member f of rawPartFields, val, into p; false when it
+// is not a string.
+func partMember(p *rawPart, f int, val []byte) bool {
+	strs := [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.FileID, &p.Detail}
+	var ok bool
+	*strs[f], ok = exactString(val)
+	return ok
 }
 
 // EachField walks the object b (valid JSON), calling set with the index in
@@ -292,7 +300,6 @@ func fastItems(c *jsonspan.Cursor, items *[]Item, max int, partsLeft *int) bool 
 			return false
 		}
 		ri := rawItem{parts: scratch[:0]}
-		strs := [...]*string{0: &ri.Type, 1: &ri.ID, 2: &ri.Role, 3: &ri.Status, 5: &ri.CallID, 6: &ri.Name, 7: &ri.Arguments}
 		var keys keyList
 		if !c.Object(func(key []byte) bool {
 			f, ok := keys.field(key, rawItemFields[:])
@@ -304,18 +311,7 @@ func fastItems(c *jsonspan.Cursor, items *[]Item, max int, partsLeft *int) bool 
 				return ri.partsRead
 			}
 			val, ok := c.Value()
-			switch {
-			case !ok:
-				return false
-			case f < 0:
-			case f == 4:
-				ri.Content = val
-			case f == 8:
-				ri.Output = val
-			default:
-				*strs[f], ok = exactString(val)
-			}
-			return ok
+			return ok && (f < 0 || itemMember(&ri, f, val))
 		}) {
 			return false
 		}
@@ -346,19 +342,21 @@ func fastPartsAt(c *jsonspan.Cursor, rps *[]rawPart, left *int) bool {
 		*left--
 		*rps = append(*rps, rawPart{})
 		p := &(*rps)[len(*rps)-1]
-		strs := [...]*string{&p.Type, &p.Text, &p.Refusal, &p.ImageURL, &p.FileID, &p.Detail}
-		var keys keyList
-		return c.Object(func(key []byte) bool {
-			f, ok := keys.field(key, rawPartFields[:])
-			if !ok {
-				return false
-			}
-			val, ok := c.Value()
-			if ok && f >= 0 {
-				*strs[f], ok = exactString(val)
-			}
-			return ok
-		})
+		return fieldsAt(c, rawPartFields[:], func(f int, val []byte) bool { return partMember(p, f, val) })
+	})
+}
+
+// fieldsAt is EachField for the object at the cursor, read (and validated)
+// in the cursor's one pass.
+func fieldsAt(c *jsonspan.Cursor, fields []string, set func(f int, val []byte) bool) bool {
+	var keys keyList
+	return c.Object(func(key []byte) bool {
+		f, ok := keys.field(key, fields)
+		if !ok {
+			return false
+		}
+		val, ok := c.Value()
+		return ok && (f < 0 || set(f, val))
 	})
 }
 
@@ -374,18 +372,7 @@ func fastRespTools(c *jsonspan.Cursor, ts *[]Tool) bool {
 			return false
 		}
 		var t rawTool
-		var keys keyList
-		if !c.Object(func(key []byte) bool {
-			f, ok := keys.field(key, rawToolFields[:])
-			if !ok {
-				return false
-			}
-			val, ok := c.Value()
-			if !ok || f < 0 {
-				return ok
-			}
-			return toolMember(&t, f, val)
-		}) || addTool(ts, i, &t) != nil {
+		if !fieldsAt(c, rawToolFields[:], func(f int, val []byte) bool { return toolMember(&t, f, val) }) || addTool(ts, i, &t) != nil {
 			return false
 		}
 		i++
