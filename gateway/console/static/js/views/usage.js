@@ -42,6 +42,7 @@ export default {
       h('section', { class: 'panel', 'aria-labelledby': 'usage-budgets' }, h('h2', { id: 'usage-budgets' }, 'Budgets'), budgetsNote, budgets));
 
     let last = 0;
+    let gen = 0; // the latest refresh: one a filter change overtook writes nothing when it answers
     let teams = [];
     const changed = () => { last = 0; refresh().catch((e) => setText(err, e.message)); };
     teamSel.addEventListener('change', changed);
@@ -51,7 +52,10 @@ export default {
     async function refresh() {
       if (Date.now() - last < USAGE_EVERY_MS) return;
       last = Date.now();
+      const mine = ++gen;
+      const stale = () => mine !== gen;
       const tr = await optional(get('/admin/teams'));
+      if (stale()) return;
       teams = tr.missing ? [] : (Array.isArray(tr.data) ? tr.data : tr.data.teams || []);
       teams = teams.slice().sort((a, b) => a.name.localeCompare(b.name));
       syncOptions(teamSel, teams.map((t) => t.name));
@@ -61,12 +65,14 @@ export default {
       const team = teamSel.value;
       const q = (group) => `/admin/usage?group_by=${group}&from=${from}&to=${to}` + (team ? `&team=${enc(team)}` : '');
       const first = await optional(get(q('day,model')));
+      if (stale()) return;
       if (first.missing) {
         replace(na, h('p', { class: 'na' }, 'Usage by level is not available on this gateway (no /admin/usage).'));
         return;
       }
       replace(na);
       const [byKey, byUser] = await Promise.all([get(q('team,key')), get(q('team,user'))]);
+      if (stale()) return;
       const d = first.data;
       setText(err, '');
       setText(note, (d.shared === false ? `Counted by node ${d.node || ''} alone (no shared usage in Redis right now). ` : '') +
@@ -84,14 +90,15 @@ export default {
       }));
       fillTop(keysBody, byKey.rows, (r) => r.team + '\u0000' + r.key, (r) => r.key_name || r.key || '(unknown key)');
       fillTop(usersBody, byUser.rows, (r) => r.team + '\u0000' + r.user, (r) => r.user || '(none named)');
-      await fillBudgets(team ? teams.filter((x) => x.name === team) : teams, byUser.rows);
+      await fillBudgets(team ? teams.filter((x) => x.name === team) : teams, byUser.rows, stale);
     }
 
     // fillBudgets shows every level in view with a budget against it
     // (SPEC 3.1): the teams, their keys with budgets of their own, and the
     // top end users whose team gives users a budget, each marked when its
-    // spend crossed alert_at this period.
-    async function fillBudgets(list, userRows) {
+    // spend crossed alert_at this period; nothing once stale() says a later
+    // refresh began.
+    async function fillBudgets(list, userRows, stale) {
       const levels = [];
       for (const t of list) {
         if (t.budget && t.budget.usd > 0) {
@@ -114,6 +121,7 @@ export default {
       const rows = (await Promise.all(levels.slice(0, MAX_BUDGETS * 2).map(async (l) => ({
         ...l, usage: await get(l.path).catch((e) => ({ error: e })),
       })))).filter((r) => r.usage.error || (r.usage.budget && r.usage.budget.usd > 0) || (r.budget && r.budget.usd > 0)).slice(0, MAX_BUDGETS);
+      if (stale()) return;
       setText(budgetsNote, rows.length ? '' : 'No team, key or end user in view has a budget (teams[].budget, keys[].budget, user_limits.budget).');
       syncList(budgets, rows, (r) => r.id, (r) => budgetRow(r), (el, r) => el._update(r));
     }
