@@ -50,3 +50,37 @@ var GCRAKeys = []string{"floor:{team:bench}:rtat", "floor:{team:bench}:ttat"}
 // GCRAArgs are the GCRA floor's limits and per-request cost: limits as
 // high as the gateway's bench team has (never refusing), 20 tokens a request.
 var GCRAArgs = []any{100000000, 100000000000, 20}
+
+// Miss is GCRA followed, in the same call, by the least a shared response
+// cache's miss needs there (SPEC 18): one SET ... NX GET on the entry's key
+// (KEYS[3]) that reads an entry stored by anyone and, when there is none,
+// takes the cross-node coalescing lease in that key (value ARGV[4], ttl
+// ARGV[5] ms); with ARGV[6] "0" it only GETs the entry (a cache without
+// coalescing). It returns the entry, or 1 when admitted without one (the
+// lease taken or another's lease found), 0 when a limit refuses. What the
+// entry's later write costs is bench/floorproxy's -cache writer's.
+var Miss = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local W = 60000000
+local function next(key, limit, cost)
+  local tat = tonumber(redis.call('GET', key)) or now
+  if tat < now then tat = now end
+  local n = tat + cost * W / limit
+  return n, n - W <= now
+end
+local rn, rok = next(KEYS[1], tonumber(ARGV[1]), 1)
+local tn, tok = next(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
+if not (rok and tok) then return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', rn), 'PX', math.ceil((rn - now) / 1000) + 1)
+redis.call('SET', KEYS[2], string.format('%.0f', tn), 'PX', math.ceil((tn - now) / 1000) + 1)
+local e
+if ARGV[6] == '0' then e = redis.call('GET', KEYS[3])
+else e = redis.call('SET', KEYS[3], ARGV[4], 'NX', 'GET', 'PX', ARGV[5]) end
+if e and string.sub(e, 1, 1) ~= '!' then return e end
+return 1`)
+
+// EntryKey is the name of the response-cache entry the miss floor reads
+// and writes for a request whose body hashes to sum (hex), under the
+// bench team's hash tag like the GCRA keys.
+func EntryKey(sum string) string { return "floor:{team:bench}:c:" + sum }
