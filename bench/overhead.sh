@@ -380,6 +380,7 @@ duos=()
 [ $MANY = 0 ] || duos+=("many http://$GWM/v1/chat/completions $out/many.lua gateway http://$GW/v1/chat/completions $one")
 [ $LEVELS = 0 ] || duos+=("lvmany http://$GWL/v1/chat/completions $out/lvmany.lua lvone http://$GWL2/v1/chat/completions $out/lvone.lua")
 [ $HITS = 0 ] || duos+=("unique http://$GWC/v1/chat/completions $out/unique.lua unique0 http://$GW/v1/chat/completions $out/unique.lua")
+[ -z "$MFLOORPID" ] || duos+=("munique http://$MFLOOR/v1/chat/completions $out/unique.lua funique http://$FLOOR/v1/chat/completions $out/unique.lua")
 duo() { # name-a url-a script-a name-b url-b script-b
   sleep 1
   local half=$((C / 2))
@@ -430,6 +431,7 @@ fi
   [ $MANY = 0 ] || line="$line 10,000 teams/one $(paired ratio duo.many duo.gateway) ($(spread ratio duo.many duo.gateway));"
   [ $LEVELS = 0 ] || line="$line levels $(paired ratio duo.lvmany duo.lvone) ($(spread ratio duo.lvmany duo.lvone));"
   [ $HITS = 0 ] || line="$line cacheable miss/cache off $(paired ratio duo.unique duo.unique0) ($(spread ratio duo.unique duo.unique0))"
+  [ -z "$MFLOORPID" ] || line="$line; miss floor/floor $(paired ratio duo.munique duo.funique) ($(spread ratio duo.munique duo.funique))"
   echo "$line"
 }
 if [ $HITS = 1 ]; then
