@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,79 +18,152 @@ import (
 const (
 	// rowsReadTimeout bounds a whole read (every team and day asked for).
 	rowsReadTimeout = 5 * time.Second
-	// rowsPipe is how many HGETALLs go in one pipeline.
+	// rowsPipe is about how many days' hashes one pipeline reads (a
+	// pipeline holds whole teams, at least one).
 	rowsPipe = 1000
 )
 
-// UsageRows implements State: the days' hashes of q's teams, read in
-// pipelines of HGETALL. Rows this node's writer holds and has not sent yet
-// (at most redis usage_every, 10s by default, or an outage's worth) are not
-// counted, as in Usage: every replica then answers the same. When Redis does
-// not answer (breaker open, an error, the timeout), the answer is what this
-// node holds for Redis, with Shared false: the rows it served since Redis
-// went away (and up to one usage_every before), which the writer sends when
-// Redis is back. A node keeps no copy of the cluster's rows: with 10,000
-// teams one was 10 MB and a lock per request.
+// UsageRows implements State: the days' hashes of q's teams, read by
+// rowsScript, one call per team (its days' keys share its hash tag, so
+// this holds on Cluster too) in pipelines of about rowsPipe hashes. Rows
+// this node's writer holds and has not sent yet (at most redis usage_every,
+// 10s by default, or an outage's worth) are not counted, as in Usage: every
+// replica then answers the same. When Redis does not answer (breaker open,
+// an error, the timeout), the answer is what this node holds for Redis,
+// with Shared false: the rows it served since Redis went away (and up to
+// one usage_every before), which the writer sends when Redis is back. A
+// node keeps no copy of the cluster's rows: with 10,000 teams one was 10 MB
+// and a lock per request.
 //
 // Each pipeline's replies are folded into the report before the next is
 // sent, so what a read holds is one pipeline and the rows found, whatever
 // the number of teams and days. The console's usage page asks every 15 s:
-// holding every reply of 10,000 teams over 30 days (300,000 commands) until
-// the end took a node from 148 to 254 MB RSS in two asks.
+// holding every reply of 10,000 teams over 30 days (300,000 hashes) until
+// the end took a node from 148 to 254 MB RSS in two asks. Most of those
+// hashes were never written; a read of one HGETALL each still allocated
+// about 250 bytes a hash in the node (the command, its arguments, its key,
+// an empty reply), 75 MB a read, and cost Redis a command each. The script
+// answers a team's written days alone, so a day a team did not serve costs
+// the node nothing but its key's bytes.
 func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error) {
 	if !r.Shared() {
 		return r.pendingRows(&q), nil
 	}
 	from, to := dayOf(q.From), dayOf(q.To)
-	type hash struct {
-		team string
-		day  int32
-		cmd  *redis.MapStringStringCmd
+	ndays := int(max(0, to-from+1))
+	if ndays == 0 || len(q.Teams) == 0 {
+		return UsageReport{Shared: true, Folded: r.w.rowFolded.Load()}, nil
 	}
-	part := make([]hash, 0, min(rowsPipe, len(q.Teams)*int(max(0, to-from+1))))
-	// each day's key suffix and date, made once for every team's hash of
-	// that day (300,000 hashes made a date string and a suffix each)
-	names, dates := make([]string, 0, max(0, to-from+1)), make([]string, 0, max(0, to-from+1))
+	// each day's date and key suffix, made once for every team's key of
+	// that day
+	dates, suffix := make([]string, ndays), 0
 	for d := from; d <= to; d++ {
-		dates = append(dates, dayString(d))
-		names = append(names, "usage:"+dates[len(dates)-1])
+		dates[d-from] = dayString(d)
+		suffix += len("usage:") + len(dates[d-from])
 	}
+	perPipe := max(1, rowsPipe/ndays) // teams a pipeline
+	type teamRead struct {
+		team string
+		keys []string
+		cmd  *redis.Cmd
+	}
+	part := make([]teamRead, 0, min(perPipe, len(q.Teams)))
+	// one backing array of keys for a whole pipeline, reused
+	keyBuf := make([]string, 0, min(perPipe, len(q.Teams))*ndays)
 	ctx, cancel := context.WithTimeout(ctx, rowsReadTimeout)
 	defer cancel()
 	rep := UsageReport{Shared: true, Folded: r.w.rowFolded.Load()}
-	// send reads the hashes in part and folds their rows into rep
+	// send reads the teams in part and folds their rows into rep
 	send := func() bool {
+		cmds := make([]*redis.Cmd, len(part))
 		_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j := range part {
-				part[j].cmd = p.HGetAll(ctx, cluster.TeamKey(r.cfg.Prefix, part[j].team, names[part[j].day-from]))
+				cmds[j] = rowsScript.EvalSha(ctx, p, part[j].keys)
 			}
 			return nil
 		})
+		rerunNoScript(ctx, r.c, cmds, func(j int) (*redis.Script, []string, []any) { return rowsScript, part[j].keys, nil })
 		var re redis.Error
-		if err != nil && !errors.As(err, &re) { // a reply error (a key of another type) spoils its hash alone
+		if err != nil && !errors.As(err, &re) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return false
 		}
-		for _, h := range part {
-			rep.Rows = appendHashRows(rep.Rows, &q, h.team, h.day, dates[h.day-from], from, to, h.cmd.Val())
+		for j, tr := range part {
+			days, err := cmds[j].Slice()
+			if err != nil {
+				if errors.As(err, &re) {
+					continue // a reply error spoils its team's days alone
+				}
+				return false
+			}
+			for i := 0; i+1 < len(days); i += 2 {
+				n, ok := days[i].(int64)
+				fv, _ := days[i+1].([]any)
+				if !ok || n < 1 || int(n) > ndays {
+					continue
+				}
+				d := from + int32(n) - 1
+				rep.Rows = appendHashRows(rep.Rows, &q, tr.team, d, dates[n-1], from, to, pairs(fv))
+			}
 		}
-		part = part[:0]
+		part, keyBuf = part[:0], keyBuf[:0]
 		if usageRowsBatchHook != nil {
 			usageRowsBatchHook()
 		}
 		return true
 	}
 	for _, team := range q.Teams {
-		for d := from; d <= to; d++ {
-			part = append(part, hash{team: team, day: d})
-			if len(part) == rowsPipe && !send() {
-				return r.pendingRows(&q), nil
-			}
+		// the team's keys: one string holding them all, cut in place
+		base := cluster.TeamKey(r.cfg.Prefix, team, "")
+		var b strings.Builder
+		b.Grow(ndays*len(base) + suffix)
+		for _, date := range dates {
+			b.WriteString(base)
+			b.WriteString("usage:")
+			b.WriteString(date)
+		}
+		all, at, start := b.String(), 0, len(keyBuf)
+		for _, date := range dates {
+			n := len(base) + len("usage:") + len(date)
+			keyBuf = append(keyBuf, all[at:at+n])
+			at += n
+		}
+		part = append(part, teamRead{team: team, keys: keyBuf[start:len(keyBuf):len(keyBuf)]})
+		if len(part) == perPipe && !send() {
+			return r.pendingRows(&q), nil
 		}
 	}
 	if len(part) > 0 && !send() {
 		return r.pendingRows(&q), nil
 	}
 	return rep, nil
+}
+
+// rowsScript reads one team's usage-by-level hashes of the days asked
+// (KEYS: one per day, in order) and answers only those that hold fields:
+// for each, its index in KEYS (from 1) and its fields and values, flat. A
+// key of another type is skipped (it spoils its own day alone).
+var rowsScript = redis.NewScript(`
+local out = {}
+for j = 1, #KEYS do
+  local h = redis.pcall('HGETALL', KEYS[j])
+  if type(h) == 'table' and not h.err and #h > 0 then
+    out[#out + 1] = j
+    out[#out + 1] = h
+  end
+end
+return out`)
+
+// pairs is the map of a flat field, value reply (rowsScript's).
+func pairs(fv []any) map[string]string {
+	m := make(map[string]string, len(fv)/2)
+	for i := 0; i+1 < len(fv); i += 2 {
+		f, ok1 := fv[i].(string)
+		v, ok2 := fv[i+1].(string)
+		if ok1 && ok2 {
+			m[f] = v
+		}
+	}
+	return m
 }
 
 // usageRowsBatchHook, when set (tests), runs after each pipeline's rows

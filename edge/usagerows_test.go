@@ -328,8 +328,8 @@ func TestUsageRowsReadsInBatches(t *testing.T) {
 		t.Fatalf("report shared %v, %v", rep.Shared, err)
 	}
 	sameRows(t, "all", rep.Rows, wantLevelRows("lv", day))
-	if batches != 75 {
-		t.Fatalf("%d pipelines for 75,000 hashes, want 75", batches)
+	if want := (2500 + 32) / 33; batches != want { // 33 teams of 30 days a pipeline
+		t.Fatalf("%d pipelines for 2,500 teams of 30 days, want %d", batches, want)
 	}
 	if grown := int64(peak) - int64(base); grown > 6<<20 {
 		t.Fatalf("the live heap grew by %d bytes while reading, want under 6 MiB", grown)
