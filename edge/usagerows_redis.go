@@ -44,7 +44,7 @@ const (
 // about 250 bytes a hash in the node (the command, its arguments, its key,
 // an empty reply), 75 MB a read, and cost Redis a command each. The script
 // answers a team's written days alone, so a day a team did not serve costs
-// the node nothing but its key's bytes.
+// the node its key's bytes and Redis one lookup inside the script.
 func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error) {
 	if !r.Shared() {
 		return r.pendingRows(&q), nil
@@ -65,7 +65,6 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 	type teamRead struct {
 		team string
 		keys []string
-		cmd  *redis.Cmd
 	}
 	part := make([]teamRead, 0, min(perPipe, len(q.Teams)))
 	// one backing array of keys for a whole pipeline, reused
