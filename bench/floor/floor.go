@@ -27,7 +27,11 @@ const Key = "floor:{team:bench}:rpm"
 // (ARGV[1], TAT in KEYS[1]) and a TPM limit (ARGV[2], TAT in KEYS[2]) on
 // Redis's clock, in microseconds; it returns 1 when admitted, 0 when either
 // limit refuses (and then writes nothing).
-var GCRA = redis.NewScript(`
+var GCRA = redis.NewScript(gcraLua + "return 1")
+
+// gcraLua is GCRA without its last line: it returns 0 when a limit refuses
+// and goes on when both admit (Miss goes on to the entry).
+const gcraLua = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local W = 60000000
@@ -42,7 +46,7 @@ local tn, tok = next(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
 if not (rok and tok) then return 0 end
 redis.call('SET', KEYS[1], string.format('%.0f', rn), 'PX', math.ceil((rn - now) / 1000) + 1)
 redis.call('SET', KEYS[2], string.format('%.0f', tn), 'PX', math.ceil((tn - now) / 1000) + 1)
-return 1`)
+`
 
 // GCRAKeys are the two TATs the GCRA floor uses.
 var GCRAKeys = []string{"floor:{team:bench}:rtat", "floor:{team:bench}:ttat"}
@@ -59,21 +63,7 @@ var GCRAArgs = []any{100000000, 100000000000, 20}
 // coalescing). It returns the entry, or 1 when admitted without one (the
 // lease taken or another's lease found), 0 when a limit refuses. What the
 // entry's later write costs is bench/floorproxy's -cache writer's.
-var Miss = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local W = 60000000
-local function next(key, limit, cost)
-  local tat = tonumber(redis.call('GET', key)) or now
-  if tat < now then tat = now end
-  local n = tat + cost * W / limit
-  return n, n - W <= now
-end
-local rn, rok = next(KEYS[1], tonumber(ARGV[1]), 1)
-local tn, tok = next(KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
-if not (rok and tok) then return 0 end
-redis.call('SET', KEYS[1], string.format('%.0f', rn), 'PX', math.ceil((rn - now) / 1000) + 1)
-redis.call('SET', KEYS[2], string.format('%.0f', tn), 'PX', math.ceil((tn - now) / 1000) + 1)
+var Miss = redis.NewScript(gcraLua + `
 local e
 if ARGV[6] == '0' then e = redis.call('GET', KEYS[3])
 else e = redis.call('SET', KEYS[3], ARGV[4], 'NX', 'GET', 'PX', ARGV[5]) end
