@@ -283,6 +283,24 @@ func TestRealRedisClusterMode(t *testing.T) {
 			TierPin: "hard", TierTTL: time.Minute, DepModel: "m", DepPin: "d1", DepTTL: time.Minute,
 			Audit: &telemetry.Entry{RequestID: "x", Team: "acme"}})
 	}
+	// usage by level is read by one script call a team on Cluster too:
+	// its days' keys share its slot
+	now := time.Now()
+	zday := cluster.TeamKey("sy:", "zeta", "usage:"+dayString(dayOf(now)))
+	if err := admin.HSet(ctx, zday, rowField(rowKey{model: "m", key: "k"})+"req", 4).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.UsageRows(ctx, UsageQuery{Teams: []string{"acme", "zeta"}, From: now.AddDate(0, 0, -6), To: now})
+	if err != nil || !rep.Shared {
+		t.Fatalf("usage rows on Cluster: shared %v, %v", rep.Shared, err)
+	}
+	found := false
+	for _, row := range rep.Rows {
+		found = found || (row.Team == "zeta" && row.Model == "m" && row.Key == "k" && row.Requests == 4)
+	}
+	if !found {
+		t.Fatalf("usage rows on Cluster: %+v, want zeta's row of 4 requests", rep.Rows)
+	}
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
