@@ -50,6 +50,9 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 		return r.pendingRows(&q), nil
 	}
 	from, to := dayOf(q.From), dayOf(q.To)
+	// a day's hash lives usageDays (dayExpireAt): an older day holds
+	// nothing, and one script call's keys stay a few dozen
+	from = max(from, to-usageDays)
 	ndays := int(max(0, to-from+1))
 	if ndays == 0 || len(q.Teams) == 0 {
 		return UsageReport{Shared: true, Folded: r.w.rowFolded.Load()}, nil
