@@ -86,7 +86,7 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 		})
 		rerunNoScript(ctx, r.c, cmds, func(j int) (*redis.Script, []string, []any) { return rowsScript, part[j].keys, nil })
 		var re redis.Error
-		if err != nil && !errors.As(err, &re) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err != nil && !errors.As(err, &re) { // NOSCRIPT included: rerun above
 			return false
 		}
 		for j, tr := range part {
@@ -104,7 +104,7 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 					continue
 				}
 				d := from + int32(n) - 1
-				rep.Rows = appendHashRows(rep.Rows, &q, tr.team, d, dates[n-1], from, to, pairs(fv))
+				rep.Rows = appendHashRows(rep.Rows, &q, tr.team, d, dates[n-1], from, to, fv)
 			}
 		}
 		part, keyBuf = part[:0], keyBuf[:0]
@@ -168,31 +168,21 @@ while left > 0 and j >= 1 do
 end
 return out`)
 
-// pairs is the map of a flat field, value reply (rowsScript's).
-func pairs(fv []any) map[string]string {
-	m := make(map[string]string, len(fv)/2)
-	for i := 0; i+1 < len(fv); i += 2 {
-		f, ok1 := fv[i].(string)
-		v, ok2 := fv[i+1].(string)
-		if ok1 && ok2 {
-			m[f] = v
-		}
-	}
-	return m
-}
-
 // usageRowsBatchHook, when set (tests), runs after each pipeline's rows
 // are folded.
 var usageRowsBatchHook func()
 
 // appendHashRows appends the rows of one team's hash of one day (date:
-// its dayString; fields as rowField writes them) that q asks for.
-func appendHashRows(out []UsageRow, q *UsageQuery, team string, day int32, date string, from, to int32, fields map[string]string) []UsageRow {
-	if len(fields) == 0 {
-		return out // most hashes of a long range were never written
-	}
+// its dayString) that q asks for: fv is the hash's fields, as rowField
+// writes them, and their values, flat, as rowsScript answers them.
+func appendHashRows(out []UsageRow, q *UsageQuery, team string, day int32, date string, from, to int32, fv []any) []UsageRow {
 	rows := map[rowKey]*UsageSums{}
-	for f, v := range fields {
+	for i := 0; i+1 < len(fv); i += 2 {
+		f, ok1 := fv[i].(string)
+		v, ok2 := fv[i+1].(string)
+		if !ok1 || !ok2 {
+			continue
+		}
 		model, key, user, m, ok := parseField(f)
 		if !ok {
 			continue
