@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"switchyard/internal/jsonspan"
 	"switchyard/wire"
 )
 
@@ -148,7 +149,7 @@ func (a *Accumulator) openAIEvent(data []byte, ds []Delta) []Delta {
 		return ds
 	}
 	var ch oaChunk
-	if !readEvent(data, &ch, openAIChunkFast) || ch.Error != nil {
+	if jsonspan.Decode(data, &ch, openAIChunkFast) != nil || ch.Error != nil {
 		a.fail("error or garbage event")
 		return ds
 	}
@@ -196,7 +197,7 @@ func (a *Accumulator) anthropicEvent(name string, data []byte, ds []Delta) []Del
 		return ds
 	}
 	var ev anEvent
-	if !readEvent(data, &ev, anthropicEventFast) {
+	if jsonspan.Decode(data, &ev, anthropicEventFast) != nil {
 		a.fail("garbage event")
 		return ds
 	}

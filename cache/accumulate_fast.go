@@ -319,14 +319,3 @@ func anthropicEventFast(data []byte, ev *anEvent) bool {
 		return false
 	}) && c.End()
 }
-
-// readEvent reads an event's data into ev with fast, or with json.Unmarshal
-// when fast leaves it (a fresh ev); false when neither can.
-func readEvent[T any](data []byte, ev *T, fast func([]byte, *T) bool) bool {
-	if fast(data, ev) {
-		return true
-	}
-	var zero T
-	*ev = zero
-	return json.Unmarshal(data, ev) == nil
-}

@@ -12,9 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"switchyard/internal/jsonspan"
 
 	"switchyard/catalog"
+	"switchyard/internal/jsonspan"
 )
 
 // Input items are bounded like chat messages, by server.max_messages
@@ -338,7 +338,7 @@ func parseTools(rq *Responses, tools json.RawMessage) error {
 	rq.Tools = make([]Tool, 0, n)
 	return jsonspan.EachElement(tools, func(i int, raw []byte) error {
 		var t rawTool
-		if err := decodeTool(raw, &t); err != nil {
+		if err := jsonspan.Decode(raw, &t, fastTool); err != nil {
 			return badf(fmt.Sprintf("tools[%d]", i), "tools[%d] must be an object like {\"type\":\"function\",\"name\":...}", i)
 		}
 		return addTool(&rq.Tools, i, &t)

@@ -26,15 +26,8 @@ var rawItemFields = [...]string{"type", "id", "role", "status", "content", "call
 
 var rawPartFields = [...]string{"type", "text", "refusal", "image_url", "file_id", "detail"}
 
-// decodeItem decodes one input item (valid JSON) into ri.
-func decodeItem(raw []byte, ri *rawItem) error {
-	if fastItem(raw, ri) {
-		return nil
-	}
-	*ri = rawItem{}
-	return json.Unmarshal(raw, ri)
-}
-
+// fastItem decodes one input item (valid JSON) into ri, through
+// jsonspan.Decode.
 func fastItem(raw []byte, ri *rawItem) bool {
 	return EachField(raw, rawItemFields[:], func(f int, val []byte) bool { return itemMember(ri, f, val) })
 }
@@ -58,16 +51,9 @@ func itemMember(ri *rawItem, f int, val []byte) bool {
 
 var rawToolFields = [...]string{"type", "name", "description", "parameters", "strict"}
 
-// decodeTool decodes one tool (valid JSON) into t. An agent declares its
-// tools, each with a schema of a few KB, on every turn.
-func decodeTool(raw []byte, t *rawTool) error {
-	if fastTool(raw, t) {
-		return nil
-	}
-	*t = rawTool{}
-	return json.Unmarshal(raw, t)
-}
-
+// fastTool decodes one tool (valid JSON) into t, through
+// jsonspan.Decode. An agent declares its tools, each with a schema of a
+// few KB, on every turn.
 func fastTool(raw []byte, t *rawTool) bool {
 	return EachField(raw, rawToolFields[:], func(f int, val []byte) bool { return toolMember(t, f, val) })
 }

@@ -60,7 +60,7 @@ func parseInput(raw json.RawMessage, maxItems int) ([]Item, error) {
 // content-part budget.
 func parseItem(raw json.RawMessage, i int, parts *int) (Item, error) {
 	var ri rawItem
-	if err := decodeItem(raw, &ri); err != nil {
+	if err := jsonspan.Decode(raw, &ri, fastItem); err != nil {
 		return Item{}, badf(fmt.Sprintf("input[%d]", i), "input[%d] must be an object like {\"role\":\"user\",\"content\":\"...\"} or a typed item", i)
 	}
 	return itemOf(&ri, i, parts)
