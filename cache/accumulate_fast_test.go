@@ -37,29 +37,47 @@ func checkFast[T any](t *testing.T, data []byte, read func([]byte, *T) bool) boo
 	return true
 }
 
-func checkOpenAIChunk(t *testing.T, data []byte) bool {
+// readsCases runs checkFast over cases and wants read to read at least
+// the first min of them.
+func readsCases[T any](t *testing.T, cases []string, read func([]byte, *T) bool, min int) {
 	t.Helper()
-	return checkFast(t, data, openAIChunkFast)
-}
-
-func TestOpenAIChunkFast(t *testing.T) {
-	read := 0
-	for _, c := range openAIChunkCases {
-		if checkOpenAIChunk(t, []byte(c)) {
-			read++
+	n := 0
+	for _, c := range cases {
+		if checkFast(t, []byte(c), read) {
+			n++
 		}
 	}
-	if read < 6 {
-		t.Fatalf("the fast reader read %d of the cases, want the first six at least", read)
+	if n < min {
+		t.Fatalf("the fast reader read %d of the cases, want the first %d at least", n, min)
 	}
 }
 
-func FuzzOpenAIChunkFast(f *testing.F) {
-	for _, c := range openAIChunkCases {
+// fuzzReader fuzzes checkFast of read, seeded with cases.
+func fuzzReader[T any](f *testing.F, cases []string, read func([]byte, *T) bool) {
+	for _, c := range cases {
 		f.Add([]byte(c))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkOpenAIChunk(t, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { checkFast(t, data, read) })
 }
+
+// benchAccumulate runs the frames of one stream in format through a new
+// accumulator per iteration.
+func benchAccumulate(b *testing.B, format wire.Format, frames []byte) {
+	b.SetBytes(int64(len(frames)))
+	b.ReportAllocs()
+	var ds []Delta
+	for b.Loop() {
+		a := NewAccumulator(format, 1<<20)
+		ds = a.Add(frames, ds[:0])
+		if !a.Ended() || !a.OK() {
+			b.Fatal("stream not read")
+		}
+	}
+}
+
+func TestOpenAIChunkFast(t *testing.T) { readsCases(t, openAIChunkCases, openAIChunkFast, 6) }
+
+func FuzzOpenAIChunkFast(f *testing.F) { fuzzReader(f, openAIChunkCases, openAIChunkFast) }
 
 // BenchmarkAccumulateOpenAI is a streamed chat answer of 200 chunks (one
 // token each, as upstreams send them) through the accumulator: what a
@@ -72,16 +90,7 @@ func BenchmarkAccumulateOpenAI(b *testing.B) {
 		frames = append(frames, ` "},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 	}
 	frames = append(frames, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":200}}`+"\n\ndata: [DONE]\n\n"...)
-	b.SetBytes(int64(len(frames)))
-	b.ReportAllocs()
-	var ds []Delta
-	for b.Loop() {
-		a := NewAccumulator(wire.FormatOpenAI, 1<<20)
-		ds = a.Add(frames, ds[:0])
-		if !a.Ended() || !a.OK() {
-			b.Fatal("stream not read")
-		}
-	}
+	benchAccumulate(b, wire.FormatOpenAI, frames)
 }
 
 var anthropicEventCases = []string{
@@ -94,29 +103,9 @@ var anthropicEventCases = []string{
 	`{"delta":{},"delta":{}}`, `{"message":{"usage":null}}`, `{"message":{"usage":{"input_tokens":1},"usage":{"output_tokens":2}}}`, `{"delta":{"text":"\ud800"}}`, `[1]`, `{}`,
 }
 
-func checkAnthropicEvent(t *testing.T, data []byte) bool {
-	t.Helper()
-	return checkFast(t, data, anthropicEventFast)
-}
+func TestAnthropicEventFast(t *testing.T) { readsCases(t, anthropicEventCases, anthropicEventFast, 6) }
 
-func TestAnthropicEventFast(t *testing.T) {
-	read := 0
-	for _, c := range anthropicEventCases {
-		if checkAnthropicEvent(t, []byte(c)) {
-			read++
-		}
-	}
-	if read < 6 {
-		t.Fatalf("the fast reader read %d of the cases, want the first six at least", read)
-	}
-}
-
-func FuzzAnthropicEventFast(f *testing.F) {
-	for _, c := range anthropicEventCases {
-		f.Add([]byte(c))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkAnthropicEvent(t, data) })
-}
+func FuzzAnthropicEventFast(f *testing.F) { fuzzReader(f, anthropicEventCases, anthropicEventFast) }
 
 // BenchmarkAccumulateAnthropic is BenchmarkAccumulateOpenAI for a Messages
 // stream of 200 text deltas.
@@ -131,16 +120,7 @@ func BenchmarkAccumulateAnthropic(b *testing.B) {
 	frames = append(frames, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":200}}\n\n"+
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
-	b.SetBytes(int64(len(frames)))
-	b.ReportAllocs()
-	var ds []Delta
-	for b.Loop() {
-		a := NewAccumulator(wire.FormatAnthropic, 1<<20)
-		ds = a.Add(frames, ds[:0])
-		if !a.Ended() || !a.OK() {
-			b.Fatal("stream not read")
-		}
-	}
+	benchAccumulate(b, wire.FormatAnthropic, frames)
 }
 
 // FuzzResponsesEventFast: when responsesEventFast reads an event at all, it
