@@ -90,27 +90,24 @@ func acceptsGzip(v string) bool {
 // text format has none), without building them first: its allocations do
 // not grow with the series. Nothing is written for a table without series.
 func (t *CounterTable) WriteText(w io.Writer) error {
-	t.mu.RLock()
-	rows := make([]*CounterRow, 0, len(t.rows))
-	for _, r := range t.rows {
-		rows = append(rows, r)
-	}
-	t.mu.RUnlock()
 	buf := make([]byte, 0, 16<<10)
 	wrote := false
-	for _, r := range rows {
-		for s := r.head.Load(); s != nil; s = s.next.Load() {
+	var err error
+	for _, r := range t.snapshot() {
+		r.each(func(s *slot, rest *restValues) bool {
 			if !wrote {
 				buf = t.appendHeader(buf)
 				wrote = true
 			}
-			buf = t.appendSeries(buf, r, s)
+			buf = t.appendSeries(buf, r.value, rest, &s.Counter)
 			if len(buf) >= 12<<10 {
-				if _, err := w.Write(buf); err != nil {
-					return err
-				}
+				_, err = w.Write(buf)
 				buf = buf[:0]
 			}
+			return err == nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if len(buf) > 0 {
@@ -135,7 +132,7 @@ func (t *CounterTable) appendHeader(b []byte) []byte {
 
 // appendSeries appends one line: the name, the labels in name order and
 // the value.
-func (t *CounterTable) appendSeries(b []byte, r *CounterRow, s *series) []byte {
+func (t *CounterTable) appendSeries(b []byte, row string, rest *restValues, c *Counter) []byte {
 	b = append(b, t.name...)
 	b = append(b, '{')
 	for k, l := range t.sorted {
@@ -147,15 +144,15 @@ func (t *CounterTable) appendSeries(b []byte, r *CounterRow, s *series) []byte {
 		v := l.value
 		switch {
 		case l.index == t.row:
-			v = r.value
+			v = row
 		case l.index >= 0:
-			v = s.rest[t.restIndex(l.index)]
+			v = rest[t.restIndex(l.index)]
 		}
 		b = appendEscaped(b, v, true)
 		b = append(b, '"')
 	}
 	b = append(b, "} "...)
-	return append(appendSampleValue(b, s.Value()), '\n')
+	return append(appendSampleValue(b, c.Value()), '\n')
 }
 
 // appendEscaped escapes as the text format does: backslash and newline,

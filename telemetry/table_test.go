@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"fmt"
+	"hash/maphash"
 	"regexp"
 	"runtime"
 	"slices"
@@ -162,5 +163,44 @@ func TestCounterRowConcurrent(t *testing.T) {
 	}
 	if mfs, err := reg.Gather(); err != nil || len(mfs[0].Metric) != 40 {
 		t.Fatalf("gathered %d series (err %v), want 40", len(mfs[0].Metric), err)
+	}
+}
+
+// TestCounterTableRowsOfOneHash: rows whose values hash alike are each
+// found, forgotten and made again on their own, wherever they sit in
+// their chain, and their places are reused.
+func TestCounterTableRowsOfOneHash(t *testing.T) {
+	old := rowHash
+	rowHash = func(_ maphash.Seed, v string) uint64 { return uint64(len(v)) } // "a".."e" collide
+	defer func() { rowHash = old }()
+	tb := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "h"}, "team", "kind")
+	names := []string{"a", "b", "c", "d", "e", "xx"}
+	for i, n := range names {
+		tb.WithLabelValues(n, "k").Add(float64(i + 1))
+	}
+	for _, drop := range [][]string{{"c"}, {"a", "e"}, {"b", "d", "xx"}} { // middle, head and tail, the rest
+		gone := func(v string) bool { return slices.Contains(drop, v) }
+		if n := tb.Forget(0, gone); n != len(drop) {
+			t.Fatalf("Forget(%q) dropped %d series, want %d", drop, n, len(drop))
+		}
+		var left []string
+		tb.Values(0, func(v string) { left = append(left, v) })
+		for i, n := range names {
+			want := float64(i + 1)
+			if gone(n) {
+				want = 0
+			}
+			if slices.Contains(left, n) == gone(n) {
+				t.Fatalf("after Forget(%q) the rows are %q", drop, left)
+			}
+			if got := tb.Row(n).With("k").Value(); got != want {
+				t.Fatalf("after Forget(%q) row %q counts %v, want %v", drop, n, got, want)
+			}
+			c := tb.WithLabelValues(n, "k") // made again if forgotten: back to i+1
+			c.Add(float64(i+1) - c.Value())
+		}
+	}
+	if len(tb.list) != len(names) {
+		t.Fatalf("the table holds %d places for %d rows: forgotten places not reused", len(tb.list), len(names))
 	}
 }
