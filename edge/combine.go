@@ -116,7 +116,7 @@ func (r *Redis) combinerFor(ac *admitCall) *combiner {
 	if r.cfg.OneShard {
 		return &r.comb
 	}
-	return &ac.ts.comb
+	return ac.ts.comb
 }
 
 // admit decides ac in Redis. Concurrent admissions share one round trip
@@ -335,7 +335,7 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 // releases, and each admission's reservation, slot and pin keys.
 func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	ts, t := g.calls[0].ts, g.calls[0].q.Team
-	c.keys = append(c.keys, ts.keys.begin[:]...)
+	c.keys = append(c.keys, ts.keys.tat(), ts.keys.par(), ts.keys.budget())
 	for _, a := range g.calls {
 		for j := range a.nsub {
 			k := &a.subs[j].keys
@@ -392,7 +392,7 @@ func (r *Redis) appendLean(c *beginCall) {
 	c.args = append(c.args, len(c.groups))
 	for _, g := range c.groups {
 		ts, t := g.calls[0].ts, g.calls[0].q.Team
-		c.keys = append(c.keys, ts.keys.begin[0])
+		c.keys = append(c.keys, ts.keys.tat())
 		for _, a := range g.calls {
 			c.keys = append(c.keys, a.pins...)
 			if a.lease != nil {

@@ -55,7 +55,7 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 			if !lv.limited() {
 				continue
 			}
-			sw := subWrite{lv: *lv, keys: newLevelKeys(ts.keys.base, lv)}
+			sw := subWrite{lv: *lv, keys: newLevelKeys(ts.keys.base(), lv)}
 			if lv.Limits.Budget.USD > 0 {
 				sw.usd = cost
 			}
@@ -190,13 +190,13 @@ func (r *Redis) Release(ctx context.Context, b *Begun) {
 		return
 	}
 	ts := b.stateOf(r)
-	if !r.sharedFor(ts.keys.base) {
+	if !r.sharedFor(ts.keys.base()) {
 		return
 	}
 	var sets [3]string
 	n := 0
 	if tk.teamSlot {
-		sets[n] = ts.keys.begin[1]
+		sets[n] = ts.keys.par()
 		n++
 	}
 	for j := range tk.nsub {

@@ -55,7 +55,7 @@ type leaseHold struct {
 // this node's id and a sequence number: X-Request-Id is the client's and
 // not unique) and a ttl of one slot lease, cut to the request's deadline.
 func (r *Redis) newLease(ctx context.Context, ts *teamState, entry string) *leaseReq {
-	ls := &leaseReq{key: ts.keys.base + entry, tok: LeaseMark + r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)}
+	ls := &leaseReq{key: ts.keys.base() + entry, tok: LeaseMark + r.node + ":" + strconv.FormatUint(r.seq.Add(1), 36)}
 	ttl := r.cfg.SlotLease
 	if d, ok := ctx.Deadline(); ok {
 		left := time.Until(d)

@@ -158,7 +158,7 @@ func (r *Redis) Await(ctx context.Context, b *Begun) (string, error) {
 		return "", ErrNotFollowing
 	}
 	ts := b.stateOf(r)
-	entry := ts.keys.base + b.q.Cache[b.q.Lease&1]
+	entry := ts.keys.base() + b.q.Cache[b.q.Lease&1]
 	ch := r.notices.watch(b.lease)
 	defer r.notices.unwatch(b.lease, ch)
 	poll := time.NewTimer(r.cfg.CoalescePoll)
@@ -174,7 +174,7 @@ func (r *Redis) Await(ctx context.Context, b *Begun) (string, error) {
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
-		if !r.sharedFor(ts.keys.base) {
+		if !r.sharedFor(ts.keys.base()) {
 			return "", cluster.ErrBreakerOpen
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.timeout)

@@ -233,6 +233,9 @@ func (r *Redis) team(t *catalog.Team) *teamState {
 	if !ok {
 		n := newTeamState(r.cfg.Prefix, t.Name, r.node)
 		n.owner, n.local = r, r.local.Ref(t.Name)
+		if !r.cfg.OneShard {
+			n.comb = new(combiner)
+		}
 		ts, _ = r.teams.LoadOrStore(t.Name, n)
 	}
 	// kept on the team (this snapshot's) for the next request; a team of a
@@ -291,12 +294,12 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if !lim && n == 0 {
 		return b, nil
 	}
-	if !r.sharedFor(ts.keys.base) {
+	if !r.sharedFor(ts.keys.base()) {
 		return r.beginLocal(ctx, q, b, names[:n], slots[:n], cluster.ErrBreakerOpen, nil, ls)
 	}
 	keys := make([]string, n)
 	for i, nm := range names[:n] {
-		keys[i] = ts.keys.base + nm
+		keys[i] = ts.keys.base() + nm
 	}
 	if !lim {
 		var vals []any
@@ -336,7 +339,7 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 		}
 		sc := &ac.subs[ac.nsub]
 		ac.nsub++
-		sc.lv, sc.keys, sc.cost = lv, newLevelKeys(ts.keys.base, lv), ratelimit.Reservation(q.Tokens, lv.Limits.TPM)
+		sc.lv, sc.keys, sc.cost = lv, newLevelKeys(ts.keys.base(), lv), ratelimit.Reservation(q.Tokens, lv.Limits.TPM)
 		if lv.Limits.Budget.USD > 0 {
 			sc.usd = max(0, q.CostUSD)
 		}
@@ -462,7 +465,7 @@ func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error
 	gcra := q.Team.RPM > 0 || q.Team.TPM > 0
 	for j, lv := range [2]*Level{&q.Key, &q.User} {
 		if lv.limited() {
-			a.Levels[j] = ratelimit.Level{Key: newLevelKeys(ts.keys.base, lv).base, Name: lv.Name, Limits: lv.Limits}
+			a.Levels[j] = ratelimit.Level{Key: newLevelKeys(ts.keys.base(), lv).base, Name: lv.Name, Limits: lv.Limits}
 			gcra = gcra || lv.Limits.RPM > 0 || lv.Limits.TPM > 0
 		}
 	}

@@ -140,7 +140,7 @@ func TestIdleLevelsAreNotKept(t *testing.T) {
 	for i := range maxLevels + 10 {
 		lv := Level{Kind: LevelUser, ID: fmt.Sprint("u", i), Limits: lim}
 		w := &finishWrite{nsub: 1}
-		w.subs[0] = subWrite{lv: lv, keys: newLevelKeys(ts.keys.base, &lv)}
+		w.subs[0] = subWrite{lv: lv, keys: newLevelKeys(ts.keys.base(), &lv)}
 		ts.add(team, w, g.r.w, 10)
 	}
 	if n := len(ts.subs); n != 0 {
@@ -148,7 +148,7 @@ func TestIdleLevelsAreNotKept(t *testing.T) {
 	}
 	lv := Level{Kind: LevelUser, ID: "charged", Limits: lim}
 	w := &finishWrite{nsub: 1}
-	w.subs[0] = subWrite{lv: lv, keys: newLevelKeys(ts.keys.base, &lv), delta: 5}
+	w.subs[0] = subWrite{lv: lv, keys: newLevelKeys(ts.keys.base(), &lv), delta: 5}
 	ts.add(team, w, g.r.w, 10)
 	if ls := ts.subs[w.subs[0].keys.base]; ls == nil || ls.charge != 5 || !ts.subDirty {
 		t.Fatalf("a level with a charge was not kept for the writer: %+v", ls)

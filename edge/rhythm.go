@@ -59,7 +59,7 @@ func (w *writer) due(now time.Time) bool {
 	if w.prompt.Load() || w.failed || !now.Before(w.nextRenew) || (w.usage != nil && !now.Before(w.nextUsage)) {
 		return true
 	}
-	if w.heldHead < len(w.held) && !now.Before(w.held[w.heldHead].due) {
+	if w.heldHead < len(w.held) && now.UnixNano() >= w.held[w.heldHead].due {
 		return true
 	}
 	since := w.lazySince.Load()

@@ -40,8 +40,8 @@ type teamState struct {
 	leaseOps  []leaseOp            // lease ends not yet sent
 	flight    *batch               // sent and not acknowledged; resent as is
 	dirty     bool                 // queued in writer.dirty
-	usageExp  time.Time            // when the usage hash's TTL is next renewed
-	usageDue  time.Time            // when the usage pending is written (zero: not yet held)
+	usageExp  int64                // when the usage hash's TTL is next renewed (Unix ns: a time.Time holds a pointer)
+	usageDue  int64                // when the usage pending is written (Unix ns; 0: not yet held)
 	usageHeld bool                 // on writer.held until usageDue
 	// subs are the team's key and user levels with writes pending or
 	// slots live (levels.go), by their keys' base; subLive counts their
@@ -55,9 +55,10 @@ type teamState struct {
 	// carries the local TATs, so Redis never admits on top of it.
 	unshared atomic.Bool
 
-	// comb batches this team's admissions on Redis Cluster (Redis.admit);
-	// on one shard the node's combiner batches every team's.
-	comb combiner
+	// comb batches this team's admissions on Redis Cluster (Redis.admit),
+	// made with the record there; on one shard the node's combiner batches
+	// every team's, and this is nil.
+	comb *combiner
 }
 
 // refund is one reservation's unused tokens and the end of that
@@ -487,12 +488,12 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	b.usageTTL = -int64(usageTTL.Seconds())
 	if wr.dueUsage(ts, now) {
 		b.usage, b.byLevel = ts.usage, ts.takeRowsLocked(wr)
-		if len(b.usage) > 0 && !now.Before(ts.usageExp) {
-			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh) // one EXPIRE a day, not one per flush
+		if len(b.usage) > 0 && now.UnixNano() >= ts.usageExp {
+			b.usageTTL, ts.usageExp = -b.usageTTL, now.Add(usageRefresh).UnixNano() // one EXPIRE a day, not one per flush
 		}
 		ts.usage = nil
 		if len(ts.byLevel) == 0 && !ts.has1 { // rows left over go in the next batch, not after another wait
-			ts.usageDue = time.Time{}
+			ts.usageDue = 0
 		}
 	}
 	if len(ts.pins) <= maxBatchItems {

@@ -56,7 +56,7 @@ return {string.format('%d', now), tat, n, h[1] or '', h[2] or '', h[3] or ''}
 func (r *Redis) Usage(ctx context.Context, t *catalog.Team) (TeamUsage, error) {
 	k := &r.team(t).keys
 	tl := t.Team.Level()
-	return r.usage(ctx, k.begin, &tl, func() ratelimit.TeamUsage { return r.local.Usage(t) }), nil
+	return r.usage(ctx, k.begin(), &tl, func() ratelimit.TeamUsage { return r.local.Usage(t) }), nil
 }
 
 // LevelUsage implements State.
@@ -69,7 +69,7 @@ func (r *Redis) LevelUsage(ctx context.Context, t *catalog.Team, lv Level) (Team
 	if !lv.limited() {
 		return TeamUsage{Shared: r.Shared()}, nil
 	}
-	k := newLevelKeys(r.team(t).keys.base, &lv)
+	k := newLevelKeys(r.team(t).keys.base(), &lv)
 	return r.usage(ctx, [3]string{k.tat, k.par, k.bud}, lv.Limits, func() ratelimit.TeamUsage {
 		return r.local.LevelUsage(ratelimit.Level{Key: k.base, Limits: lv.Limits})
 	}), nil

@@ -102,8 +102,9 @@ func TestUsageTTLRenewedDaily(t *testing.T) {
 func TestTeamKeys(t *testing.T) {
 	k := newTeamKeys("sy:", "acme", "n1")
 	want := []string{"sy:{team:acme}:", "sy:{team:acme}:tat", "sy:{team:acme}:par", "sy:{team:acme}:budget",
-		"sy:{team:acme}:tat", "sy:{team:acme}:budget", "sy:{team:acme}:par", "sy:{team:acme}:usage", "sy:{team:acme}:applied:n1"}
-	got := append(append(append([]string{k.base}, k.begin[:]...), k.finish[:]...), k.mark)
+		"sy:{team:acme}:usage", "sy:{team:acme}:applied:n1"}
+	b := k.begin()
+	got := append(append([]string{k.base()}, b[:]...), k.usage(), k.mark())
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("keys %q\nwant %q", got, want)
 	}

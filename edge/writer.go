@@ -49,10 +49,10 @@ func (w *writer) dueUsage(ts *teamState, now time.Time) bool {
 	if !ts.hasUsage() || w.draining {
 		return ts.hasUsage()
 	}
-	if ts.usageDue.IsZero() {
-		ts.usageDue = now.Add(w.usageEvery)
+	if ts.usageDue == 0 {
+		ts.usageDue = now.Add(w.usageEvery).UnixNano()
 	}
-	if !now.Before(ts.usageDue) || ts.rowPressure() {
+	if now.UnixNano() >= ts.usageDue || ts.rowPressure() {
 		return true
 	}
 	if !ts.usageHeld {
@@ -65,14 +65,14 @@ func (w *writer) dueUsage(ts *teamState, now time.Time) bool {
 // heldUsage is a team whose usage rows wait until due.
 type heldUsage struct {
 	ts  *teamState
-	due time.Time
+	due int64 // Unix ns
 }
 
 // releaseHeld queues for this round the teams of w.held whose usage is due
 // (all of them when draining), and drops them from it.
 func (w *writer) releaseHeld(now time.Time) {
 	i := w.heldHead
-	for ; i < len(w.held) && (w.draining || !now.Before(w.held[i].due)); i++ {
+	for ; i < len(w.held) && (w.draining || now.UnixNano() >= w.held[i].due); i++ {
 		ts := w.held[i].ts
 		w.held[i] = heldUsage{}
 		ts.mu.Lock()
@@ -94,7 +94,7 @@ func (w *writer) releaseHeld(now time.Time) {
 func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	tk := &b.ts.keys
 	k0 := len(keys)
-	keys = append(keys, tk.finish[:]...)
+	keys = append(keys, tk.tat(), tk.budget(), tk.par(), tk.usage())
 	t := b.team
 	args = append(args, 0, 0) // this part's argument and key counts, filled in below
 	a0 := len(args)
@@ -109,7 +109,7 @@ func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	}
 	keys, args = b.appendRows(keys, args)
 	for k, p := range b.pins {
-		keys = append(keys, tk.base+k)
+		keys = append(keys, tk.base()+k)
 		args = append(args, p.value, p.ttl.Milliseconds(), p.mode)
 	}
 	keys, args = appendLeases(keys, args, b.leases)
@@ -137,7 +137,7 @@ func (b *batch) appendRows(keys []string, args []any) ([]string, []any) {
 	}
 	args = append(args, len(days))
 	for d, ks := range days {
-		keys = append(keys, b.ts.keys.base+"usage:"+dayString(d))
+		keys = append(keys, b.ts.keys.base()+"usage:"+dayString(d))
 		args = append(args, dayExpireAt(d), len(ks))
 		for _, k := range ks {
 			s := b.byLevel[k]
@@ -344,7 +344,7 @@ func (w *writer) step(ctx context.Context, now time.Time) bool {
 	case !w.r.cfg.OneShard:
 		for _, ts := range dirty {
 			if b := ts.take(&w.seq, now, renew, w); b != nil {
-				calls = append(calls, newFinishCall(ts.keys.mark, b.seq, w.r.lease, w.r.channel, []*batch{b}))
+				calls = append(calls, newFinishCall(ts.keys.mark(), b.seq, w.r.lease, w.r.channel, []*batch{b}))
 			}
 		}
 	case w.inflight != nil:

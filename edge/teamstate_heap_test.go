@@ -1,0 +1,69 @@
+package edge
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"switchyard/internal/heaptest"
+	"switchyard/internal/registry"
+)
+
+// servedTeams are the records of teams teams as a node keeps them once
+// each has served a request on two deployments: registered by name, with
+// a usage row a deployment pending.
+func servedTeams(teams []string) *registry.Map[*teamState] {
+	var m registry.Map[*teamState]
+	for _, name := range teams {
+		ts := newTeamState("sy:", name, "node-1")
+		ts.usage = addUsage(addUsage(ts.usage, "d1", 25, 0.001), "d2", 25, 0.001)
+		m.LoadOrStore(name, ts)
+	}
+	return &m
+}
+
+func teamNames(n int) []string {
+	teams := make([]string, n)
+	for i := range teams {
+		teams[i] = fmt.Sprintf("t%d", i)
+	}
+	return teams
+}
+
+// TestTeamStateBytes bounds a served team's record on a node (SPEC 16:
+// 10,000 teams stay flat): its bytes and objects, which the collector
+// marks on every cycle, and the record's own size. The record was 600 B
+// (640 with its size class) before its keys were cut from one string on
+// demand, its times kept as integers and its Cluster combiner made only
+// on Cluster.
+func TestTeamStateBytes(t *testing.T) {
+	const n = 10000
+	teams := teamNames(n)
+	objects, bytes := heaptest.Retained(func() any { return servedTeams(teams) })
+	t.Logf("teamState %d B; a served team %d B and %.2f objects", unsafe.Sizeof(teamState{}), bytes/n, float64(objects)/n)
+	if size := unsafe.Sizeof(teamState{}); size > 448 {
+		t.Errorf("teamState is %d B, want <= 448", size)
+	}
+	if per := bytes / n; per > 800 {
+		t.Errorf("a served team keeps %d B, want <= 800", per)
+	}
+}
+
+// BenchmarkMarkTeamStates is a full collection of a heap that holds the
+// records of 10,000 served teams (BenchmarkMarkNothing: without them).
+func BenchmarkMarkTeamStates(b *testing.B) {
+	kept := servedTeams(teamNames(10000))
+	for b.Loop() {
+		runtime.GC()
+	}
+	runtime.KeepAlive(kept)
+}
+
+// BenchmarkMarkNothing is BenchmarkMarkTeamStates' collection without the
+// records.
+func BenchmarkMarkNothing(b *testing.B) {
+	for b.Loop() {
+		runtime.GC()
+	}
+}
