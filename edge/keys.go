@@ -109,21 +109,23 @@ func IsLease(v string) bool { return len(v) > 0 && v[0] == LeaseMark[0] }
 // when a follower marked its lease, so the channel carries herds only.
 func noticeChannel(prefix string) string { return prefix + "coalesce" }
 
-// boxedLimits are ARGV 1-5 of beginLua for one team config, converted to
-// interfaces once instead of on every call.
+// boxedLimits are ARGV 1-5 of beginLua for one limit tuple, converted to
+// interfaces once. Teams with the same limits share one (boxedTuples).
 type boxedLimits struct {
-	team *catalog.Team // the config they were made from (a reload makes a new one)
-	args [5]any
+	tuple limitTuple
+	args  [5]any
 }
 
-// limitArgs returns t's boxed limits, rebuilding them when the team's config
-// changed.
+// limitArgs returns t's boxed limits: the team's last ones while its limits
+// are the same, else the shared ones of its new tuple. The tuple is read
+// from t on every call (a few fields, no allocation), so a record holds a
+// pointer to shared limits and no object of its own for the collector.
 func (k *teamKeys) limitArgs(t *catalog.Team) *boxedLimits {
-	if b := k.limits.Load(); b != nil && b.team == t {
+	l := limitTuple{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget))}
+	if b := k.limits.Load(); b != nil && b.tuple == l {
 		return b
 	}
-	period := ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget))
-	b := &boxedLimits{team: t, args: boxed(limitTuple{max(0, t.RPM), max(0, t.TPM), max(0, t.MaxParallel), max(0, t.Budget.USD), period})}
+	b := boxed(l)
 	k.limits.Store(b)
 	return b
 }
@@ -137,34 +139,34 @@ type limitTuple struct {
 
 // boxedTuples holds one boxed copy of each limit tuple in use: teams with
 // the same limits (10,000 teams of a few plans) share the boxed values
-// instead of each holding up to four small objects for the collector.
+// instead of each holding up to five small objects for the collector.
 // Bounded by the distinct limits of the config (a reload that changes a
 // team's limits adds at most that team's new tuple).
 var boxedTuples struct {
 	sync.RWMutex
-	m map[limitTuple]*[5]any
+	m map[limitTuple]*boxedLimits
 }
 
-// boxed returns the interface values of l, boxed once per process: a
-// tuple in use costs a read lock and a map lookup, no allocation.
-func boxed(l limitTuple) [5]any {
+// boxed returns the boxed limits of l, made once per process: a tuple in
+// use costs a read lock and a map lookup, no allocation.
+func boxed(l limitTuple) *boxedLimits {
 	boxedTuples.RLock()
-	a := boxedTuples.m[l]
+	b := boxedTuples.m[l]
 	boxedTuples.RUnlock()
-	if a != nil {
-		return *a
+	if b != nil {
+		return b
 	}
 	boxedTuples.Lock()
 	defer boxedTuples.Unlock()
-	a = boxedTuples.m[l]
-	if a == nil {
+	b = boxedTuples.m[l]
+	if b == nil {
 		if boxedTuples.m == nil || len(boxedTuples.m) >= maxBoxedTuples {
-			boxedTuples.m = map[limitTuple]*[5]any{} // a bound, never reached by a real config: start over
+			boxedTuples.m = map[limitTuple]*boxedLimits{} // a bound, never reached by a real config: start over
 		}
-		a = &[5]any{l.rpm, l.tpm, l.par, l.usd, l.period}
-		boxedTuples.m[l] = a
+		b = &boxedLimits{tuple: l, args: [5]any{l.rpm, l.tpm, l.par, l.usd, l.period}}
+		boxedTuples.m[l] = b
 	}
-	return *a // copies of the interfaces share the boxed values
+	return b
 }
 
 // maxBoxedTuples bounds boxedTuples.
@@ -186,7 +188,7 @@ type boxedLevel struct {
 func (k *teamKeys) levelArgs(args []any, lv *Level) []any {
 	if lv.Kind != LevelUser {
 		b := boxed(levelTuple(lv))
-		return append(args, b[:]...)
+		return append(args, b.args[:]...)
 	}
 	b := k.users.Load()
 	if b == nil || b.lim != *lv.Limits {
@@ -199,7 +201,7 @@ func (k *teamKeys) levelArgs(args []any, lv *Level) []any {
 
 // boxLevel converts lv's limit arguments of beginLua to interfaces.
 func boxLevel(lv *Level) boxedLevel {
-	return boxedLevel{lim: *lv.Limits, args: boxed(levelTuple(lv))}
+	return boxedLevel{lim: *lv.Limits, args: boxed(levelTuple(lv)).args}
 }
 
 // levelTuple is lv's limit arguments of beginLua, unboxed.

@@ -45,9 +45,10 @@ func TestLevelArgs(t *testing.T) {
 }
 
 // TestLimitArgsShared: teams with equal limits share one boxed copy of
-// their limit arguments (each team's record then costs the collector one
-// object for them, not up to five); the values are the team's, and a team
-// with other limits gets its own.
+// their limit arguments (a team's record then holds a pointer to them and
+// no object of its own); the values are the team's, a team with other
+// limits gets its own, and a team whose limits change (a reload) gets the
+// new ones.
 func TestLimitArgsShared(t *testing.T) {
 	a := teamtest.Team("a", teamtest.Limits{RPM: 100_000, TPM: 5_000_000, USD: 300})
 	b := teamtest.Team("b", teamtest.Limits{RPM: 100_000, TPM: 5_000_000, USD: 300})
@@ -57,11 +58,18 @@ func TestLimitArgsShared(t *testing.T) {
 	if want := [5]any{int64(100_000), int64(5_000_000), int64(0), 300.0, la.args[4]}; la.args != want {
 		t.Fatalf("args %v, want %v", la.args, want)
 	}
-	if n := testing.AllocsPerRun(20, func() { kb.limits.Store(nil); kb.limitArgs(b) }); n > 1 {
-		t.Fatalf("a team with the same limits as another made %v objects for its arguments, want 1 (the boxes shared)", n)
+	if n := testing.AllocsPerRun(20, func() { kb.limits.Store(nil); kb.limitArgs(b) }); n > 0 {
+		t.Fatalf("a team with the same limits as another made %v objects for its arguments, want 0 (shared)", n)
+	}
+	if kb.limitArgs(b) != la {
+		t.Fatal("two teams of equal limits hold two copies of their arguments")
 	}
 	if lc := kc.limitArgs(c); lc.args[0] != any(int64(70_000)) || lc.args[1] != any(int64(5_000_000)) {
 		t.Fatalf("other limits got args %v", lc.args)
+	}
+	reloaded := teamtest.Team("a", teamtest.Limits{RPM: 50_000, TPM: 5_000_000, USD: 300})
+	if l := ka.limitArgs(reloaded); l.args[0] != any(int64(50_000)) {
+		t.Fatalf("after a reload to rpm 50000 the args are %v", l.args)
 	}
 }
 
