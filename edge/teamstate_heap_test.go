@@ -2,7 +2,6 @@ package edge
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -61,16 +60,11 @@ func TestTeamStateBytes(t *testing.T) {
 // records of 10,000 served teams (BenchmarkMarkNothing: without them).
 func BenchmarkMarkTeamStates(b *testing.B) {
 	kept := servedTeams(teamNames(10000))
-	for b.Loop() {
-		runtime.GC()
-	}
-	runtime.KeepAlive(kept)
+	heaptest.Collect(b, kept)
 }
 
 // BenchmarkMarkNothing is BenchmarkMarkTeamStates' collection without the
 // records.
 func BenchmarkMarkNothing(b *testing.B) {
-	for b.Loop() {
-		runtime.GC()
-	}
+	heaptest.Collect(b, nil)
 }

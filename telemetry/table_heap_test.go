@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,16 +63,11 @@ func BenchmarkMarkTeamTables(b *testing.B) {
 		teams[i] = fmt.Sprintf("t%d", i)
 	}
 	kept := teamTables(teams)
-	for b.Loop() {
-		runtime.GC()
-	}
-	runtime.KeepAlive(kept)
+	heaptest.Collect(b, kept)
 }
 
 // BenchmarkMarkNothing is BenchmarkMarkTeamTables' collection without the
 // tables.
 func BenchmarkMarkNothing(b *testing.B) {
-	for b.Loop() {
-		runtime.GC()
-	}
+	heaptest.Collect(b, nil)
 }

@@ -4,7 +4,10 @@
 // marks on every cycle.
 package heaptest
 
-import "runtime"
+import (
+	"runtime"
+	"testing"
+)
 
 // Retained runs f between two full collections and returns the heap
 // objects and bytes live afterwards that were not live before: what f
@@ -19,4 +22,14 @@ func Retained(f func() any) (objects, bytes int64) {
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(kept)
 	return int64(after.HeapObjects) - int64(before.HeapObjects), int64(after.HeapAlloc) - int64(before.HeapAlloc)
+}
+
+// Collect runs full collections for b while kept is live: what holding
+// kept adds to every cycle of the collector (run it with kept nil for the
+// collection without it).
+func Collect(b *testing.B, kept any) {
+	for b.Loop() {
+		runtime.GC()
+	}
+	runtime.KeepAlive(kept)
 }
