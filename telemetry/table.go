@@ -45,7 +45,8 @@ type CounterTable struct {
 	// appended to (a new list) under mu, read without a lock.
 	rests atomic.Pointer[[]restValues]
 
-	seed maphash.Seed // of the row values' hashes in index
+	seed maphash.Seed                      // of the row values' hashes in index
+	hash func(maphash.Seed, string) uint64 // maphash.String (a test makes rows collide)
 
 	// Guarded by mu. The rows are found by their value's hash (index: a
 	// map the collector does not scan, where a map by value held two
@@ -58,10 +59,6 @@ type CounterTable struct {
 	free    []int32
 	restIdx map[restValues]uint32 // index in rests
 }
-
-// rowHash is the hash of a row value in a table's index (a variable:
-// tests make rows collide).
-var rowHash = maphash.String
 
 // restValues are the values of a series' labels other than the row label,
 // in label order.
@@ -146,6 +143,7 @@ func NewCounterTable(opts prometheus.CounterOpts, labels ...string) *CounterTabl
 		labels: len(labels), start: time.Now(),
 		row:     max(slices.Index(labels, "team"), 0),
 		seed:    maphash.MakeSeed(),
+		hash:    maphash.String,
 		index:   map[uint64]int32{},
 		restIdx: map[restValues]uint32{},
 	}
@@ -172,7 +170,7 @@ func (t *CounterTable) split(values []string) (row string, rest restValues) {
 // in order), creating it at zero.
 func (t *CounterTable) WithLabelValues(values ...string) *Counter {
 	v, rest := t.split(values)
-	h := rowHash(t.seed, v)
+	h := t.hash(t.seed, v)
 	t.mu.RLock()
 	r := t.findLocked(h, v)
 	t.mu.RUnlock()
@@ -186,7 +184,7 @@ func (t *CounterTable) WithLabelValues(values ...string) *Counter {
 
 // Row returns the row of the row label's value v, creating it empty.
 func (t *CounterTable) Row(v string) *CounterRow {
-	h := rowHash(t.seed, v)
+	h := t.hash(t.seed, v)
 	t.mu.RLock()
 	r := t.findLocked(h, v)
 	t.mu.RUnlock()
@@ -235,7 +233,7 @@ func (t *CounterTable) rowLocked(h uint64, v string) *CounterRow {
 
 // dropLocked takes row r out of the table (mu held).
 func (t *CounterTable) dropLocked(r *CounterRow) {
-	h := rowHash(t.seed, r.value)
+	h := t.hash(t.seed, r.value)
 	if p := t.index[h]; p == r.pos {
 		if r.same < 0 {
 			delete(t.index, h)
