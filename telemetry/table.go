@@ -308,16 +308,15 @@ func (r *CounterRow) each(fn func(s *slot, rest *restValues) bool) {
 	}
 }
 
-func (r *CounterRow) find(rest restValues) *Counter {
-	n := int(r.n.Load())
-	rests := *r.table.rests.Load()
-	for i := range n {
-		s := r.slot(i)
-		if ri := s.rest.Load(); ri < uint32(len(rests)) && rests[ri] == rest {
-			return &s.Counter
+// find is the row's live series of rest, nil when it has none.
+func (r *CounterRow) find(rest restValues) (c *Counter) {
+	r.each(func(s *slot, v *restValues) bool {
+		if *v == rest {
+			c = &s.Counter
 		}
-	}
-	return nil
+		return c == nil
+	})
+	return c
 }
 
 // withLocked finds or makes the series (the table's mu held). A new series
