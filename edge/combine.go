@@ -335,7 +335,8 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 // releases, and each admission's reservation, slot and pin keys.
 func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	ts, t := g.calls[0].ts, g.calls[0].q.Team
-	c.keys = append(c.keys, ts.keys.tat(), ts.keys.par(), ts.keys.budget())
+	tk := ts.keys.begin()
+	c.keys = append(c.keys, tk[:]...)
 	for _, a := range g.calls {
 		for j := range a.nsub {
 			k := &a.subs[j].keys

@@ -76,6 +76,14 @@ func (k *teamKeys) mark() string { return k.all[4*k.n+17:] }
 // begin are the keys beginLua reads for the team: tat, par, budget.
 func (k *teamKeys) begin() [3]string { return [3]string{k.tat(), k.par(), k.budget()} }
 
+// finish are the keys finishLua writes for the team: tat, budget, par,
+// usage.
+func (k *teamKeys) finish() [4]string { return [4]string{k.tat(), k.budget(), k.par(), k.usage()} }
+
+// dayKey names the team's usage-by-level hash of one UTC day (date:
+// dayString), after its keys' base.
+const dayKey = "usage:"
+
 // nodeMarkKey names this node's applied-call mark on one shard, where one
 // writer call carries many teams.
 func nodeMarkKey(prefix, node string) string { return prefix + "applied:" + node }

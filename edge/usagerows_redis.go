@@ -62,7 +62,7 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 	dates, suffix := make([]string, ndays), 0
 	for d := from; d <= to; d++ {
 		dates[d-from] = dayString(d)
-		suffix += len("usage:") + len(dates[d-from])
+		suffix += len(dayKey) + len(dates[d-from])
 	}
 	perPipe := max(1, rowsPipe/ndays) // teams a pipeline
 	type teamRead struct {
@@ -120,12 +120,12 @@ func (r *Redis) UsageRows(ctx context.Context, q UsageQuery) (UsageReport, error
 		b.Grow(ndays*len(base) + suffix)
 		for _, date := range dates {
 			b.WriteString(base)
-			b.WriteString("usage:")
+			b.WriteString(dayKey)
 			b.WriteString(date)
 		}
 		all, at, start := b.String(), 0, len(keyBuf)
 		for _, date := range dates {
-			n := len(base) + len("usage:") + len(date)
+			n := len(base) + len(dayKey) + len(date)
 			keyBuf = append(keyBuf, all[at:at+n])
 			at += n
 		}

@@ -94,7 +94,8 @@ func (w *writer) releaseHeld(now time.Time) {
 func (b *batch) appendTo(keys []string, args []any) ([]string, []any) {
 	tk := &b.ts.keys
 	k0 := len(keys)
-	keys = append(keys, tk.tat(), tk.budget(), tk.par(), tk.usage())
+	fk := tk.finish()
+	keys = append(keys, fk[:]...)
 	t := b.team
 	args = append(args, 0, 0) // this part's argument and key counts, filled in below
 	a0 := len(args)
@@ -137,7 +138,7 @@ func (b *batch) appendRows(keys []string, args []any) ([]string, []any) {
 	}
 	args = append(args, len(days))
 	for d, ks := range days {
-		keys = append(keys, b.ts.keys.base()+"usage:"+dayString(d))
+		keys = append(keys, b.ts.keys.base()+dayKey+dayString(d))
 		args = append(args, dayExpireAt(d), len(ks))
 		for _, k := range ks {
 			s := b.byLevel[k]
