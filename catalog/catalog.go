@@ -346,12 +346,15 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	}
 	s.keys = make(map[[32]byte]*KeyInfo, nkeys)
 	s.Teams = make([]*Team, 0, len(st.Teams))
-	infos := make([]KeyInfo, 0, nkeys) // one allocation; sized, so never moved
+	infos := make([]KeyInfo, 0, nkeys)   // one allocation; sized, so never moved
+	teams := make([]Team, len(st.Teams)) // likewise: one object for the collector, not one a team
 	interned, allowlists := limitsPool{}, allowlistPool{}
-	for _, ts := range st.Teams {
-		t := &Team{Team: config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
+	for i, ts := range st.Teams {
+		t := &teams[i]
+		t.Team = config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
 			Budget: config.Budget(ts.Budget), RequireUser: ts.RequireUser,
-			UserLimits: ts.UserLimits.Level()}, allow: allowlists.of(ts.Models)}
+			UserLimits: ts.UserLimits.Level()}
+		t.allow = allowlists.of(ts.Models)
 		if len(ts.Users) > 0 {
 			t.users = make(map[string]*config.Limits, len(ts.Users))
 			for u, us := range ts.Users {

@@ -127,7 +127,7 @@ func configKey(i int, ks config.KeySpec, now time.Time) (Key, bool) {
 	h := hex.EncodeToString(d[:8])
 	name := strings.Clone(ks.Name) // not a string of the parsed file: its pages go back at once
 	if name == "" {
-		name = fmt.Sprintf("config key %d", i+1)
+		name = configKeyName(i)
 	}
 	both := "cfg_" + h + "sha256:" + h[:8] // one allocation: the id and the prefix slice it
 	k := Key{

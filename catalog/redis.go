@@ -96,6 +96,7 @@ func (r *RedisStore) Load(ctx context.Context) (*State, bool, error) {
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
 		return nil, false, fmt.Errorf("catalog in Redis (%s) is corrupt: %v", r.stateKey, err)
 	}
+	st.pack()
 	return &st, true, nil
 }
 

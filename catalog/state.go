@@ -184,6 +184,7 @@ func SeedState(cfg *config.Config) *State {
 	}
 	seedTeamsAndModels(st, cfg, time.Now().UTC().Truncate(time.Second))
 	st.normalize()
+	st.pack()
 	return st
 }
 
@@ -195,7 +196,7 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 	st.Teams = make([]TeamSpec, 0, len(cfg.Teams)) // sized: append's growth leaves spare room in a state kept for good
 	for _, t := range cfg.Teams {
 		st.Teams = append(st.Teams, TeamSpec{
-			Name: t.Name, Models: append([]string(nil), t.Models...), RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
+			Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
 			Budget: Budget(t.Budget), RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
 			UserLimits: limitsSpec(t.UserLimits),
 		})
@@ -212,10 +213,28 @@ func MigrateState(st *State, cfg *config.Config) bool {
 	seedTeamsAndModels(st, cfg, time.Now().UTC().Truncate(time.Second))
 	st.Schema = schemaVersion
 	st.normalize()
+	st.pack()
 	return true
 }
 
-// Clone returns a deep copy that a mutation may change freely.
+// MigrateFrom is MigrateState for a running node, whose configuration no
+// longer holds the file's teams (the catalog does): a stored state of the
+// older layout takes its teams and models from served, the state the node
+// serves, keys included. It reports whether it changed st.
+func MigrateFrom(st, served *State) bool {
+	if st.Schema >= schemaVersion {
+		return false
+	}
+	c := served.Clone()
+	st.Models, st.Teams = c.Models, c.Teams
+	st.Schema = schemaVersion
+	st.normalize()
+	return true
+}
+
+// Clone returns a deep copy that a mutation may change freely, but for a
+// team's model list, which teams of the copy may share (pack): it is
+// replaced, never written in place.
 func (s *State) Clone() *State {
 	c := &State{Version: s.Version, Schema: s.Schema, Deployments: make([]config.Deployment, len(s.Deployments)), Fallbacks: make([]Chain, len(s.Fallbacks))}
 	copy(c.Deployments, s.Deployments)
@@ -225,13 +244,12 @@ func (s *State) Clone() *State {
 	c.Models = append([]ModelSpec(nil), s.Models...)
 	c.Teams = make([]TeamSpec, len(s.Teams))
 	for i, t := range s.Teams {
-		t.Models = append([]string(nil), t.Models...)
-		t.Keys = append([]Key(nil), t.Keys...)
 		if t.Users != nil {
 			t.Users = maps.Clone(t.Users)
 		}
 		c.Teams[i] = t
 	}
+	c.pack() // its own copies of the keys and model lists
 	return c
 }
 

@@ -108,6 +108,7 @@ func (f *FileStore) Load(context.Context) (*State, bool, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, false, fmt.Errorf("state file %s is corrupt (%v): fix or remove it to reseed from the config", f.path, err)
 	}
+	st.pack()
 	return &st, true, nil
 }
 

@@ -387,6 +387,23 @@ func TestMigrateState(t *testing.T) {
 	if MigrateState(old, cfg) || len(old.Teams) != 0 {
 		t.Fatal("a current state is never reseeded")
 	}
+
+	// a running node's file teams are in its catalog, not its configuration
+	served := SeedState(cfg)
+	older := &State{Version: 8, Deployments: baseState().Deployments}
+	if !MigrateFrom(older, served) || older.Schema != schemaVersion || older.Version != 8 {
+		t.Fatalf("%+v", older)
+	}
+	if Build(cfg, older).Authenticate("sk-web") == nil || Build(cfg, older).Model("a").Strategy != "cost" {
+		t.Fatal("migration must bring the served teams, keys included, and models")
+	}
+	older.Teams[0].Keys[0].Name = "changed"
+	if served.Teams[0].Keys[0].Name == "changed" {
+		t.Fatal("the migrated state must not share the served state's keys")
+	}
+	if older.Teams = nil; MigrateFrom(older, served) || len(older.Teams) != 0 {
+		t.Fatal("a current state is never reseeded")
+	}
 }
 
 func TestStateJSONRoundTrip(t *testing.T) {

@@ -108,7 +108,7 @@ func (a *Admin) applyLocked(ctx context.Context, change func(*catalog.State) (*c
 			return nil, catalog.ErrUnavailable
 		}
 		if ok && stored.Version > cur.Version {
-			catalog.MigrateState(stored, a.cfg())
+			catalog.MigrateFrom(stored, cur)
 			a.publish(stored)
 			cur = stored
 		}

@@ -122,6 +122,37 @@ func TestReloadAppliesLive(t *testing.T) {
 	}
 }
 
+// The running configuration keeps a fingerprint of the file's teams, not
+// the teams (the catalog holds them): a reload of the same file reports no
+// section, one that changes a team's fields but not its keys reports
+// "teams", and the running configuration still holds no team.
+func TestReloadTeamsByFingerprint(t *testing.T) {
+	n, path, _ := reloadNode(t, reloadYAML)
+	if teams := n.Server.cfg().Teams; teams != nil {
+		t.Fatalf("the running configuration keeps %d teams", len(teams))
+	}
+	reload := func() ReloadReport {
+		t.Helper()
+		w := adm(t, n, "POST", "/admin/reload", "")
+		if w.Code != 200 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		var rep ReloadReport
+		decodeJSON(t, w, &rep)
+		return rep
+	}
+	if rep := reload(); len(rep.Applied) != 0 {
+		t.Fatalf("the same file applied %v", rep.Applied)
+	}
+	rewrite(t, path, strings.Replace(reloadYAML, `models: ["*"]}`, `models: ["*"], rpm: 60}`, 1))
+	if rep := reload(); strings.Join(rep.Applied, ",") != "teams" {
+		t.Fatalf("a team's rpm changed: applied %v", rep.Applied)
+	}
+	if rep := reload(); len(rep.Applied) != 0 || n.Server.cfg().Teams != nil {
+		t.Fatalf("the same file again applied %v", rep.Applied)
+	}
+}
+
 func TestReloadRestartOnlyFieldsReported(t *testing.T) {
 	n, path, logs := reloadNode(t, reloadYAML)
 	rewrite(t, path, strings.Replace(reloadYAML, `admin: {key: admin-secret}`, "admin: {key: admin-secret}\nserver: {listen: \":9999\", node_id: other}", 1))

@@ -156,7 +156,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	}
 	router := routing.NewRouter(cfg.Routing, clock, seed, &routingObserver{m: metrics}, usage)
 	router.Sync(holder.Load())
-	live := NewLive(&LiveConfig{Config: cfg, Router: router, Adapters: adapters, Tier: tier.New(cfg.SmartRouting)})
+	live := NewLive(&LiveConfig{Config: cfg, Router: router, Adapters: adapters, Tier: tier.New(cfg.SmartRouting), teams: teamsPrint(cfg.Teams)})
 	// on Close the live adapters release their pools and background work
 	// (a vertex adapter's token refresh)
 	n.closers = append(n.closers, func(context.Context) error {
@@ -186,10 +186,10 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	if _, w, err := admin.syncConfigKeys(context.Background(), cfg); err != nil || len(w) > 0 {
 		log.Warn("config keys of the file not fully applied to the catalog", "problems", w, "error", err)
 	}
-	// the catalog holds the keys now; the running configuration keeps none
-	// (with 100,000 keys a second copy is 16 MB). Nothing serves yet, so
-	// the configuration is changed in place, once.
-	cfg.Teams = withoutKeys(cfg.Teams)
+	// the catalog holds the teams and their keys now; the running
+	// configuration keeps their fingerprint (LiveConfig.teams). Nothing
+	// serves yet, so the configuration is changed in place, once.
+	cfg.Teams = nil
 	if cfg.Admin.Key != "" {
 		n.Server.Admin = admin
 		n.Server.Admin.register(n.Server.adminGroup)
