@@ -8,7 +8,8 @@ import (
 
 // pack lays out a state's teams for the collector, which visits every
 // object a served state holds on each cycle (with 10,000 teams the seeded
-// state was 40,000 small objects, about 4 ms of marking a cycle):
+// state and its snapshot were 40,000 small objects; packed, a forced
+// collection of a fresh node took about 1 ms less CPU):
 //   - every team's keys move into one array, each team's list a window of
 //     it with no room to grow, so an append copies and a write of a key
 //     stays in its team's window;
