@@ -35,9 +35,9 @@ type LiveConfig struct {
 	Tier     *tier.Classifier
 
 	// teams is the fingerprint of the file's teams (teamsPrint), which a
-	// node's running configuration keeps in place of them: the catalog
-	// holds what serves, and with 10,000 teams the section was 20,000
-	// objects the collector visited every cycle for a reload's report.
+	// node's running configuration keeps in place of them for a reload's
+	// report: the catalog holds what serves, and with 10,000 teams the
+	// section cost about 1 ms of every collection's marking.
 	teams [32]byte
 }
 
