@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -68,6 +67,10 @@ type Entry struct {
 	Error            string       `json:"error,omitempty"`
 	DurationMs       float64      `json:"duration_ms"`
 	OverheadMs       float64      `json:"overhead_ms"`
+
+	// raw is the entry's JSON as the ring keeps it (Ring.Record), which
+	// the stream's writer sends as it is; nil until recorded.
+	raw []byte
 }
 
 // Filter selects audit entries; zero fields match everything.
@@ -111,55 +114,3 @@ type AuditLog interface {
 	// Recent returns the newest entries that pass f, newest first.
 	Recent(ctx context.Context, f Filter) ([]*Entry, error)
 }
-
-// Ring is the bounded in-memory audit log used without Redis (and as this
-// node's copy with it). The oldest entry is evicted when it is full; no
-// entry replaces another.
-type Ring struct {
-	mu   sync.Mutex
-	buf  []*Entry // guarded by mu
-	next int      // guarded by mu
-}
-
-// NewRing returns a ring holding at most size entries.
-func NewRing(size int) *Ring {
-	if size < 1 {
-		size = 1
-	}
-	return &Ring{buf: make([]*Entry, size)}
-}
-
-// Record stores e, evicting the oldest entry when full.
-func (r *Ring) Record(e *Entry) {
-	r.mu.Lock()
-	r.buf[r.next] = e
-	r.next = (r.next + 1) % len(r.buf)
-	r.mu.Unlock()
-}
-
-// Lookup implements AuditLog.
-func (r *Ring) Lookup(ctx context.Context, requestID string) ([]*Entry, error) {
-	return r.Recent(ctx, Filter{RequestID: requestID, Limit: maxLimit})
-}
-
-// Recent implements AuditLog: a walk from the newest entry, bounded by the
-// ring's size.
-func (r *Ring) Recent(_ context.Context, f Filter) ([]*Entry, error) {
-	lim := f.limit()
-	var out []*Entry
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := len(r.buf)
-	for i := 1; i <= n && len(out) < lim; i++ {
-		e := r.buf[(r.next-i+n)%n]
-		if e == nil {
-			break
-		}
-		if f.Match(e) {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-var _ AuditLog = (*Ring)(nil)

@@ -44,15 +44,19 @@ func (a *RedisAudit) Queue(ctx context.Context, p redis.Pipeliner, entries []*En
 	out := make([]redis.Cmder, 0, len(entries)+1)
 	// one buffer and one value array for the whole batch, sliced per
 	// entry (a slice keeps its bytes when the buffer grows past it)
-	buf := make([]byte, 0, 512*len(entries))
+	var buf []byte // for entries no ring recorded (grown as needed)
 	vals := make([]any, 12*len(entries))
 	for i, e := range entries {
-		start := len(buf)
-		buf = e.AppendJSON(buf)
+		raw := e.raw // the ring's copy, when this node's ring recorded it
+		if raw == nil {
+			start := len(buf)
+			buf = e.AppendJSON(buf)
+			raw = buf[start:len(buf):len(buf)]
+		}
 		v := vals[12*i : 12*i+12 : 12*i+12]
 		v[0], v[1], v[2], v[3] = "id", e.RequestID, "team", e.Team
 		v[4], v[5], v[6], v[7] = "model", e.RequestedModel, "routed", e.RoutedModel
-		v[8], v[9], v[10], v[11] = "status", strconv.Itoa(e.Status), "entry", buf[start:len(buf):len(buf)]
+		v[8], v[9], v[10], v[11] = "status", strconv.Itoa(e.Status), "entry", raw
 		out = append(out, p.XAdd(ctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true, Values: v}))
 	}
 	out = append(out, p.Expire(ctx, a.stream, a.ttl))
