@@ -461,7 +461,7 @@ type allowlistPool map[string]*allowlist
 
 // of returns the shared allowlist of models.
 func (p allowlistPool) of(models []string) *allowlist {
-	k := strings.Join(models, "\x00")
+	k := listKey(models)
 	if a, ok := p[k]; ok {
 		return a
 	}

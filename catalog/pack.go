@@ -25,7 +25,7 @@ func (s *State) pack() {
 		n += len(s.Teams[i].Keys)
 	}
 	keys := make([]Key, 0, n)
-	var lists modelLists
+	lists := modelLists{}
 	for i := range s.Teams {
 		t := &s.Teams[i]
 		if t.Keys != nil {
@@ -37,33 +37,35 @@ func (s *State) pack() {
 	}
 }
 
-// modelLists hands out one copy of each distinct model list.
-type modelLists struct {
-	byText map[string][]string
-	text   strings.Builder
-}
+// modelLists hands out one copy of each distinct model list, by listKey.
+type modelLists map[string][]string
 
 // of is the shared copy of models (nil and empty lists as they are).
-func (l *modelLists) of(models []string) []string {
+func (l modelLists) of(models []string) []string {
 	if len(models) == 0 {
 		return models
 	}
-	l.text.Reset()
-	for _, m := range models {
-		l.text.WriteString(strconv.Itoa(len(m))) // length-prefixed: no two lists share a text
-		l.text.WriteByte(':')
-		l.text.WriteString(m)
-	}
-	key := l.text.String()
-	if got, ok := l.byText[key]; ok {
+	k := listKey(models)
+	if got, ok := l[k]; ok {
 		return got
 	}
-	if l.byText == nil {
-		l.byText = map[string][]string{}
-	}
 	own := slices.Clip(slices.Clone(models))
-	l.byText[key] = own
+	l[k] = own
 	return own
+}
+
+// listKey names a list of model names, in its order, for the pools that
+// share one copy of each list (modelLists, allowlistPool): each name is
+// length-prefixed, so no two lists have one key (a name may hold any
+// byte a separator would use).
+func listKey(models []string) string {
+	var b strings.Builder
+	for _, m := range models {
+		b.WriteString(strconv.Itoa(len(m)))
+		b.WriteByte(':')
+		b.WriteString(m)
+	}
+	return b.String()
 }
 
 // configKeyNames are the default names of a team's first config keys

@@ -76,7 +76,7 @@ func TestPackWindows(t *testing.T) {
 		t.Fatal("a clone's model lists must be its own copies")
 	}
 	// lists whose joined texts agree are still told apart
-	var l modelLists
+	l := modelLists{}
 	if a, b := l.of([]string{"a:b"}), l.of([]string{"a", "b"}); slices.Equal(a, b) {
 		t.Fatal("different model lists must not be shared")
 	}
