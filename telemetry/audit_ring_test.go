@@ -138,15 +138,12 @@ func TestRingConcurrent(t *testing.T) {
 	r := NewRing(100)
 	var wg sync.WaitGroup
 	for g := range 4 {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 500 {
 				r.Record(fullEntry(g*1000 + i))
 			}
-		}()
-		go func() {
-			defer wg.Done()
+		})
+		wg.Go(func() {
 			for range 50 {
 				es, _ := r.Recent(context.Background(), Filter{Model: "normal", Limit: 100})
 				for _, e := range es {
@@ -155,7 +152,7 @@ func TestRingConcurrent(t *testing.T) {
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

@@ -42,9 +42,11 @@ func NewRedisAudit(c StreamClient, prefix string, maxEntries int, local *Ring) *
 // nothing is ever overwritten.
 func (a *RedisAudit) Queue(ctx context.Context, p redis.Pipeliner, entries []*Entry) []redis.Cmder {
 	out := make([]redis.Cmder, 0, len(entries)+1)
-	// one buffer and one value array for the whole batch, sliced per
-	// entry (a slice keeps its bytes when the buffer grows past it)
-	var buf []byte // for entries no ring recorded (grown as needed)
+	// one value array for the whole batch, sliced per entry; an entry's
+	// bytes are the ring's (every node records before it queues), or for
+	// one no ring recorded, a slice of buf (which keeps its bytes when
+	// buf grows past it)
+	var buf []byte
 	vals := make([]any, 12*len(entries))
 	for i, e := range entries {
 		raw := e.raw // the ring's copy, when this node's ring recorded it
