@@ -408,3 +408,66 @@ return {ok, redis.call('EXISTS', KEYS[1]), size, text}
 		}
 	}
 }
+
+// TestTATWriteInPlace: a write that keeps the TTL of a key read as packed
+// TATs overwrites its 16 bytes in place (SETRANGE: the value becomes a raw
+// string, where a SET of 16 bytes makes an embedded one) and keeps the
+// TTL; a key read in the text form is replaced whole, so no byte of the
+// longer text is left behind. Every written TAT comes back exactly. On
+// miniredis (no struct library) every write is the text form's SET.
+func TestTATWriteInPlace(t *testing.T) {
+	const probe = tatLua + `
+local now = tonumber(ARGV[1])
+local r = now + 60000000 / 7
+settat(KEYS[1], r, 0, now, 0) -- absent: SET with a TTL
+local pttl0 = redis.call('PTTL', KEYS[1])
+local a, b, packed = gettat(KEYS[1])
+local r2 = r + 1 / 3 -- the same 10 s: the TTL is kept
+settat(KEYS[1], r2, 0, now, max(a, b), packed)
+local a2 = gettat(KEYS[1])
+local enc = redis.call('OBJECT', 'ENCODING', KEYS[1])
+local kept = redis.call('PTTL', KEYS[1]) <= pttl0 and 1 or 0
+-- the text form, as a node before the packed form wrote it
+redis.call('SET', KEYS[1], string.format('%.17g:%.17g', r, r), 'PX', 60000)
+local c, d, tpacked = gettat(KEYS[1])
+settat(KEYS[1], r2, r2, now, max(c, d), tpacked)
+local c2, d2 = gettat(KEYS[1])
+local ok = 0
+if a == r and a2 == r2 and c2 == r2 and d2 == r2 and redis.call('PTTL', KEYS[1]) > 50000 then ok = 1 end
+return {ok, enc, packed and 1 or 0, tpacked and 1 or 0, redis.call('STRLEN', KEYS[1]), kept}
+`
+	srv := redistest.Start(t)
+	m := miniredis.RunT(t)
+	for _, c := range []struct {
+		name    string
+		c       *redis.Client
+		enc     string // the encoding after the write that kept the TTL
+		packed  int64  // gettat read packed TATs
+		size    int64  // bytes after the text key's rewrite (0: text, at least 33)
+		skipEnc bool   // miniredis has no OBJECT ENCODING
+	}{
+		{"redis-server", srv.Client(), "raw", 1, 16, false},
+		{"miniredis", redis.NewClient(&redis.Options{Addr: m.Addr()}), "", 0, 0, true},
+	} {
+		src := probe
+		if c.skipEnc {
+			src = strings.Replace(src, "redis.call('OBJECT', 'ENCODING', KEYS[1])", "''", 1)
+		}
+		got, err := c.c.Eval(context.Background(), src, []string{"sy:{team:inplace}:tat"}, int64(1_700_000_003_000_000)).Slice()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got[0] != int64(1) || got[5] != int64(1) {
+			t.Fatalf("%s: TATs exact=%v, TTL kept=%v", c.name, got[0], got[5])
+		}
+		if !c.skipEnc && got[1] != c.enc {
+			t.Fatalf("%s: encoding after the TTL-keeping write %v, want %s (raw: written in place)", c.name, got[1], c.enc)
+		}
+		if got[2] != c.packed || got[3] != int64(0) {
+			t.Fatalf("%s: read as packed: %v, the text key %v; want %d and 0", c.name, got[2], got[3], c.packed)
+		}
+		if c.size > 0 && got[4] != c.size || c.size == 0 && got[4].(int64) < 33 {
+			t.Fatalf("%s: the rewritten text key holds %v bytes, want %d (0: text)", c.name, got[4], c.size)
+		}
+	}
+}

@@ -90,7 +90,7 @@ local function level(i, k)
   local nref = tonumber(ARGV[i]); i = i + 1
   if tpm > 0 and (charge > 0 or nref > 0) then
     clock()
-    local rtat, tat = gettat(ktat)
+    local rtat, tat, packed = gettat(ktat)
     local prev = max(rtat, tat)
     if tat < now then tat = now end
     tat = tat + charge * W / tpm
@@ -101,7 +101,7 @@ local function level(i, k)
       i = i + 2
     end
     if tat < now then tat = now end
-    settat(ktat, rtat, tat, now, prev)
+    settat(ktat, rtat, tat, now, prev, packed)
   else
     i = i + 2 * nref
   end
