@@ -202,3 +202,44 @@ func TestCounterTableRowsOfOneHash(t *testing.T) {
 		t.Fatalf("the table holds %d places for %d rows: forgotten places not reused", len(tb.list), len(names))
 	}
 }
+
+// TestCounterTableRowsNotReused: a forgotten row that is still held counts
+// into itself, never into the row made after it in its place; and 300
+// rows, with series past their inline slots (one and two blocks), all
+// export.
+func TestCounterTableRowsNotReused(t *testing.T) {
+	tb := NewCounterTable(prometheus.CounterOpts{Name: "t_total", Help: "h"}, "team", "kind")
+	old := tb.Row("a")
+	old.With("k").Add(1)
+	if n := tb.Forget(0, func(v string) bool { return v == "a" }); n != 1 {
+		t.Fatalf("Forget dropped %d series, want 1", n)
+	}
+	b := tb.Row("b") // takes a's place in the table
+	if b == old || b.pos != old.pos {
+		t.Fatalf("the new row is the forgotten one (%v) or elsewhere (pos %d, %d)", b == old, b.pos, old.pos)
+	}
+	old.With("k").Add(5)
+	if v := b.With("k").Value(); v != 0 {
+		t.Fatalf("the new row counts %v, want 0: it shares the forgotten row's slots", v)
+	}
+	for i := range 300 {
+		row := tb.Row(fmt.Sprintf("t%d", i))
+		for k := range i % 15 { // up to 14 series: inline and two blocks
+			row.With(fmt.Sprintf("k%d", k)).Add(float64(i))
+		}
+	}
+	var out strings.Builder
+	if err := tb.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := 1 // b's
+	for i := range 300 {
+		want += i % 15
+	}
+	if got := strings.Count(out.String(), "\nt_total{"); got != want {
+		t.Fatalf("%d series written, want %d", got, want)
+	}
+	if !strings.Contains(out.String(), `t_total{kind="k13",team="t299"} 299`) {
+		t.Fatalf("t299's 14th series is missing:\n%s", out.String()[:200])
+	}
+}
