@@ -95,7 +95,7 @@ local function settat(k, r, t, now, prev, packed)
   if pack then v = pack('<dd', r, t) else v = fmt('%.17g:%.17g', r, t) end
   local e = ceil(m / G) * G
   if prev > 0 and e <= ceil(prev / G) * G then
-    if packed and pack then
+    if packed then -- read packed, so pack is there too: v is 16 bytes
       call('SETRANGE', k, 0, v)
     else
       call('SET', k, v, 'KEEPTTL')
