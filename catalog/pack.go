@@ -67,20 +67,3 @@ func listKey(models []string) string {
 	}
 	return b.String()
 }
-
-// configKeyNames are the default names of a team's first config keys
-// ("config key 1"...), one string each for every team.
-var configKeyNames = func() (out [16]string) {
-	for i := range out {
-		out[i] = "config key " + strconv.Itoa(i+1)
-	}
-	return out
-}()
-
-// configKeyName is the default name of a team's i-th config key (from 0).
-func configKeyName(i int) string {
-	if i < len(configKeyNames) {
-		return configKeyNames[i]
-	}
-	return "config key " + strconv.Itoa(i+1)
-}
