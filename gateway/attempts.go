@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"switchyard/catalog"
@@ -204,10 +203,9 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		h := cl.c.Writer.Header()
-		cl.hdr.flush(h)
-		cl.clen[0] = strconv.Itoa(len(resp.Body))
-		h["Content-Length"] = cl.clen[:] // complete once flushed: finish sends it before its bookkeeping
+		cl.hdr.int("Content-Length", int64(len(resp.Body)))
+		cl.sized = true // complete once flushed: finish sends it before its bookkeeping
+		cl.hdr.flush(cl.c.Writer.Header())
 		cl.entry.Status = status
 		if err := s.writeBody(cl.c, status, resp.Body, cl.end); err != nil {
 			cl.entry.Error = "client stopped reading the response: " + err.Error()

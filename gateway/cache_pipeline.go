@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"switchyard/cache"
@@ -237,6 +236,8 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 	if err != nil {
 		return false // not renderable for this client: call the upstream
 	}
+	cl.hdr.int("Content-Length", int64(len(body)))
+	cl.sized = true
 	h := cl.c.Writer.Header()
 	cl.hdr.flush(h)
 	setCacheHeaders(h, result, e, now)
@@ -245,8 +246,6 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 	if ctype == "text/event-stream" {
 		h["Cache-Control"] = []string{"no-cache"}
 	}
-	cl.clen[0] = strconv.Itoa(len(body))
-	h["Content-Length"] = cl.clen[:]
 	cl.entry.Status, cl.entry.Cached = http.StatusOK, true
 	cl.entry.RoutedModel, cl.entry.Deployment = e.Model, e.Deployment
 	cl.entry.PromptTokens, cl.entry.CompletionTokens = e.Usage.PromptTokens, e.Usage.CompletionTokens
