@@ -88,9 +88,14 @@ type call struct {
 // points into the call (Content-Length goes through the header batch).
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-// putCall empties cl, so a pooled call holds nothing of its request
-// (body, parsed messages, catalog snapshot), and pools it.
+// putCall releases cl's plan, empties cl, so a pooled call holds nothing
+// of its request (body, parsed messages, catalog snapshot), and pools it.
+// The plan goes with it: its timeline was copied into the audit entry and
+// rendered into the headers.
 func putCall(cl *call) {
+	if cl.plan != nil {
+		cl.plan.Release()
+	}
 	*cl = call{}
 	callPool.Put(cl)
 }
