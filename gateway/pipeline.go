@@ -78,9 +78,8 @@ type call struct {
 }
 
 // callPool recycles calls: at 2.7 KB the call is the largest allocation a
-// request makes, an eighth of its bytes, and with 10,000 teams every
-// collection marks the node's per-team state, so fewer bytes allocated a
-// request mean fewer collections of a large heap (SPEC 16). A call is
+// request makes, an eighth of its bytes (with the plan, pooled beside it,
+// about 2 µs of CPU a request on a loaded node, 2026-12-07). A call is
 // reachable only from its own request: the edge state's admission is
 // synchronous (a follower in a group commit waits for its answer, and the
 // leader touches no call after handing it its answer), Finish copies what
