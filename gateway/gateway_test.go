@@ -355,35 +355,47 @@ func TestUpstreamCredentialsNotForwarded(t *testing.T) {
 	}
 }
 
-// TestChatAllocations is the allocation guard of SPEC 16: the in-process
-// chat hot path must stay under a ceiling set from measurement.
-func TestChatAllocations(t *testing.T) {
-	// limits on: the common production case, with x-ratelimit-* headers
-	n := newTestNode(t, strings.Replace(simYAML, `models: [m, e, i, normal]}`, `models: [m, e, i, normal], rpm: 100000000, tpm: 100000000000}`, 1))
-	h := n.Handler()
+// limitedYAML is simYAML with team limits on: the common production case,
+// with x-ratelimit-* headers.
+var limitedYAML = strings.Replace(simYAML, `models: [m, e, i, normal]}`, `models: [m, e, i, normal], rpm: 100000000, tpm: 100000000000}`, 1)
+
+// inProcessChat returns run, one small chat request served by a node with
+// team limits, and harness, the same request and recorder without the
+// node: the guards measure both and subtract harness, so a ceiling is on
+// the gateway's own allocations.
+func inProcessChat(t *testing.T) (run, harness func()) {
+	h := newTestNode(t, limitedYAML).Handler()
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`)
-	run := func() {
+	request := func() *http.Request {
 		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+testKey)
+		return req
+	}
+	run = func() {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
+		h.ServeHTTP(w, request())
 		if w.Code != 200 {
 			t.Fatalf("status %d: %s", w.Code, w.Body)
 		}
 	}
-	run()
-	allocs := testing.AllocsPerRun(200, run)
-	// the harness itself (request, recorder, reader) is measured alone and
-	// subtracted, so the ceiling is on the gateway's own allocations
-	harness := testing.AllocsPerRun(200, func() {
-		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+testKey)
+	harness = func() {
 		w := httptest.NewRecorder()
+		_ = request()
 		w.WriteHeader(200)
 		_, _ = w.Write(body)
-	})
-	own := allocs - harness
-	t.Logf("allocations per in-process chat request: %.0f (total %.0f, harness %.0f)", own, allocs, harness)
+	}
+	return run, harness
+}
+
+// TestChatAllocations is the allocation guard of SPEC 16: the in-process
+// chat hot path must stay under a ceiling set from measurement.
+func TestChatAllocations(t *testing.T) {
+	run, harness := inProcessChat(t)
+	run()
+	allocs := testing.AllocsPerRun(200, run)
+	alone := testing.AllocsPerRun(200, harness)
+	own := allocs - alone
+	t.Logf("allocations per in-process chat request: %.0f (total %.0f, harness %.0f)", own, allocs, alone)
 	const ceiling = 60 // SPEC 16
 	if own > ceiling {
 		t.Fatalf("chat hot path allocates %.0f per request, ceiling %d", own, ceiling)
@@ -397,27 +409,7 @@ func TestChatAllocations(t *testing.T) {
 // gateway's own a request, 13.7 under the race detector, against 15.5 and
 // 17.2 before the call and the plan were pooled).
 func TestChatBytes(t *testing.T) {
-	n := newTestNode(t, strings.Replace(simYAML, `models: [m, e, i, normal]}`, `models: [m, e, i, normal], rpm: 100000000, tpm: 100000000000}`, 1))
-	h := n.Handler()
-	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`)
-	request := func() *http.Request {
-		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		return req
-	}
-	run := func() {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, request())
-		if w.Code != 200 {
-			t.Fatalf("status %d: %s", w.Code, w.Body)
-		}
-	}
-	harness := func() {
-		w := httptest.NewRecorder()
-		_ = request()
-		w.WriteHeader(200)
-		_, _ = w.Write(body)
-	}
+	run, harness := inProcessChat(t)
 	own := bytesPerRun(400, run) - bytesPerRun(400, harness)
 	ceiling := 12 << 10
 	if raceBuild {
@@ -436,7 +428,7 @@ func TestChatBytes(t *testing.T) {
 // catches a call touched after it went back to the pool), and every answer
 // must carry its own request's headers only.
 func TestPooledCallsShareNothing(t *testing.T) {
-	n := newTestNode(t, strings.Replace(simYAML, `models: [m, e, i, normal]}`, `models: [m, e, i, normal], rpm: 100000000, tpm: 100000000000}`, 1))
+	n := newTestNode(t, limitedYAML)
 	h := n.Handler()
 	type shape struct {
 		model, body, session string
