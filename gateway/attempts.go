@@ -203,8 +203,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		cl.hdr.int("Content-Length", int64(len(resp.Body)))
-		cl.sized = true // complete once flushed: finish sends it before its bookkeeping
+		cl.contentLength(len(resp.Body))
 		cl.hdr.flush(cl.c.Writer.Header())
 		cl.entry.Status = status
 		if err := s.writeBody(cl.c, status, resp.Body, cl.end); err != nil {

@@ -236,8 +236,7 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 	if err != nil {
 		return false // not renderable for this client: call the upstream
 	}
-	cl.hdr.int("Content-Length", int64(len(body)))
-	cl.sized = true
+	cl.contentLength(len(body))
 	h := cl.c.Writer.Header()
 	cl.hdr.flush(h)
 	setCacheHeaders(h, result, e, now)

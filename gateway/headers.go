@@ -11,7 +11,7 @@ import (
 // (request id, rate limits, tier, decision headers) and writes them in one
 // go: all values share one string and one []string backing array, so a
 // dozen headers cost two allocations instead of two dozen. Its arrays live
-// inside the call value, which is allocated once per request anyway.
+// inside the call value, which is pooled (callPool).
 type headerBatch struct {
 	n    int
 	keys [24]string
@@ -80,6 +80,14 @@ func (h *headerBatch) reset(key string, d time.Duration) {
 		h.buf = append(h.buf, d.Round(time.Millisecond).String()...)
 	}
 	h.push(key)
+}
+
+// contentLength adds the answer's Content-Length, n bytes, to the batch
+// and marks the answer complete once flushed: finish sends it to the
+// client before its bookkeeping.
+func (cl *call) contentLength(n int) {
+	cl.hdr.int("Content-Length", int64(n))
+	cl.sized = true
 }
 
 // flush writes the collected headers into dst and empties the batch.

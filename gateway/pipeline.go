@@ -208,7 +208,7 @@ func (cl *call) authenticate() bool {
 // tier route, and the deployment pin of each model it may be routed to that
 // keeps one.
 func (cl *call) begin() bool {
-	q := &cl.edgeReq // in the call, which is on the heap already: no allocation of its own
+	q := &cl.edgeReq // in the pooled call: no allocation of its own
 	*q = edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
 	budget := cl.team.Budget.USD > 0
 	if l := cl.key.Level(); l != nil {
