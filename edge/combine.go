@@ -180,6 +180,7 @@ type teamBatch struct {
 	rel     []string // releases it carries
 	taken   int      // how many of rel came from the pending list
 	carried bool     // it carries the local fallback's TATs (ts.unshared)
+	pair    int      // in a gcraLua call: the number of its limit pair (appendLean)
 }
 
 // carry takes over what the local fallback admitted for team t that Redis
@@ -375,11 +376,27 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	}
 }
 
-// appendLean builds c's keys and arguments for gcraLua.
+// appendLean builds c's keys and arguments for gcraLua: the call's
+// distinct limit pairs first (teams of one plan share a boxed tuple, so a
+// pointer compare finds them), then each team's pair and admissions.
 func (r *Redis) appendLean(c *beginCall) {
-	na, nk := 1, 0
+	var pairs [8]*boxedLimits
+	distinct := pairs[:0]
+	na, nk := 2, 0
 	for _, g := range c.groups {
-		na += 5 + 3*len(g.calls)
+		la := g.calls[0].ts.keys.limitArgs(g.calls[0].q.Team)
+		g.pair = 0
+		for j, b := range distinct {
+			if b == la {
+				g.pair = j + 1
+				break
+			}
+		}
+		if g.pair == 0 {
+			distinct = append(distinct, la)
+			g.pair = len(distinct)
+		}
+		na += 4 + 3*len(g.calls)
 		nk++
 		for _, a := range g.calls {
 			c.results += a.results()
@@ -389,7 +406,11 @@ func (r *Redis) appendLean(c *beginCall) {
 			}
 		}
 	}
-	c.keys, c.args = make([]string, 0, nk), make([]any, 0, na)
+	c.keys, c.args = make([]string, 0, nk), make([]any, 0, na+2*len(distinct))
+	c.args = append(c.args, len(distinct))
+	for _, b := range distinct {
+		c.args = append(c.args, b.args[0], b.args[1])
+	}
 	c.args = append(c.args, len(c.groups))
 	for _, g := range c.groups {
 		ts, t := g.calls[0].ts, g.calls[0].q.Team
@@ -400,9 +421,11 @@ func (r *Redis) appendLean(c *beginCall) {
 				c.keys = append(c.keys, a.lease.key)
 			}
 		}
-		la := ts.keys.limitArgs(t)
-		lr, lt := g.carry(r, ts, t)
-		c.args = append(c.args, la.args[0], la.args[1], lr, lt, len(g.calls))
+		if lr, lt := g.carry(r, ts, t); g.carried {
+			c.args = append(c.args, g.pair, -len(g.calls), lr, lt)
+		} else {
+			c.args = append(c.args, g.pair, len(g.calls))
+		}
 		for _, a := range g.calls {
 			if a.lease != nil {
 				c.args = append(c.args, a.cost, len(a.pins), a.lease.ttl, a.lease.tok)

@@ -15,8 +15,8 @@ import (
 )
 
 // gateClient holds the first EVALSHA until release is closed and counts the
-// script calls sent alone (with the number of teams each carried: ARGV 2)
-// and the pipelines.
+// script calls sent alone (with the number of teams each carried) and the
+// pipelines.
 type gateClient struct {
 	Client
 	release      chan struct{}
@@ -26,20 +26,25 @@ type gateClient struct {
 	beforePipe   func()
 
 	mu    sync.Mutex
-	teams []any // ARGV 2 of each call sent alone
+	teams []any   // the number of teams of each call sent alone
+	args  [][]any // the arguments of each call sent alone
 }
 
 func (g *gateClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	g.alone.Add(1)
-	n := args
-	if sha == gcraScript.Hash() { // gcraLua: ARGV 1 is the number of teams
-		n = append([]any{nil}, args...)
+	var teams any
+	switch {
+	case sha == gcraScript.Hash(): // gcraLua: the limit pairs, then the number of teams
+		teams = args[1+2*args[0].(int)]
+	case len(args) > 1: // beginLua: ARGV 2
+		teams = args[1]
 	}
-	if len(n) > 1 {
-		g.mu.Lock()
-		g.teams = append(g.teams, n[1])
-		g.mu.Unlock()
+	g.mu.Lock()
+	if teams != nil {
+		g.teams = append(g.teams, teams)
 	}
+	g.args = append(g.args, args)
+	g.mu.Unlock()
 	if g.first.CompareAndSwap(false, true) {
 		<-g.release
 	}
@@ -115,6 +120,72 @@ func TestAdmissionsOfManyTeamsShareARoundTrip(t *testing.T) {
 				t.Fatalf("%d fallbacks", rig.obs.fallbacks.Load())
 			}
 		})
+	}
+}
+
+// TestLeanCallSharesLimitPairs: a gcraLua call sends each distinct limit
+// pair once and each team the number of its pair. Six teams of two plans
+// (one of them with two admissions) queued behind a held call go out in one
+// call carrying two pairs, and each admission is decided against its own
+// plan and its own team's TATs.
+func TestLeanCallSharesLimitPairs(t *testing.T) {
+	rig := newMiniRig(t, Config{OneShard: true, Timeout: 5 * time.Second}, false)
+	gc := &gateClient{Client: rig.c, release: make(chan struct{})}
+	rig.r.c = gc
+	plans := []teamtest.Limits{{RPM: 5, TPM: 1000}, {RPM: 7, TPM: 2000}}
+	teams := []*catalog.Team{teamtest.Team("first", plans[0])}
+	for i := range 6 {
+		teams = append(teams, teamtest.Team(fmt.Sprintf("t%d", i), plans[i%2]))
+	}
+	teams = append(teams, teams[1]) // t0 again: two admissions of one team
+	ctx := context.Background()
+	got := make([]Begun, len(teams))
+	var wg sync.WaitGroup
+	run := func(i int) {
+		defer wg.Done()
+		x, err := rig.r.Begin(ctx, &Request{RequestID: reqID(i), Team: teams[i], Tokens: 10})
+		if err != nil {
+			t.Error(err)
+		}
+		got[i] = x
+	}
+	wg.Add(1)
+	go run(0)
+	for gc.alone.Load() == 0 { // the first call is in flight (held)
+		time.Sleep(time.Millisecond)
+	}
+	wg.Add(len(teams) - 1)
+	for i := 1; i < len(teams); i++ {
+		go run(i)
+	}
+	waitQueued(t, &rig.r.comb, len(teams)-1)
+	close(gc.release)
+	wg.Wait()
+	if gc.alone.Load() != 2 || fmt.Sprint(gc.teams) != "[1 6]" {
+		t.Fatalf("%d calls carrying %v teams; want 2 carrying [1 6]", gc.alone.Load(), gc.teams)
+	}
+	// the pairs, the number of teams, 2 a team, 3 an admission
+	if a := gc.args[1]; a[0] != 2 || len(a) != 1+2*2+1+6*2+7*3 {
+		t.Fatalf("second call: %d pairs, %d arguments; want 2 and %d: %v", a[0], len(a), 1+2*2+1+6*2+7*3, a)
+	}
+	for i, x := range got {
+		want := plans[0]
+		if i > 0 && (i-1)%2 == 1 && i != len(teams)-1 {
+			want = plans[1]
+		}
+		d := x.Decision
+		if !d.Allowed || x.Local || d.LimitRequests != want.RPM || d.LimitTokens != want.TPM {
+			t.Fatalf("admission %d (%s): allowed %v local %v limits %d/%d, want %d/%d", i, teams[i].Name, d.Allowed, x.Local, d.LimitRequests, d.LimitTokens, want.RPM, want.TPM)
+		}
+		// what is left is the script's, from the limits it was sent
+		if teams[i] != teams[1] && (d.RemainingRequests != want.RPM-1 || d.RemainingTokens != want.TPM-10) {
+			t.Fatalf("admission %d (%s): %d requests and %d tokens left, want %d and %d", i, teams[i].Name, d.RemainingRequests, d.RemainingTokens, want.RPM-1, want.TPM-10)
+		}
+	}
+	// t0's two admissions are one team's: the second sees the first's charge
+	a, b := got[1].Decision.RemainingRequests, got[len(teams)-1].Decision.RemainingRequests
+	if min(a, b) != 3 || max(a, b) != 4 {
+		t.Fatalf("t0's admissions left %d and %d requests; want 4 and 3", a, b)
 	}
 }
 
