@@ -401,3 +401,59 @@ func TestBedrockDefaultEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestBedrockUsageAnyNumber: a usage count that is a JSON number but not
+// an int (a fraction, an exponent, beyond int64, beyond float64) is
+// clamped like any absurd count (SPEC 14), in a sync answer and in a
+// stream's closing metadata event: it never turns a complete answer into
+// a failure, nor loses the final usage.
+func TestBedrockUsageAnyNumber(t *testing.T) {
+	var usage string
+	_, srv := newBedrockFake(t, func(w http.ResponseWriter, c *bedrockfake.Call) {
+		if c.Stream {
+			bedrockfake.WriteFrames(w,
+				bedrockfake.Event("messageStart", `{"role":"assistant"}`),
+				bedrockfake.Event("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"hello"}}`),
+				bedrockfake.Event("contentBlockStop", `{"contentBlockIndex":0}`),
+				bedrockfake.Event("messageStop", `{"stopReason":"end_turn"}`),
+				bedrockfake.Event("metadata", `{"usage":`+usage+`,"metrics":{"latencyMs":1}}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"output":{"message":{"role":"assistant","content":[{"text":"hello"}]}},"stopReason":"end_turn","usage":`+usage+`}`)
+	})
+	p := bedrockProvider(srv.URL)
+	a := newBedrockAdapter(t, p)
+	d := deployment(p, "anthropic.claude-3-haiku-20240307-v1:0")
+	for _, tc := range []struct {
+		usage string
+		want  Usage
+	}{
+		{`{"inputTokens":12.0,"outputTokens":3.7,"totalTokens":15.7}`, Usage{PromptTokens: 12, CompletionTokens: 3}},
+		{`{"inputTokens":1e3,"outputTokens":2E1,"totalTokens":1.02e3}`, Usage{PromptTokens: 1000, CompletionTokens: 20}},
+		{`{"inputTokens":99999999999999999999,"outputTokens":5,"totalTokens":99999999999999999999}`, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: 5}},
+		{`{"inputTokens":5,"outputTokens":1e400,"totalTokens":1e400}`, Usage{PromptTokens: 5, CompletionTokens: MaxUsageTokens}},
+		{`{"inputTokens":-1e400,"outputTokens":-7.5,"totalTokens":0,"cacheReadInputTokens":1e9}`, Usage{PromptTokens: MaxUsageTokens, CachedTokens: MaxUsageTokens}},
+		{`{"inputTokens":null,"outputTokens":4,"totalTokens":4}`, Usage{CompletionTokens: 4}},
+	} {
+		usage = tc.usage
+		for _, f := range []wire.Format{wire.FormatOpenAI, wire.FormatAnthropic} {
+			resp, err := a.Do(context.Background(), d, chatReq(t, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, f))
+			if err != nil {
+				t.Errorf("%s %v sync: %v", tc.usage, f, err)
+			} else if resp.Usage != tc.want || !strings.Contains(string(resp.Body), "hello") {
+				t.Errorf("%s %v sync: usage %+v, want %+v; body %s", tc.usage, f, resp.Usage, tc.want, resp.Body)
+			}
+			resp, err = a.Do(context.Background(), d, chatReq(t, `{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, f))
+			if err != nil {
+				t.Fatalf("%s %v stream: %v", tc.usage, f, err)
+			}
+			all, err := drain(t, resp.Stream)
+			if err != nil || !resp.Stream.Ended() {
+				t.Errorf("%s %v stream: ended=%v err=%v after %q", tc.usage, f, resp.Stream.Ended(), err, all)
+			} else if u := resp.Stream.Usage(); u != tc.want {
+				t.Errorf("%s %v stream: usage %+v, want %+v", tc.usage, f, u, tc.want)
+			}
+		}
+	}
+}

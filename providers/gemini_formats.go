@@ -131,26 +131,15 @@ type gmPromptFeedback struct {
 // cachedContentTokenCount; totalTokenCount is prompt + candidates +
 // toolUsePrompt + thoughts.
 //
-// The counts are read as float64 so that any JSON number, however large or
+// The counts are tokenCounts so that any JSON number, however large or
 // fractional, is clamped (SPEC 14) instead of failing the whole answer.
 type gmUsage struct {
-	PromptTokenCount        float64 `json:"promptTokenCount"`
-	CandidatesTokenCount    float64 `json:"candidatesTokenCount"`
-	ThoughtsTokenCount      float64 `json:"thoughtsTokenCount"`
-	CachedContentTokenCount float64 `json:"cachedContentTokenCount"`
-	ToolUsePromptTokenCount float64 `json:"toolUsePromptTokenCount"`
-	TotalTokenCount         float64 `json:"totalTokenCount"`
-}
-
-// clampTokens takes a negative count as 0 and one over the cap as the cap.
-func clampTokens(n float64) int {
-	switch {
-	case !(n >= 0): // negative, or NaN
-		return 0
-	case n > MaxUsageTokens:
-		return MaxUsageTokens
-	}
-	return int(n)
+	PromptTokenCount        tokenCount `json:"promptTokenCount"`
+	CandidatesTokenCount    tokenCount `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      tokenCount `json:"thoughtsTokenCount"`
+	CachedContentTokenCount tokenCount `json:"cachedContentTokenCount"`
+	ToolUsePromptTokenCount tokenCount `json:"toolUsePromptTokenCount"`
+	TotalTokenCount         tokenCount `json:"totalTokenCount"`
 }
 
 // usage maps usageMetadata to the gateway's convention (SPEC 10.2): every
@@ -161,9 +150,9 @@ func (u *gmUsage) usage() Usage {
 		return Usage{}
 	}
 	out := Usage{
-		PromptTokens:     min(clampTokens(u.PromptTokenCount)+clampTokens(u.ToolUsePromptTokenCount), MaxUsageTokens),
-		CompletionTokens: min(clampTokens(u.CandidatesTokenCount)+clampTokens(u.ThoughtsTokenCount), MaxUsageTokens),
-		CachedTokens:     clampTokens(u.CachedContentTokenCount),
+		PromptTokens:     min(u.PromptTokenCount.clamped()+u.ToolUsePromptTokenCount.clamped(), MaxUsageTokens),
+		CompletionTokens: min(u.CandidatesTokenCount.clamped()+u.ThoughtsTokenCount.clamped(), MaxUsageTokens),
+		CachedTokens:     u.CachedContentTokenCount.clamped(),
 	}
 	out.CachedTokens = min(out.CachedTokens, out.PromptTokens)
 	return out

@@ -245,3 +245,44 @@ func TestGeminiMethodURL(t *testing.T) {
 		t.Fatal(u)
 	}
 }
+
+// TestGeminiUsageAnyNumber: a usageMetadata count beyond what a float64
+// holds (1e400) is clamped like any absurd count (SPEC 14), in a sync
+// answer and in a stream's last event: it never fails a complete answer
+// nor loses the final usage.
+func TestGeminiUsageAnyNumber(t *testing.T) {
+	for _, tc := range []struct {
+		meta string
+		want Usage
+	}{
+		{`{"promptTokenCount":1e400,"candidatesTokenCount":3}`, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: 3}},
+		{`{"promptTokenCount":7,"candidatesTokenCount":-1e400,"thoughtsTokenCount":2.5}`, Usage{PromptTokens: 7, CompletionTokens: 2}},
+		{`{"promptTokenCount":7,"candidatesTokenCount":null}`, Usage{PromptTokens: 7}},
+	} {
+		sync := `{"candidates":[{"content":{"parts":[{"text":"hello"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":` + tc.meta + `}`
+		stream := "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"hel\"}],\"role\":\"model\"},\"index\":0}]}\r\n\r\n" +
+			"data: " + sync + "\r\n\r\n"
+		var got captured
+		srv := fakeGemini(t, &got, sync, stream)
+		p := geminiProvider(srv.URL + "/v1beta")
+		a := newAdapter(t, p)
+		d := deployment(p, "gemini-2.5-flash")
+		resp, err := a.Do(context.Background(), d, chatReq(t, `{"model":"public","messages":[{"role":"user","content":"Hi"}]}`, wire.FormatOpenAI))
+		if err != nil {
+			t.Errorf("%s sync: %v", tc.meta, err)
+		} else if resp.Usage != tc.want {
+			t.Errorf("%s sync: usage %+v, want %+v", tc.meta, resp.Usage, tc.want)
+		}
+		resp, err = a.Do(context.Background(), d, chatReq(t, `{"model":"public","stream":true,"messages":[{"role":"user","content":"Hi"}]}`, wire.FormatOpenAI))
+		if err != nil {
+			t.Fatalf("%s stream: %v", tc.meta, err)
+		}
+		all, err := drain(t, resp.Stream)
+		if err != nil || !resp.Stream.Ended() || !strings.HasSuffix(string(all), "data: [DONE]\n\n") {
+			t.Errorf("%s stream: ended=%v err=%v after %q", tc.meta, resp.Stream.Ended(), err, all)
+		} else if u := resp.Stream.Usage(); u != tc.want {
+			t.Errorf("%s stream: usage %+v, want %+v", tc.meta, u, tc.want)
+		}
+		srv.Close()
+	}
+}

@@ -34,6 +34,10 @@ const (
 	tokenRefreshBefore = 5 * time.Minute
 	// tokenRetryMax caps the backoff between failed refreshes.
 	tokenRetryMax = 30 * time.Second
+	// tokenRefreshMin is the shortest wait between two fetches, whatever
+	// the token's life: an endpoint issuing tokens about to expire is not
+	// asked again in a tight loop.
+	tokenRefreshMin = time.Second
 )
 
 // tokenKeeper holds a Google OAuth2 access token for one provider. The
@@ -155,7 +159,7 @@ func (k *tokenKeeper) loop(first <-chan struct{}) {
 	for {
 		wait := backoff
 		if t := k.tok.Load(); t != nil && k.lastErr.Load() == nil {
-			wait = refreshIn(t, k.now())
+			wait = max(refreshIn(t, k.now()), tokenRefreshMin)
 			backoff = time.Second
 		} else {
 			backoff = min(2*backoff, tokenRetryMax)
@@ -189,8 +193,14 @@ func refreshIn(t *oauth2.Token, now time.Time) time.Duration {
 // refresh makes one fetch and publishes its token or its failure.
 func (k *tokenKeeper) refresh() {
 	t, err := k.fetch()
-	if err == nil && (t == nil || t.AccessToken == "") {
+	switch {
+	case err != nil:
+	case t == nil || t.AccessToken == "":
 		err = errors.New("the token endpoint returned no access token")
+	case !t.Expiry.IsZero() && !k.now().Before(t.Expiry):
+		// expires_in <= 0, or an id_token whose exp has passed: a failed
+		// refresh (retried with the backoff), not a token to refresh at once
+		err = errors.New("the token endpoint returned an expired token")
 	}
 	if err != nil {
 		msg := credentialsErr(err)

@@ -278,8 +278,8 @@ func messagesToConverse(raw []byte) ([]byte, error) {
 	}
 	out.StopReason = stop
 	u := in.Usage
-	out.Usage = &cvUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens,
-		CacheReadInputTokens: u.CacheReadInputTokens, CacheWriteInputTokens: u.CacheCreationInputTokens}
+	out.Usage = &cvUsage{InputTokens: tokenCount(u.InputTokens), OutputTokens: tokenCount(u.OutputTokens), TotalTokens: tokenCount(u.InputTokens + u.OutputTokens),
+		CacheReadInputTokens: tokenCount(u.CacheReadInputTokens), CacheWriteInputTokens: tokenCount(u.CacheCreationInputTokens)}
 	return json.Marshal(out)
 }
 
@@ -302,7 +302,7 @@ func (c *messagesToConverseStream) event(name string, data []byte) []anEventOut 
 	switch name {
 	case "message_start":
 		if ev.Message != nil {
-			c.u.InputTokens = ev.Message.Usage.InputTokens
+			c.u.InputTokens = tokenCount(ev.Message.Usage.InputTokens)
 		}
 		return mk("messageStart", map[string]string{"role": "assistant"})
 	case "content_block_start":
@@ -327,9 +327,9 @@ func (c *messagesToConverseStream) event(name string, data []byte) []anEventOut 
 			c.stop = converseStopReason(*ev.Delta.StopReason)
 		}
 		if ev.Usage != nil {
-			c.u.OutputTokens = ev.Usage.OutputTokens
+			c.u.OutputTokens = tokenCount(ev.Usage.OutputTokens)
 			if ev.Usage.InputTokens > 0 {
-				c.u.InputTokens = ev.Usage.InputTokens
+				c.u.InputTokens = tokenCount(ev.Usage.InputTokens)
 			}
 		}
 	case "message_stop":

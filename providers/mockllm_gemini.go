@@ -178,7 +178,7 @@ func geminiMockEvent(model, text, finish string, u *Usage) []byte {
 	}
 	out := gmResponse{Candidates: []gmCandidate{c}, ModelVersion: model, ResponseID: "mock-response"}
 	if u != nil {
-		out.UsageMetadata = &gmUsage{PromptTokenCount: float64(u.PromptTokens), CandidatesTokenCount: float64(u.CompletionTokens), TotalTokenCount: float64(u.PromptTokens + u.CompletionTokens)}
+		out.UsageMetadata = &gmUsage{PromptTokenCount: tokenCount(u.PromptTokens), CandidatesTokenCount: tokenCount(u.CompletionTokens), TotalTokenCount: tokenCount(u.PromptTokens + u.CompletionTokens)}
 	}
 	b, _ := json.Marshal(out)
 	return b

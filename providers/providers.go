@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -119,6 +120,41 @@ func (u Usage) Clamped() (Usage, bool) {
 }
 
 func clampCount(n int) int { return min(max(n, 0), MaxUsageTokens) }
+
+// tokenCount is a token count as an upstream's JSON has it, read from any
+// JSON number: fractional, in exponent form, beyond every integer type,
+// beyond float64 (taken as ±Inf). An absurd count is then clamped (SPEC 14:
+// "one over 100 million per request as 100 million") instead of failing
+// the whole answer, or ending a stream whose content has all been relayed
+// at its closing usage event. null is 0; any other JSON value is malformed.
+type tokenCount float64
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *tokenCount) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	// the decoder hands over one JSON value: a number token parses (a
+	// range error is still the nearest float, ±Inf or 0), anything else not
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return errors.New("a token count is not a number")
+	}
+	*t = tokenCount(f)
+	return nil
+}
+
+// clamped is t within [0, MaxUsageTokens], truncated to an integer.
+func (t tokenCount) clamped() int {
+	switch f := float64(t); {
+	case !(f >= 0): // negative, or NaN
+		return 0
+	case f > MaxUsageTokens:
+		return MaxUsageTokens
+	default:
+		return int(f)
+	}
+}
 
 // EventStream relays an upstream stream event by event.
 //

@@ -126,27 +126,23 @@ type cvResponse struct {
 }
 
 // cvUsage is TokenUsage. Bedrock's inputTokens excludes the cache read and
-// write tokens (SPEC 10.2), as Anthropic's input_tokens does.
+// write tokens (SPEC 10.2), as Anthropic's input_tokens does. The counts
+// are tokenCounts: any JSON number is clamped, never a malformed answer.
 type cvUsage struct {
-	InputTokens           int `json:"inputTokens"`
-	OutputTokens          int `json:"outputTokens"`
-	TotalTokens           int `json:"totalTokens"`
-	CacheReadInputTokens  int `json:"cacheReadInputTokens,omitempty"`
-	CacheWriteInputTokens int `json:"cacheWriteInputTokens,omitempty"`
+	InputTokens           tokenCount `json:"inputTokens"`
+	OutputTokens          tokenCount `json:"outputTokens"`
+	TotalTokens           tokenCount `json:"totalTokens"`
+	CacheReadInputTokens  tokenCount `json:"cacheReadInputTokens,omitempty"`
+	CacheWriteInputTokens tokenCount `json:"cacheWriteInputTokens,omitempty"`
 }
 
 // clampBedrock takes a negative count as 0 and one over 100 million as 100
 // million, logging either (SPEC 14).
-func clampBedrock(field string, n int) int {
-	switch {
-	case n < 0:
-		slog.Warn("bedrock: negative token count taken as 0", "field", field, "value", n)
-		return 0
-	case n > MaxUsageTokens:
-		slog.Warn("bedrock: token count capped at 100 million", "field", field, "value", n)
-		return MaxUsageTokens
+func clampBedrock(field string, n tokenCount) int {
+	if f := float64(n); f < 0 || f > MaxUsageTokens {
+		slog.Warn("bedrock: token count out of range clamped", "field", field, "value", f, "clamped", n.clamped())
 	}
-	return n
+	return n.clamped()
 }
 
 // normalized is the usage in the gateway's convention: prompt tokens count

@@ -459,3 +459,41 @@ func TestGeminiThinkingBudget(t *testing.T) {
 		t.Fatalf("anthropic thinking disabled on pro: %s %v", got, err)
 	}
 }
+
+// TestGeminiCandidatesBlocked: with n > 1 (candidateCount), an answer in
+// which every candidate was stopped for safety with nothing produced is a
+// content_policy failure like a single blocked candidate (SPEC 10: "with
+// no content produced"); one candidate with content makes it an answer,
+// each choice with its own finish reason.
+func TestGeminiCandidatesBlocked(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		blocked    bool
+		finishes   []string
+	}{
+		{"all blocked", `{"candidates":[{"finishReason":"SAFETY","index":0},{"content":{"parts":[],"role":"model"},"finishReason":"RECITATION","index":1}],"usageMetadata":{"promptTokenCount":7}}`, true, nil},
+		{"one answered", `{"candidates":[{"finishReason":"SAFETY","index":0},{"content":{"parts":[{"text":"ok"}],"role":"model"},"finishReason":"STOP","index":1}]}`, false, []string{"content_filter", "stop"}},
+		{"one called", `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}],"role":"model"},"finishReason":"STOP","index":0},{"finishReason":"SAFETY","index":1}]}`, false, []string{"tool_calls", "content_filter"}},
+	} {
+		out, _, err := geminiToOpenAIResponse([]byte(tc.body), "gem", 0)
+		if tc.blocked {
+			wantClass(t, err, routing.ClassContentPolicy)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var resp oaResponse
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Choices) != len(tc.finishes) {
+			t.Fatalf("%s: %s", tc.name, out)
+		}
+		for i, c := range resp.Choices {
+			if c.FinishReason == nil || *c.FinishReason != tc.finishes[i] {
+				t.Errorf("%s: choice %d: %s", tc.name, i, out)
+			}
+		}
+	}
+}

@@ -340,6 +340,8 @@ func readGeminiAnswer(raw []byte, model string) (*gmAnswer, error) {
 		}
 		return nil, &Error{Class: routing.ClassServerError, Message: "the Gemini answer has no candidate"}
 	}
+	produced := false // a candidate holds text or a call
+	filtered := ""    // a candidate's safety finishReason
 	for _, c := range in.Candidates {
 		ch := gmChoice{index: c.Index}
 		var text strings.Builder
@@ -361,10 +363,17 @@ func readGeminiAnswer(raw []byte, model string) (*gmAnswer, error) {
 		if ch.finish == "" {
 			ch.finish = "stop"
 		}
-		if ch.finish == "content_filter" && ch.text == "" && len(ch.calls) == 0 && len(in.Candidates) == 1 {
-			return nil, blockedError(c.FinishReason)
+		if ch.text != "" || len(ch.calls) > 0 {
+			produced = true
+		} else if ch.finish == "content_filter" && filtered == "" {
+			filtered = c.FinishReason
 		}
 		a.choices = append(a.choices, ch)
+	}
+	if !produced && filtered != "" {
+		// no candidate produced anything and one was stopped for safety:
+		// nothing to answer with, whatever candidateCount asked for
+		return nil, blockedError(filtered)
 	}
 	return a, nil
 }

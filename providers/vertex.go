@@ -161,11 +161,14 @@ func (v *vertex) CloseIdleConnections() {
 	v.keeper.Close()
 }
 
-// scrubErr scrubs an error of the provider's secrets and of the tokens.
+// scrubErr scrubs an error of the provider's secrets and of the tokens,
+// in every text field (type and code reach the client too).
 func (v *vertex) scrubErr(err error) error {
 	e := v.sc.Error(err).(*Error)
 	for _, t := range v.keeper.secrets() {
 		e.Message = strings.ReplaceAll(e.Message, t, redactedSecret)
+		e.Type = strings.ReplaceAll(e.Type, t, redactedSecret)
+		e.Code = strings.ReplaceAll(e.Code, t, redactedSecret)
 		if e.body != nil {
 			e.body = bytes.ReplaceAll(e.body, []byte(t), []byte(redactedSecret))
 		}

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -86,6 +87,17 @@ func (f *fakeGoogle) serve(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ya29.test-") {
 		w.WriteHeader(401)
 		io.WriteString(w, `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`)
+		return
+	}
+	if tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "); strings.Contains(string(body), "echo-token-in-") {
+		// the credential quoted where the error's type and code are read
+		// from: Google's error.status, Anthropic's error.type, a string code
+		w.WriteHeader(400)
+		if strings.Contains(string(body), "echo-token-in-status") {
+			fmt.Fprintf(w, `{"error":{"code":400,"message":"bad request","status":%q}}`, tok)
+		} else {
+			fmt.Fprintf(w, `{"type":"error","error":{"type":%q,"code":%q,"message":"bad request"}}`, tok, tok)
+		}
 		return
 	}
 	if strings.Contains(string(body), "echo-token") {
@@ -438,6 +450,89 @@ func TestRefreshIn(t *testing.T) {
 	} {
 		if got := refreshIn(&oauth2.Token{Expiry: now.Add(tc.left)}, now); got != tc.want {
 			t.Errorf("%s left: %s, want %s", tc.left, got, tc.want)
+		}
+	}
+}
+
+// TestTokenKeeperExpiredToken: a token endpoint that answers with a token
+// already expired (expires_in <= 0 for a user credential; an id_token
+// whose exp has passed for a service account) does not make the keeper
+// fetch again at once, forever: the token is a failed refresh, retried
+// with the backoff, and requests get an auth error saying why.
+func TestTokenKeeperExpiredToken(t *testing.T) {
+	for _, expiresIn := range []int{-60, -1} {
+		var fetches atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fetches.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"access_token":"ya29.expired-token","token_type":"Bearer","expires_in":%d}`, expiresIn)
+		}))
+		key, _ := json.Marshal(map[string]string{"type": "authorized_user", "client_id": "cid", "client_secret": "csecret-0123456789",
+			"refresh_token": "rtoken-0123456789", "token_uri": srv.URL + "/token"})
+		p := &catalog.Provider{Provider: config.Provider{Name: "vx", Kind: KindVertex, Project: "p", Region: "us-east5", CredentialsJSON: string(key)}}
+		fetch, _, err := googleTokenFetcher(p, srv.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the scenario is reachable: the library hands back an expired token
+		if tok, err := fetch(); err != nil || tok.Expiry.IsZero() || tok.Expiry.After(time.Now()) {
+			t.Fatalf("expires_in %d: token %+v, %v", expiresIn, tok, err)
+		}
+		waits := make(chan time.Duration)
+		ticks := make(chan time.Time)
+		after := func(d time.Duration) <-chan time.Time {
+			waits <- d
+			return ticks
+		}
+		k := startTokenKeeper(fetch, time.Now, after)
+		for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+			if d := <-waits; d != want {
+				t.Errorf("expires_in %d: refresh %d scheduled in %s, want the retry backoff %s", expiresIn, i+1, d, want)
+			}
+			if _, err := k.token(); err == nil {
+				t.Errorf("expires_in %d: an expired token served", expiresIn)
+			} else if e := wantClass(t, err, routing.ClassAuth); !strings.Contains(e.Message, "expired") {
+				t.Errorf("expires_in %d: message %q", expiresIn, e.Message)
+			}
+			if i < 2 {
+				ticks <- time.Now()
+			}
+		}
+		if n := fetches.Load(); n != 3+1 { // three by the keeper, one above
+			t.Errorf("expires_in %d: %d fetches", expiresIn, n)
+		}
+		go func() {
+			for range waits {
+			}
+		}()
+		k.Close()
+		close(waits)
+		srv.Close()
+	}
+}
+
+// TestVertexScrubsTokenInTypeAndCode: the access token is scrubbed from
+// every text field of an error the gateway relays (the type and code reach
+// the client's error body too), not only from its message.
+func TestVertexScrubsTokenInTypeAndCode(t *testing.T) {
+	f := newFakeGoogle(t)
+	p := vertexProvider(f, "us-east5")
+	a := newVertexAdapter(t, p)
+	for _, tc := range []struct{ model, content string }{
+		{"gemini-2.5-flash", "echo-token-in-status"},
+		{"gemini-2.5-flash", "echo-token-in-type"},
+		{"claude-sonnet-4@20250514", "echo-token-in-type"},
+	} {
+		_, err := a.Do(context.Background(), deployment(p, tc.model), chatReq(t, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"`+tc.content+`"}]}`, wire.FormatAnthropic))
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%s %s: %v", tc.model, tc.content, err)
+		}
+		for _, field := range []string{e.Type, e.Code, e.Message, string(e.body)} {
+			if strings.Contains(field, "ya29.test-") {
+				t.Errorf("%s %s: token relayed: type %q code %q message %q", tc.model, tc.content, e.Type, e.Code, e.Message)
+				break
+			}
 		}
 	}
 }
