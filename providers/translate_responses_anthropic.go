@@ -110,9 +110,9 @@ func (c *anthropicToResponsesStream) event(name string, data []byte) ([]byte, bo
 		ev.applyMessageDelta(&c.finish, &c.u)
 	case "message_stop":
 		c.e.finish(c.finish, c.u)
-		return c.e.take(), true, nil
+		return c.e.result(true)
 	}
-	return c.e.take(), false, nil
+	return c.e.result(false)
 }
 
 // eof: Anthropic ends every complete stream with message_stop.

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"switchyard/routing"
 	"switchyard/wire"
 )
 
@@ -272,6 +273,24 @@ func buildResponse(rq *wire.Responses, id string, created int64, model, text, re
 	return body
 }
 
+// maxRespHeld bounds what a Responses stream holds to write its .done
+// events and its final response object: every output item's text and
+// arguments, which a relayed stream does not keep. SPEC 14 caps an
+// upstream's sync body (maxResponseBody); the answer a translated stream
+// holds is capped the same, or an upstream that never stops (within the
+// request's timeout) would grow it without bound. A variable for tests.
+var maxRespHeld = maxResponseBody
+
+// respItemHeld is what an output item holds besides its text or
+// arguments (its ids, name and object), counted against maxRespHeld: an
+// upstream that opens tool calls without end is bounded too.
+const respItemHeld = 256
+
+// errRespTooLarge ends a Responses stream whose held answer passed
+// maxRespHeld.
+var errRespTooLarge = &Error{Class: routing.ClassServerError,
+	Message: "upstream answer exceeds 64 MiB (a Responses stream holds it for its final object)"}
+
 // respEmitter builds the Responses event stream from what an upstream
 // stream reports, one upstream event at a time: each method appends the
 // framed events it causes to out, which the converter returns and resets.
@@ -300,6 +319,7 @@ type respEmitter struct {
 	args   strings.Builder
 	key    int // upstream tool index of the open call
 	keys   map[int]bool
+	held   int // bytes held for the final object (maxRespHeld)
 }
 
 func newRespEmitter(rq *wire.Responses, created int64, model string, done ResponsesDone) *respEmitter {
@@ -311,6 +331,16 @@ func (e *respEmitter) take() []byte {
 	out := e.out
 	e.out = nil
 	return out
+}
+
+// result is a converter's answer to one upstream event: the framed
+// events, or errRespTooLarge once the answer held is past maxRespHeld.
+func (e *respEmitter) result(end bool) ([]byte, bool, error) {
+	if e.held > maxRespHeld {
+		e.out = nil
+		return nil, false, errRespTooLarge
+	}
+	return e.take(), end, nil
 }
 
 func (e *respEmitter) emit(name string, v any) {
@@ -409,6 +439,7 @@ func (e *respEmitter) textDelta(s string) {
 		e.closeItem()
 		e.kind, e.itemID = 1, itemID("msg_", e.id, len(e.items))
 		e.text.Reset()
+		e.held += respItemHeld
 		idx := len(e.items)
 		e.emit("response.output_item.added", evItem{Type: "response.output_item.added", OutputIndex: idx,
 			Item: respMessage{ID: e.itemID, Type: "message", Status: "in_progress", Role: "assistant", Content: []any{}}, SequenceNumber: e.seq})
@@ -416,6 +447,7 @@ func (e *respEmitter) textDelta(s string) {
 			Part: newTextPart(""), SequenceNumber: e.seq})
 	}
 	e.text.WriteString(s)
+	e.held += len(s)
 	// the hot event, appended by hand
 	const name = "response.output_text.delta"
 	b := append(e.out, "event: "+name+"\ndata: {\"type\":\""+name+"\",\"item_id\":"...)
@@ -441,6 +473,7 @@ func (e *respEmitter) toolStart(key int, callID, name string) {
 	e.kind, e.key, e.callID, e.name = 2, key, callID, name
 	e.itemID = itemID("fc_", e.id, len(e.items))
 	e.args.Reset()
+	e.held += respItemHeld + len(callID) + len(name)
 	e.emit("response.output_item.added", evItem{Type: "response.output_item.added", OutputIndex: len(e.items),
 		Item: respCall{ID: e.itemID, Type: "function_call", Status: "in_progress", CallID: callID, Name: name}, SequenceNumber: e.seq})
 }
@@ -455,6 +488,7 @@ func (e *respEmitter) toolArgs(key int, delta string) {
 		return
 	}
 	e.args.WriteString(delta)
+	e.held += len(delta)
 	e.emit("response.function_call_arguments.delta", struct {
 		Type           string `json:"type"`
 		ItemID         string `json:"item_id"`

@@ -215,7 +215,7 @@ func newChatToResponsesStream(rq *wire.Responses, model string, created int64, d
 func (c *chatToResponsesStream) event(_ string, data []byte) ([]byte, bool, error) {
 	if isDone(data) {
 		c.e.finish(c.finish, c.u)
-		return c.e.take(), true, nil
+		return c.e.result(true)
 	}
 	if strings.Contains(string(data), `"error"`) {
 		if _, _, ok := wire.FindTopLevel(data, "error"); ok {
@@ -261,7 +261,7 @@ func (c *chatToResponsesStream) event(_ string, data []byte) ([]byte, bool, erro
 			c.finish = *choice.FinishReason
 		}
 	}
-	return c.e.take(), false, nil
+	return c.e.result(false)
 }
 
 // eof: a server that ends the body after its finish chunk but without
@@ -271,7 +271,8 @@ func (c *chatToResponsesStream) eof() ([]byte, error) {
 		return nil, streamCut()
 	}
 	c.e.finish(c.finish, c.u)
-	return c.e.take(), nil
+	out, _, err := c.e.result(true)
+	return out, err
 }
 
 func (c *chatToResponsesStream) usage() Usage { return c.u }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -291,5 +292,64 @@ func TestForwardAllowlist(t *testing.T) {
 	}
 	if got := u.headers(true, http.Header{}); got.Get("Accept") != "text/event-stream" || got.Get("X-Trace-Tag") != "" {
 		t.Fatalf("no client header: the prebuilt stream map, got %v", got)
+	}
+}
+
+// TestResponsesStreamHeldBounded: a Responses stream holds its answer for
+// the .done events and the final object, so an upstream that streams text,
+// arguments or tool calls without end (within the request's timeout) is
+// cut once what is held passes the cap, as a sync body is (SPEC 14): a
+// server_error, and nothing more held. Before, each kept growing.
+func TestResponsesStreamHeldBounded(t *testing.T) {
+	defer func(n int) { maxRespHeld = n }(maxRespHeld)
+	maxRespHeld = 4 << 10
+	rq := responsesReq(t, "req_text.json")
+	chunk := strings.Repeat("x", 100)
+	cases := []struct {
+		name  string
+		conv  func() converter
+		event func(i int) (string, []byte)
+	}{
+		{"chat text", func() converter { return newChatToResponsesStream(rq, "m", 1, nil) }, func(int) (string, []byte) {
+			return "", []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"` + chunk + `"}}]}`)
+		}},
+		{"chat arguments", func() converter { return newChatToResponsesStream(rq, "m", 1, nil) }, func(int) (string, []byte) {
+			return "", []byte(`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"f","arguments":"` + chunk + `"}}]}}]}`)
+		}},
+		{"chat tool calls", func() converter { return newChatToResponsesStream(rq, "m", 1, nil) }, func(i int) (string, []byte) {
+			return "", []byte(fmt.Sprintf(`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"call_%d","function":{"name":"f","arguments":""}}]}}]}`, i, i))
+		}},
+		{"anthropic text", func() converter { return newAnthropicToResponsesStream(rq, "m", 1, nil) }, func(int) (string, []byte) {
+			return "content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + chunk + `"}}`)
+		}},
+		{"anthropic tool calls", func() converter { return newAnthropicToResponsesStream(rq, "m", 1, nil) }, func(i int) (string, []byte) {
+			return "content_block_start", []byte(fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":"toolu_%d","name":"f","input":{}}}`, i, i))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.conv()
+			var err error
+			n := 0
+			for ; n < 10_000 && err == nil; n++ {
+				name, data := tc.event(n)
+				_, _, err = c.event(name, data)
+			}
+			e := wantClass(t, err, routing.ClassServerError)
+			if !strings.Contains(e.Message, "exceeds") {
+				t.Fatalf("message %q", e.Message)
+			}
+			if n > 100 {
+				t.Fatalf("cut after %d events; want within the cap (4 KiB) plus one event", n)
+			}
+		})
+	}
+	// under the cap a stream completes as before
+	c := newChatToResponsesStream(rq, "m", 1, nil)
+	if _, _, err := c.event("", []byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"`+chunk+`"},"finish_reason":"stop"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := c.event("", []byte(`[DONE]`)); err != nil || !bytes.Contains(out, []byte("response.completed")) {
+		t.Fatalf("%v %s", err, out)
 	}
 }
