@@ -27,6 +27,9 @@ type Accumulator struct {
 
 	// OpenAI: tool index -> call; a fresh id at a known index is a new call
 	oaIndex map[int]int
+	// idSums is each call's id hashed (idSum), which a fresh id is told
+	// by: the id itself is kept only while the answer fits maxBytes
+	idSums []uint64
 	// Anthropic: block index -> call; Responses: output index -> call
 	blockCall map[int]int
 
@@ -57,8 +60,14 @@ func (a *Accumulator) fail(why string) {
 }
 
 // Add reads framed events, appends the deltas they carry to ds and returns
-// it. Events after the terminal one are ignored.
+// it. Events after the terminal one are ignored, and so is every event
+// once the stream can no longer become an entry or be shared (OK false):
+// nothing of it is kept any more.
 func (a *Accumulator) Add(frames []byte, ds []Delta) []Delta {
+	if a.bad != "" {
+		a.pending = nil
+		return ds
+	}
 	if len(a.pending) > 0 {
 		frames = append(a.pending, frames...)
 		a.pending = nil
@@ -75,6 +84,9 @@ func (a *Accumulator) Add(frames []byte, ds []Delta) []Delta {
 		}
 		name, data := splitEvent(frames[:end])
 		frames = frames[end+2:]
+		if a.bad != "" {
+			return ds
+		}
 		if data == nil || a.ended {
 			continue
 		}
@@ -124,12 +136,57 @@ func (a *Accumulator) addText(s string, ds []Delta) []Delta {
 	return append(ds, Delta{Kind: DeltaText, Text: s})
 }
 
-func (a *Accumulator) startCall(id, name string, ds []Delta) (int, []Delta) {
+// maxStreamCalls bounds the tool calls of one stream the accumulator
+// tracks: a stream that starts more (no model's answer does) is relayed
+// but neither stored nor shared, so a hostile upstream's stream of calls
+// costs the node no more than this many calls' bookkeeping (SPEC 14).
+const maxStreamCalls = 4096
+
+// callEncoded is the least an entry's encoding spends on a tool call (the
+// lengths of its id, name and arguments): counted toward maxBytes, so a
+// stream of empty calls passes it too.
+const callEncoded = 3
+
+// startCall starts tool call i, reported false when the stream has more
+// calls than the accumulator tracks (it then fails). The call's id and
+// name are kept only while the answer fits maxBytes: beyond, the entry is
+// lost, and the calls are only counted for the followers' deltas.
+func (a *Accumulator) startCall(id, name string, ds []Delta) (int, []Delta, bool) {
 	i := len(a.calls)
-	a.calls = append(a.calls, ToolCall{ID: id, Name: name})
+	if i >= maxStreamCalls {
+		a.fail("more tool calls than a stream may have")
+		return -1, ds, false
+	}
+	a.size += len(id) + len(name) + callEncoded
+	if a.size <= a.maxBytes {
+		a.calls = append(a.calls, ToolCall{ID: id, Name: name})
+	} else {
+		a.calls = append(a.calls, ToolCall{})
+	}
+	a.idSums = append(a.idSums, idSum(id))
 	a.args = append(a.args, strings.Builder{})
-	a.size += len(id) + len(name)
-	return i, append(ds, Delta{Kind: DeltaTool, Index: i, ID: id, Name: name})
+	return i, append(ds, Delta{Kind: DeltaTool, Index: i, ID: id, Name: name}), true
+}
+
+// freshID reports whether id starts a call other than call: it is set
+// and not call's id (compared whole while the id is kept, else by idSum).
+func (a *Accumulator) freshID(call int, id string) bool {
+	if id == "" {
+		return false
+	}
+	if kept := a.calls[call].ID; kept != "" {
+		return id != kept
+	}
+	return idSum(id) != a.idSums[call]
+}
+
+// idSum is id hashed (FNV-1a), to tell a call's id without keeping it.
+func idSum(id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint64(id[i])) * 1099511628211
+	}
+	return h
 }
 
 func (a *Accumulator) addArgs(i int, s string, ds []Delta) []Delta {
@@ -179,8 +236,11 @@ func (a *Accumulator) openAIEvent(data []byte, ds []Delta) []Delta {
 				a.oaIndex = map[int]int{}
 			}
 			call, known := a.oaIndex[idx]
-			if !known || (tc.ID != "" && tc.ID != a.calls[call].ID) {
-				call, ds = a.startCall(tc.ID, tc.Function.Name, ds)
+			if !known || a.freshID(call, tc.ID) {
+				var ok bool
+				if call, ds, ok = a.startCall(tc.ID, tc.Function.Name, ds); !ok {
+					return ds
+				}
 				a.oaIndex[idx] = call
 			}
 			ds = a.addArgs(call, tc.Function.Arguments, ds)
@@ -218,8 +278,10 @@ func (a *Accumulator) anthropicEvent(name string, data []byte, ds []Delta) []Del
 			if a.blockCall == nil {
 				a.blockCall = map[int]int{}
 			}
-			var call int
-			call, ds = a.startCall(b.ID, b.Name, ds)
+			call, ds2, ok := a.startCall(b.ID, b.Name, ds)
+			if ds = ds2; !ok {
+				return ds
+			}
 			a.blockCall[ev.Index] = call
 		default:
 			a.fail("content block " + b.Type)
@@ -286,8 +348,10 @@ func (a *Accumulator) responsesEvent(name string, data []byte, ds []Delta) []Del
 			if a.blockCall == nil {
 				a.blockCall = map[int]int{}
 			}
-			var call int
-			call, ds = a.startCall(ev.Item.CallID, ev.Item.Name, ds)
+			call, ds2, ok := a.startCall(ev.Item.CallID, ev.Item.Name, ds)
+			if ds = ds2; !ok {
+				return ds
+			}
 			a.blockCall[ev.OutputIndex] = call
 		}
 	case "response.function_call_arguments.delta":

@@ -53,8 +53,10 @@ type Canon struct {
 	toolsSum *[sha256.Size]byte // Tools' digest when the memo had it (toolsDigest)
 }
 
-// Msg is one conversation turn: user, assistant or tool (a tool result).
-// System prompts are lifted into Canon.System.
+// Msg is one conversation turn: user, assistant or tool (a tool result),
+// or system for a system message sent after the conversation began (the
+// system messages before every turn are lifted into Canon.System:
+// addSystem).
 type Msg struct {
 	Role    string `json:"role"`
 	Name    string `json:"name,omitempty"`
@@ -103,9 +105,9 @@ type RespFormat struct {
 }
 
 // ErrNotCacheable is returned for a request the cache must not answer:
-// images, n > 1, a Responses request that continues stored state
-// (previous_response_id, conversation, item_reference), background mode,
-// or a body whose fields do not parse.
+// images, n > 1, log probabilities (wantsLogprobs), a Responses request
+// that continues stored state (previous_response_id, conversation,
+// item_reference), background mode, or a body whose fields do not parse.
 var ErrNotCacheable = errors.New("cache: request is not cacheable")
 
 func notCacheable(why string) error { return fmt.Errorf("%w: %s", ErrNotCacheable, why) }

@@ -21,7 +21,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every hashed input: changing the canonical form bumps
 // it, so old entries are simply never found again.
-const keyVersion = "switchyard-cache-v3"
+const keyVersion = "switchyard-cache-v4"
 
 // Parse reduces a request body to its canonical form. It returns an error
 // wrapping ErrNotCacheable for a request the cache must not answer (SPEC
@@ -361,6 +361,9 @@ func common(f fields, c *Canon) error {
 }
 
 func parseOpenAI(f fields, c *Canon) error {
+	if wantsLogprobs(f) {
+		return notCacheable("log probabilities, which an entry does not hold")
+	}
 	if err := common(f, c); err != nil {
 		return err
 	}
@@ -445,7 +448,7 @@ func parseOpenAI(f fields, c *Canon) error {
 			}
 			switch m.Role {
 			case "system", "developer":
-				c.System = appendTexts(c.System, parts)
+				addSystem(c, parts)
 				continue
 			case "tool":
 				c.Messages = appendMsg(c.Messages, Msg{Role: "tool", CallID: m.ToolCallID, Parts: parts})
@@ -479,6 +482,27 @@ func parseOpenAI(f fields, c *Canon) error {
 		}
 	}
 	return nil
+}
+
+// wantsLogprobs reports whether the request asks for the answer's log
+// probabilities (chat: logprobs, top_logprobs; Responses: top_logprobs, or
+// include naming them). An entry holds text, tool calls, the finish and
+// usage (SPEC 18), so a hit would answer without them: such a request is
+// not cacheable. The fields stay in place for Extra.
+func wantsLogprobs(f *fieldSet) bool {
+	var on bool
+	if raw := f.get("logprobs"); raw != nil && json.Unmarshal(raw, &on) == nil && on {
+		return true
+	}
+	var top float64
+	if raw := f.get("top_logprobs"); raw != nil && json.Unmarshal(raw, &top) == nil && top > 0 {
+		return true
+	}
+	var include []string
+	if raw := f.get("include"); raw != nil && json.Unmarshal(raw, &include) == nil {
+		return slices.Contains(include, "message.output_text.logprobs")
+	}
+	return false
 }
 
 // oaMsgIn is one OpenAI chat message as the key reads it.

@@ -19,6 +19,9 @@ func parseResponses(f fields, c *Canon) error {
 	if err := f.into("background", &bg); err != nil || bg {
 		return notCacheable("background mode")
 	}
+	if wantsLogprobs(f) {
+		return notCacheable("log probabilities, which an entry does not hold")
+	}
 	if err := common(f, c); err != nil {
 		return err
 	}
@@ -186,14 +189,27 @@ func wireParts(ps []wire.Part) []Part {
 	return out
 }
 
-// addMessage adds a message item of role: a system or developer message's
-// text to the system prompt, any other as a turn of the conversation.
+// addMessage adds a message item of role: a system or developer message
+// as addSystem does, any other as a turn of the conversation.
 func addMessage(c *Canon, role string, parts []Part) {
 	if role == "system" || role == "developer" {
-		c.System = appendTexts(c.System, parts)
+		addSystem(c, parts)
 		return
 	}
 	c.Messages = appendMsg(c.Messages, Msg{Role: role, Parts: parts})
+}
+
+// addSystem adds a system or developer message: to the system prompt when
+// no turn came before it (what every format spells alike), else as a
+// system turn where it stands, since an upstream that reads it there
+// answers otherwise than with it at the start (the formats that can send
+// one there, OpenAI chat and Responses, then share its key).
+func addSystem(c *Canon, parts []Part) {
+	if len(c.Messages) == 0 {
+		c.System = appendTexts(c.System, parts)
+		return
+	}
+	c.Messages = appendMsg(c.Messages, Msg{Role: "system", Parts: parts})
 }
 
 // callMsg is the assistant turn of a function_call item, its arguments
