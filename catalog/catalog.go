@@ -9,6 +9,7 @@
 package catalog
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -366,14 +367,16 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 			d := [32]byte(k.Digest)
 			infos = append(infos, KeyInfo{ID: k.ID, Name: k.Name, limits: interned.of(k.LimitsSpec.Level()), team: t})
 			ki := &infos[len(infos)-1]
-			if len(k.Models) > 0 {
+			// "*" (taken for a team that allows every model) narrows
+			// nothing: the key calls what its team may
+			if len(k.Models) > 0 && !slices.Contains(k.Models, "*") {
 				ki.Models = make(map[string]bool, len(k.Models))
 				for _, m := range k.Models {
 					ki.Models[m] = true
 				}
 			}
 			if k.ExpiresAt != nil {
-				ki.expires = k.ExpiresAt.UnixNano()
+				ki.expires = expiryNanos(*k.ExpiresAt)
 			}
 			s.keys[d] = ki
 		}
@@ -427,6 +430,29 @@ func (s *Snapshot) CostBound(model string, in, out int) float64 {
 		pool(f)
 	}
 	return (float64(in)*pin + float64(out)*pout) / 1e6
+}
+
+// The instants whose Unix nanoseconds an int64 holds (1677 to 2262).
+var (
+	firstNano = time.Unix(0, math.MinInt64)
+	lastNano  = time.Unix(0, math.MaxInt64)
+)
+
+// expiryNanos is a key's expiry as KeyInfo.expires compares it: Unix
+// nanoseconds, clamped to what an int64 holds (time.Time.UnixNano wraps
+// outside it, which made an expiry in 9999 one in 1816 and one in 1600 one
+// in 2184), and never 0, which means no expiry.
+func expiryNanos(t time.Time) int64 {
+	switch {
+	case t.Before(firstNano):
+		return math.MinInt64
+	case t.After(lastNano):
+		return math.MaxInt64
+	}
+	if n := t.UnixNano(); n != 0 {
+		return n
+	}
+	return -1 // the epoch itself: long past, not "never"
 }
 
 // limitsPool shares one copy of each distinct key-level limits within a

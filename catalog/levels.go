@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"switchyard/config"
 )
@@ -304,6 +305,13 @@ func PutUser(cur *State, team, user string, u UserSpec) (next *State, created bo
 	}
 	if err := CheckUser(user); err != nil {
 		return nil, false, err
+	}
+	if !utf8.ValidString(user) {
+		// the stored catalog is JSON, which writes U+FFFD for such bytes:
+		// the override would belong to another id on every other replica
+		// and after a restart (a request may still name such a user: the
+		// team's user_limits apply to it)
+		return nil, false, errf(http.StatusBadRequest, "user", "user: an end-user id with limits of its own must be UTF-8 text, got %q", user)
 	}
 	for _, f := range []struct {
 		name string

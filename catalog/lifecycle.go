@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"switchyard/config"
 )
@@ -33,6 +34,11 @@ func errf(status int, field, format string, args ...any) *Error {
 // 409 when it would remove the last deployment of a name a chain references.
 func PutDeployment(cur *State, d config.Deployment, providers map[string]string) (*State, error) {
 	config.ApplyDeploymentDefaults(&d)
+	if !utf8.ValidString(d.ID) {
+		// the id may come from the URL path, undecoded by JSON: stored as
+		// JSON (U+FFFD for such bytes) it would be another id elsewhere
+		return nil, errf(http.StatusUnprocessableEntity, "deployment.id", "deployment.id: %q is not UTF-8 text", d.ID)
+	}
 	if p := config.ValidateDeployment(d, "deployment", providers); len(p) > 0 {
 		return nil, errf(http.StatusUnprocessableEntity, fieldOf(p[0]), "%s", strings.Join(p, "; "))
 	}

@@ -21,9 +21,10 @@ import (
 const maxNameLen = 64
 
 // validName reports whether a team name is safe in a URL path segment and a
-// metric label: letters, digits, '.', '_' and '-'.
+// metric label: letters, digits, '.', '_' and '-', but not "." or "..",
+// which clients (a browser, curl) resolve away as dot segments.
 func validName(s string) bool {
-	if s == "" || len(s) > maxNameLen {
+	if s == "" || len(s) > maxNameLen || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -56,7 +57,7 @@ type TeamInput struct {
 func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (next *State, created bool, err error) {
 	if !validName(name) {
 		return nil, false, errf(http.StatusBadRequest, "name",
-			"name: team name %q must be 1 to %d letters, digits, '.', '_' or '-'", name, maxNameLen)
+			"name: team name %q must be 1 to %d letters, digits, '.', '_' or '-' (not \".\" or \"..\")", name, maxNameLen)
 	}
 	if in.Models == nil {
 		return nil, false, errf(http.StatusUnprocessableEntity, "models", "models: required (the allowlist; [\"*\"] allows every model)")
