@@ -7,27 +7,20 @@ import (
 )
 
 // Policy resolves SPEC 18's switches and TTLs for a request: built once
-// per configuration, immutable after NewPolicy, so the hot path reads two
-// maps and takes no lock.
+// per configuration, immutable after NewPolicy, so the hot path reads a
+// map and takes no lock. A team's own switch is not here: it lives in the
+// catalog with the team (PUT /admin/teams/{name} changes it live), and the
+// caller passes the request's.
 type Policy struct {
 	global config.Cache
 	models map[string]config.ModelCache
-	teams  map[string]config.TeamCache
 }
 
-// NewPolicy indexes the cache settings of c's models and teams. Only the
-// teams that set their own switch are kept: a team absent from the index
-// reads as one that inherits cache.enabled, and a node of 10,000 teams,
-// few or none with a setting, held one entry each (about 1 MB live).
+// NewPolicy indexes the cache settings of c's models.
 func NewPolicy(c *config.Config) *Policy {
-	p := &Policy{global: c.Cache, models: make(map[string]config.ModelCache, len(c.Models)), teams: map[string]config.TeamCache{}}
+	p := &Policy{global: c.Cache, models: make(map[string]config.ModelCache, len(c.Models))}
 	for _, m := range c.Models {
 		p.models[m.Name] = m.Cache
-	}
-	for _, t := range c.Teams {
-		if t.Cache != (config.TeamCache{}) {
-			p.teams[t.Name] = t.Cache
-		}
 	}
 	return p
 }
@@ -35,12 +28,11 @@ func NewPolicy(c *config.Config) *Policy {
 // Global is the cache section.
 func (p *Policy) Global() config.Cache { return p.global }
 
-// Enabled reports whether a team's requests for models are cacheable:
-// the team and every model must come out enabled (config.CacheEnabled).
-// A tier alias passes both its targets, since the tier is known only in
-// the Begin script and either may serve.
-func (p *Policy) Enabled(team string, models ...string) bool {
-	tc := p.teams[team]
+// Enabled reports whether the requests for models of a team whose own
+// switch is tc are cacheable: the team and every model must come out
+// enabled (config.CacheEnabled). A tier alias passes both its targets,
+// since the tier is known only in the Begin script and either may serve.
+func (p *Policy) Enabled(tc config.TeamCache, models ...string) bool {
 	for _, m := range models {
 		if !config.CacheEnabled(p.global, p.models[m], tc) {
 			return false

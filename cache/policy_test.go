@@ -12,33 +12,29 @@ func TestPolicy(t *testing.T) {
 	c := &config.Config{
 		Cache:  config.Cache{Enabled: false, TTL: time.Hour},
 		Models: []config.Model{{Name: "a", Cache: config.ModelCache{Enabled: &on, TTL: time.Minute}}, {Name: "b", Cache: config.ModelCache{Enabled: &on}}, {Name: "c", Cache: config.ModelCache{Enabled: &off}}},
-		Teams:  []config.Team{{Name: "yes", Cache: config.TeamCache{Enabled: &on}}, {Name: "inherit"}},
 	}
 	p := NewPolicy(c)
+	yes, no, inherit := config.TeamCache{Enabled: &on}, config.TeamCache{Enabled: &off}, config.TeamCache{}
 	cases := []struct {
-		team   string
+		name   string
+		team   config.TeamCache
 		models []string
 		want   bool
 	}{
-		{"yes", []string{"a"}, true},
-		{"yes", []string{"a", "b"}, true},
-		{"yes", []string{"a", "c"}, false},
-		{"yes", []string{"unconfigured"}, false}, // inherits the global off
-		{"inherit", []string{"a"}, false},
-		{"unknown", []string{"a"}, false},
-		{"yes", nil, false},
+		{"yes", yes, []string{"a"}, true},
+		{"yes", yes, []string{"a", "b"}, true},
+		{"yes", yes, []string{"a", "c"}, false},
+		{"yes", yes, []string{"unconfigured"}, false}, // inherits the global off
+		{"inherit", inherit, []string{"a"}, false},
+		{"no", no, []string{"a"}, false},
+		{"yes", yes, nil, false},
 	}
 	for _, tc := range cases {
 		if got := p.Enabled(tc.team, tc.models...); got != tc.want {
-			t.Errorf("%s %v: got %v", tc.team, tc.models, got)
+			t.Errorf("%s %v: got %v", tc.name, tc.models, got)
 		}
 	}
 	if p.TTL("a", "b") != time.Minute || p.TTL("b") != time.Hour {
 		t.Error("ttl")
-	}
-	// only the team with a setting of its own is indexed; "inherit" reads
-	// the same without an entry (the cases above)
-	if len(p.teams) != 1 {
-		t.Errorf("teams indexed: %d, want 1 (only those with a cache setting)", len(p.teams))
 	}
 }

@@ -354,7 +354,7 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 		t := &teams[i]
 		t.Team = config.Team{Name: ts.Name, Models: ts.Models, RPM: ts.RPM, TPM: ts.TPM, MaxParallel: ts.MaxParallel,
 			Budget: config.Budget(ts.Budget), RequireUser: ts.RequireUser,
-			UserLimits: ts.UserLimits.Level()}
+			UserLimits: ts.UserLimits.Level(), Cache: ts.Cache.Config()}
 		t.allow = allowlists.of(ts.Models)
 		if len(ts.Users) > 0 {
 			t.users = make(map[string]*config.Limits, len(ts.Users))

@@ -41,6 +41,34 @@ type TeamSpec struct {
 	// Users are end users with limits of their own: a field an override
 	// omits keeps UserLimits' value (PUT /admin/teams/{team}/users/{user}).
 	Users map[string]UserSpec `json:"users,omitempty"`
+	// Cache is the team's response-cache switch (SPEC 18); nil, or an
+	// Enabled left unset, inherits cache.enabled.
+	Cache *TeamCache `json:"cache,omitempty"`
+}
+
+// TeamCache is a team's response-cache setting as the state and the admin
+// API hold it (config.TeamCache).
+type TeamCache struct {
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// teamCache is the state's form of a config team's cache setting: nil
+// when it sets nothing.
+func teamCache(c config.TeamCache) *TeamCache {
+	if c.Enabled == nil {
+		return nil
+	}
+	on := *c.Enabled
+	return &TeamCache{Enabled: &on}
+}
+
+// Config is c as config.TeamCache (nil: nothing set).
+func (c *TeamCache) Config() config.TeamCache {
+	if c == nil || c.Enabled == nil {
+		return config.TeamCache{}
+	}
+	on := *c.Enabled
+	return config.TeamCache{Enabled: &on}
 }
 
 // LimitsSpec is one level's limits as the state and the admin API hold
@@ -160,8 +188,10 @@ const (
 
 // schemaVersion is the current layout of State. Version 1 held deployments
 // and chains only; a stored state of that layout gets its teams and models
-// from the config file once (MigrateState).
-const schemaVersion = 2
+// from the config file once (MigrateState). Version 2 held teams without
+// their cache switch, which the file's teams[].cache then set at every
+// start; a stored state of that layout takes it from the file once.
+const schemaVersion = 3
 
 // State is the admin-managed part of the catalog: what a Store persists.
 // The config file seeds it once; afterwards the store is the truth.
@@ -198,19 +228,28 @@ func seedTeamsAndModels(st *State, cfg *config.Config, now time.Time) {
 		st.Teams = append(st.Teams, TeamSpec{
 			Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel,
 			Budget: Budget(t.Budget), RequireUser: t.RequireUser, Keys: configKeys(t.Keys, now),
-			UserLimits: limitsSpec(t.UserLimits),
+			UserLimits: limitsSpec(t.UserLimits), Cache: teamCache(t.Cache),
 		})
 	}
 }
 
 // MigrateState brings a stored state of an older layout up to date: a
 // state from before teams and models lived in the catalog takes them from
-// the config file, once. It reports whether it changed st.
+// the config file, once; one from before teams held their cache switch
+// takes each file team's. It reports whether it changed st.
 func MigrateState(st *State, cfg *config.Config) bool {
 	if st.Schema >= schemaVersion {
 		return false
 	}
-	seedTeamsAndModels(st, cfg, time.Now().UTC().Truncate(time.Second))
+	if st.Schema < 2 {
+		seedTeamsAndModels(st, cfg, time.Now().UTC().Truncate(time.Second))
+	} else {
+		byName := make(map[string]*TeamCache, len(cfg.Teams))
+		for _, t := range cfg.Teams {
+			byName[t.Name] = teamCache(t.Cache)
+		}
+		takeTeamCaches(st, byName)
+	}
 	st.Schema = schemaVersion
 	st.normalize()
 	st.pack()
@@ -219,17 +258,37 @@ func MigrateState(st *State, cfg *config.Config) bool {
 
 // MigrateFrom is MigrateState for a running node, whose configuration no
 // longer holds the file's teams (the catalog does): a stored state of the
-// older layout takes its teams and models from served, the state the node
-// serves, keys included. It reports whether it changed st.
+// oldest layout takes its teams and models from served, the state the node
+// serves, keys included; one of schema 2 (written by a replica not yet
+// upgraded) its teams' cache switches. It reports whether it changed st.
 func MigrateFrom(st, served *State) bool {
 	if st.Schema >= schemaVersion {
 		return false
 	}
-	c := served.Clone()
-	st.Models, st.Teams = c.Models, c.Teams
+	if st.Schema < 2 {
+		c := served.Clone()
+		st.Models, st.Teams = c.Models, c.Teams
+	} else {
+		byName := make(map[string]*TeamCache, len(served.Teams))
+		for _, t := range served.Teams {
+			byName[t.Name] = t.Cache
+		}
+		takeTeamCaches(st, byName)
+	}
 	st.Schema = schemaVersion
 	st.normalize()
 	return true
+}
+
+// takeTeamCaches gives each team of st that has no cache switch the one
+// byName holds for its name: a state of schema 2, which held none.
+func takeTeamCaches(st *State, byName map[string]*TeamCache) {
+	for i := range st.Teams {
+		if t := &st.Teams[i]; t.Cache == nil && byName[t.Name] != nil {
+			c := *byName[t.Name]
+			t.Cache = &c
+		}
+	}
 }
 
 // Clone returns a deep copy that a mutation may change freely, but for a
@@ -246,6 +305,10 @@ func (s *State) Clone() *State {
 	for i, t := range s.Teams {
 		if t.Users != nil {
 			t.Users = maps.Clone(t.Users)
+		}
+		if t.Cache != nil {
+			tc := *t.Cache
+			t.Cache = &tc
 		}
 		c.Teams[i] = t
 	}

@@ -48,6 +48,9 @@ type TeamInput struct {
 	// UserLimits apply to each end user separately (SPEC 3.1); nil or all
 	// zero: no user level beyond the users' own limits.
 	UserLimits *LimitsSpec `json:"user_limits"`
+	// Cache is the team's response-cache switch (SPEC 18); absent, or
+	// {"enabled": null}, inherits cache.enabled.
+	Cache *TeamCache `json:"cache"`
 }
 
 // PutTeam creates or replaces the team's settings; its keys and its end
@@ -99,6 +102,9 @@ func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (ne
 	next = cur.Clone()
 	t := TeamSpec{Name: name, Models: dedup(in.Models), RPM: in.RPM, TPM: in.TPM, MaxParallel: in.MaxParallel, Budget: b, RequireUser: in.RequireUser,
 		UserLimits: userLimits}
+	if in.Cache != nil {
+		t.Cache = teamCache(in.Cache.Config())
+	}
 	if i := next.team(name); i >= 0 {
 		t.Keys, t.Users = next.Teams[i].Keys, next.Teams[i].Users
 		next.Teams[i] = t

@@ -137,12 +137,16 @@ type teamView struct {
 	RequireUser   bool                `json:"require_user"`
 	UserLimits    *catalog.LimitsSpec `json:"user_limits"`
 	UserOverrides int                 `json:"user_overrides"`
+	Cache         catalog.TeamCache   `json:"cache"` // {} inherits cache.enabled
 	Keys          []catalog.KeyView   `json:"keys"`
 }
 
 func viewTeam(t catalog.TeamSpec) teamView {
 	v := teamView{Name: t.Name, Models: t.Models, RPM: t.RPM, TPM: t.TPM, MaxParallel: t.MaxParallel, Budget: t.Budget, RequireUser: t.RequireUser,
 		UserLimits: t.UserLimits, UserOverrides: len(t.Users), Keys: []catalog.KeyView{}}
+	if t.Cache != nil {
+		v.Cache = *t.Cache
+	}
 	for _, k := range t.Keys {
 		v.Keys = append(v.Keys, k.View())
 	}

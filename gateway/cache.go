@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"switchyard/cache"
+	"switchyard/catalog"
 	"switchyard/edge"
 	"switchyard/providers"
 	"switchyard/wire"
@@ -60,11 +61,13 @@ func (v *cacheView) name(i int) string {
 // is not cacheable (the cache is off for its team or model, the operation
 // or its fields exclude it): such a request carries no cache header.
 // targets are the public models it may be served by: the model itself, or
-// a tier alias's easy and hard targets (alias true).
-func newCacheView(p *cache.Policy, team string, req *wire.Request, h http.Header, alias bool, targets ...string) *cacheView {
-	if p == nil || !p.Enabled(team, targets...) {
+// a tier alias's easy and hard targets (alias true). The team's own switch
+// is the catalog's (the request's team record).
+func newCacheView(p *cache.Policy, t *catalog.Team, req *wire.Request, h http.Header, alias bool, targets ...string) *cacheView {
+	if p == nil || !p.Enabled(t.Cache, targets...) {
 		return nil
 	}
+	team := t.Name
 	canon, err := cache.ParseRequest(req, team) // the body wire.Parse validated, walked once more
 	if err != nil {
 		return nil

@@ -34,9 +34,9 @@ func (cl *call) cacheView(route *catalog.TierRoute, p *edge.PinQuery) {
 	}
 	var v *cacheView
 	if route != nil {
-		v = newCacheView(s.cachePolicy, cl.team.Name, cl.req, cl.c.Request.Header, true, route.Easy, route.Hard)
+		v = newCacheView(s.cachePolicy, cl.team, cl.req, cl.c.Request.Header, true, route.Easy, route.Hard)
 	} else {
-		v = newCacheView(s.cachePolicy, cl.team.Name, cl.req, cl.c.Request.Header, false, cl.req.Model)
+		v = newCacheView(s.cachePolicy, cl.team, cl.req, cl.c.Request.Header, false, cl.req.Model)
 	}
 	if v == nil {
 		return // not cacheable: no cache header

@@ -21,8 +21,18 @@ func cachePolicy() *cache.Policy {
 	on := true
 	return cache.NewPolicy(&config.Config{Cache: config.Cache{TTL: time.Hour},
 		Models: []config.Model{{Name: "m", Cache: config.ModelCache{Enabled: &on}}, {Name: "easy", Cache: config.ModelCache{Enabled: &on, TTL: time.Minute}},
-			{Name: "hard", Cache: config.ModelCache{Enabled: &on}}},
-		Teams: []config.Team{{Name: "t", Cache: config.TeamCache{Enabled: &on}}}})
+			{Name: "hard", Cache: config.ModelCache{Enabled: &on}}}})
+}
+
+// cacheTeam is a team record whose own cache switch is on (team "t" of
+// the views below) or unset (any other name: it inherits the global off).
+func cacheTeam(name string) *catalog.Team {
+	on := true
+	t := &catalog.Team{Team: config.Team{Name: name}}
+	if name == "t" {
+		t.Cache = config.TeamCache{Enabled: &on}
+	}
+	return t
 }
 
 func parsed(t *testing.T, op catalog.Operation, f wire.Format, body string) *wire.Request {
@@ -38,18 +48,18 @@ func TestCacheView(t *testing.T) {
 	p := cachePolicy()
 	chat := parsed(t, catalog.OpChat, wire.FormatOpenAI, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	h := http.Header{"Cache-Control": {"max-age=5"}}
-	v := newCacheView(p, "t", chat, h, false, "m")
+	v := newCacheView(p, cacheTeam("t"), chat, h, false, "m")
 	if v == nil || !v.dir.HasMaxAge || v.ttl != time.Hour || v.key("") != v.keys[0] {
 		t.Fatalf("%+v", v)
 	}
-	if newCacheView(p, "other", chat, h, false, "m") != nil || newCacheView(nil, "t", chat, h, false, "m") != nil {
+	if newCacheView(p, cacheTeam("other"), chat, h, false, "m") != nil || newCacheView(nil, cacheTeam("t"), chat, h, false, "m") != nil {
 		t.Fatal("cacheable with the cache off")
 	}
 	n2 := parsed(t, catalog.OpChat, wire.FormatOpenAI, `{"model":"m","n":2,"messages":[{"role":"user","content":"hi"}]}`)
-	if newCacheView(p, "t", n2, h, false, "m") != nil {
+	if newCacheView(p, cacheTeam("t"), n2, h, false, "m") != nil {
 		t.Fatal("n=2 cacheable")
 	}
-	a := newCacheView(p, "t", chat, nil, true, "easy", "hard")
+	a := newCacheView(p, cacheTeam("t"), chat, nil, true, "easy", "hard")
 	if a == nil || a.key("easy") == a.key("hard") || a.ttl != time.Minute {
 		t.Fatalf("alias view %+v", a)
 	}
@@ -57,7 +67,7 @@ func TestCacheView(t *testing.T) {
 	if !a.usable(e, cacheT0.Add(time.Hour)) || v.usable(e, cacheT0.Add(6*time.Second)) || !v.usable(e, cacheT0.Add(5*time.Second)) {
 		t.Fatal("usable")
 	}
-	nc := newCacheView(p, "t", chat, http.Header{"Cache-Control": {"no-cache"}}, false, "m")
+	nc := newCacheView(p, cacheTeam("t"), chat, http.Header{"Cache-Control": {"no-cache"}}, false, "m")
 	if nc.usable(e, cacheT0) {
 		t.Fatal("no-cache answered from the cache")
 	}
@@ -76,7 +86,7 @@ func TestCacheHeadersAndRender(t *testing.T) {
 		t.Fatalf("%v", h)
 	}
 	req := parsed(t, catalog.OpChat, wire.FormatAnthropic, `{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	v := newCacheView(cachePolicy(), "t", req, nil, false, "m")
+	v := newCacheView(cachePolicy(), cacheTeam("t"), req, nil, false, "m")
 	body, ct, err := renderCached(e, cacheTarget(req, v, cacheT0, nil))
 	if err != nil || ct != "text/event-stream" || !bytes.HasSuffix(body, []byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")) {
 		t.Fatalf("%v %s\n%s", err, ct, body)
