@@ -90,6 +90,7 @@ type Plan struct {
 	announced  string         // the fallback model OnFallback was last sent for
 	pinChecked bool
 	affinity   string
+	pinCooling bool // the honored pin's deployment was cooling after its last attempt
 	warm       string
 	warmDone   bool
 	lastResort lastResort
@@ -192,7 +193,9 @@ type PlanResult struct {
 	RetryAfter time.Duration // nothing served: the shortest remaining cooldown or quota wait seen, 0 if none
 	Served     *catalog.Deployment
 	// SessionDeployment is the deployment the session should be pinned to
-	// now: the one that served, else the pin the plan was given.
+	// now (SPEC 8): a honored pin stays while its deployment is not in
+	// cooldown, even when its attempt failed and another deployment served;
+	// otherwise the one that served, else the pin the plan was given.
 	SessionDeployment string
 	Affinity          string // AffinityHonored, AffinityReleased, or "" when there was no pin in the pool
 }
@@ -301,6 +304,9 @@ func (a *Attempt) Done(o Outcome) {
 	now := p.r.clock.Now()
 	t := p.r.tick(now)
 	p.r.complete(a, o, t)
+	if p.affinity == AffinityHonored && a.Deployment.ID == p.pin && !a.Fallback {
+		p.pinCooling = a.state.coolingAt(t)
+	}
 	rec := &p.timeline[a.N-1]
 	rec.Duration = o.Latency
 	if rec.Duration <= 0 {
@@ -314,7 +320,7 @@ func (a *Attempt) Done(o Outcome) {
 	case ClassOK:
 		p.served, p.finished = a, true
 		if p.session != "" {
-			p.r.warm.put(p.session, a.Deployment.ID, t)
+			p.r.warm.put(p.session, a.Deployment.ID, t, int64(p.r.cfg.WarmCacheTTL))
 		}
 		return
 	case ClassCanceled:
@@ -346,6 +352,13 @@ func (p *Plan) Result() PlanResult {
 		res.Served = p.served.Deployment
 		res.Degraded = p.served.Model != p.primary
 		res.SessionDeployment = p.served.Deployment.ID
+		if p.affinity == AffinityHonored && !p.pinCooling {
+			// The pinned attempt failed without its deployment entering
+			// cooldown (a transient 500, a context-window error): the
+			// request failed over, the session keeps its pin (SPEC 8:
+			// released only when its deployment enters cooldown).
+			res.SessionDeployment = p.pin
+		}
 	} else {
 		res.RetryAfter = p.wait
 	}

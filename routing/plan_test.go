@@ -411,7 +411,9 @@ func TestSessionKeeping(t *testing.T) {
 		t.Fatalf("affinity events: %v", h.obs.events)
 	}
 
-	// The pin only holds the first attempt: a failed pinned attempt fails over.
+	// The pin only holds the first attempt: a failed pinned attempt fails
+	// over, but the session stays pinned to B while B is not cooling down
+	// (SPEC 8; TestSessionPinSurvivesFailover).
 	h.clock.Advance(time.Minute)
 	p = h.plan(s, "gpt", pinned)
 	order := run(p, func(id string, _ int) Outcome {
@@ -420,7 +422,7 @@ func TestSessionKeeping(t *testing.T) {
 		}
 		return ok()
 	})
-	if len(order) != 2 || order[0] != "B1" || p.Result().SessionDeployment == "B" {
+	if len(order) != 2 || order[0] != "B1" || p.Result().SessionDeployment != "B" {
 		t.Fatalf("order %v result %+v", order, p.Result())
 	}
 
@@ -434,6 +436,57 @@ func TestSessionKeeping(t *testing.T) {
 	}
 	if len(seen) < 2 {
 		t.Fatal("pin honored with session keeping off")
+	}
+}
+
+// TestSessionPinSurvivesFailover: a honored pin whose attempt fails is
+// released only when the failure put its deployment into cooldown (SPEC 8:
+// "The pin is released only when its deployment enters cooldown"). A
+// transient 500 or a non-retryable error fails the request over, and the
+// session stays on its deployment and its warm prompt cache.
+func TestSessionPinSurvivesFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before []Outcome // fed to B before the request
+		pinned Outcome   // the pinned attempt's outcome
+		keep   bool      // the session stays pinned to B
+	}{
+		{"served by the pin", nil, ok(), true},
+		{"one 500", nil, fail(ClassServerError, 500), true},
+		{"second 500 in a row", []Outcome{fail(ClassServerError, 500)}, fail(ClassServerError, 503), true},
+		{"third 500 in a row cools B", []Outcome{fail(ClassServerError, 500), fail(ClassServerError, 500)}, fail(ClassServerError, 500), false},
+		{"timeout", nil, fail(ClassTimeout, 0), true},
+		{"context window", nil, fail(ClassContextWindow, 400), true},
+		{"bad request", nil, fail(ClassBadRequest, 400), true},
+		{"429 cools B", nil, fail(ClassRateLimited, 429), false},
+		{"401 cools B", nil, fail(ClassAuth, 401), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testConfig())
+			s := snap(map[string]string{"gpt": "round_robin"}, dep("A", "gpt"), dep("B", "gpt"), dep("C", "gpt"))
+			for _, o := range tc.before {
+				h.feed("B", h.clock.Now(), o)
+			}
+			h.clock.Advance(time.Second)
+			p := h.plan(s, "gpt", func(in *PlanInput) { in.Session, in.SessionDeployment = "team/s1", "B" })
+			order := run(p, func(id string, _ int) Outcome {
+				if id == "B" {
+					return tc.pinned
+				}
+				return ok()
+			})
+			res := p.Result()
+			if order[0] != "B1" || res.Served == nil || res.Affinity != AffinityHonored {
+				t.Fatalf("order %v result %+v", order, res)
+			}
+			want := res.Served.ID
+			if tc.keep {
+				want = "B"
+			}
+			if res.SessionDeployment != want {
+				t.Fatalf("order %v: session pinned to %q, want %q (B cooling: %v)", order, res.SessionDeployment, want, h.remaining("B") > 0)
+			}
+		})
 	}
 }
 

@@ -35,3 +35,33 @@ func TestReconfigureKeepsLiveState(t *testing.T) {
 		t.Fatalf("new cooldown_base not applied: %v", got)
 	}
 }
+
+// TestReconfigureAppliesWarmCacheTTL: warm_cache_ttl is a routing knob a
+// reload applies live (SPEC 11), while the warm-cache memory itself carries
+// over: a session served before the reload is warm for the new TTL.
+func TestReconfigureAppliesWarmCacheTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, new time.Duration
+		advance  time.Duration
+		want     string
+	}{
+		{"shortened: past the new ttl", 5 * time.Minute, time.Minute, 2 * time.Minute, ""},
+		{"shortened: within the new ttl", 5 * time.Minute, time.Minute, 30 * time.Second, "a"},
+		{"lengthened: past the old ttl", time.Minute, 10 * time.Minute, 2 * time.Minute, "a"},
+		{"lengthened: past the new ttl", time.Minute, 10 * time.Minute, 11 * time.Minute, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.WarmCacheTTL = tc.old
+			h := newHarness(t, cfg)
+			h.r.warm.put("team:id:s1", "a", h.r.tick(h.clock.Now()), int64(tc.old))
+			cfg.WarmCacheTTL = tc.new
+			r := h.r.Reconfigure(cfg)
+			h.clock.Advance(tc.advance)
+			if got := r.warmFor("team:id:s1", "", r.tick(h.clock.Now())); got != tc.want {
+				t.Fatalf("warm deployment %q %v after the reload, want %q", got, tc.advance, tc.want)
+			}
+		})
+	}
+}

@@ -199,6 +199,11 @@ func TestNoProbeBeforeRetryAfter(t *testing.T) {
 		{"429 retry-after sets the cooldown", Outcome{Class: ClassRateLimited, Status: 429, RetryAfter: 8 * time.Second}, 1, 0},
 		{"429 without retry-after", Outcome{Class: ClassRateLimited, Status: 429}, 1, time.Second},
 		{"503 with retry-after", Outcome{Class: ClassServerError, Status: 503, RetryAfter: 2500 * time.Millisecond}, 3, 2500 * time.Millisecond},
+		// An HTTP-date far in the future parses to the largest Duration;
+		// the cooldown is capped at cooldown_max and, its Retry-After
+		// being longer, is never probed (no tick overflow).
+		{"429 retry-after of the largest duration", Outcome{Class: ClassRateLimited, Status: 429, RetryAfter: math.MaxInt64}, 1, 0},
+		{"401 retry-after of the largest duration", Outcome{Class: ClassAuth, Status: 401, RetryAfter: math.MaxInt64}, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, testConfig())

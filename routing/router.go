@@ -70,7 +70,7 @@ func NewRouter(cfg config.Routing, clock Clock, seed int64, obs Observer, usage 
 			decay:      float64(cfg.EWMADecay),
 		},
 		selectors: map[string]Selector{},
-		warm:      newWarmCache(int64(cfg.WarmCacheTTL), warmCapacity),
+		warm:      newWarmCache(warmCapacity),
 	}
 	for name, build := range strategies {
 		r.selectors[name] = build(cfg, usage)
@@ -230,7 +230,7 @@ func (r *Router) warmFor(session, shared string, now int64) string {
 	if session == "" {
 		return ""
 	}
-	id, at := r.warm.get(session, now)
+	id, at := r.warm.get(session, now, int64(r.cfg.WarmCacheTTL))
 	if id == "" {
 		id, at = shared, 0
 	}

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,7 +190,10 @@ func (s *DeploymentState) coolLocked(now, d int64, retryAfter time.Duration, tri
 	s.coolUntil.Store(now + d)
 	s.probeFrom.Store(0)
 	if retryAfter > 0 {
-		s.probeFrom.Store(now + int64(retryAfter))
+		// Saturating: a Retry-After as an HTTP date in the far future
+		// parses to the largest Duration, and now+ra would wrap negative
+		// and let probes in at once.
+		s.probeFrom.Store(now + min(int64(retryAfter), math.MaxInt64-now))
 	}
 	s.trigger = trigger
 	return trigger

@@ -9,8 +9,12 @@ import (
 
 // warmCache remembers, per session key, the deployment that last served the
 // session and when (SPEC 5.1 warm prompt cache). It is node-local and
-// bounded: entries expire after ttl and a full shard first drops expired
+// bounded: entries expire after the TTL and a full shard first drops expired
 // entries, then an arbitrary one. Sharded so sessions rarely contend.
+//
+// The TTL (warm_cache_ttl) is not kept here but passed by the router on each
+// call: the memory outlives a config reload (Router.Reconfigure hands it to
+// the new router), and the reloaded TTL must apply to it at once.
 //
 // It holds no pointers per entry, so the garbage collector does not walk it
 // (100,000 sessions kept 100,000 key strings alive): a session is kept as
@@ -20,7 +24,6 @@ import (
 type warmCache struct {
 	// Immutable after construction.
 	seed     maphash.Seed
-	ttl      int64 // ticks
 	perShard int
 
 	shards [warmShards]warmShard
@@ -43,8 +46,8 @@ type warmEntry struct {
 	at         int64  // tick of the serving attempt's completion
 }
 
-func newWarmCache(ttl int64, capacity int) *warmCache {
-	w := &warmCache{seed: maphash.MakeSeed(), ttl: ttl, perShard: max(capacity/warmShards, 1), ids: intern.New(maxWarmDeployments)}
+func newWarmCache(capacity int) *warmCache {
+	w := &warmCache{seed: maphash.MakeSeed(), perShard: max(capacity/warmShards, 1), ids: intern.New(maxWarmDeployments)}
 	for i := range w.shards {
 		w.shards[i].m = map[uint64]warmEntry{}
 	}
@@ -56,20 +59,22 @@ func (w *warmCache) shard(session string) (*warmShard, uint64) {
 	return &w.shards[h%warmShards], h
 }
 
-// get returns the session's warm deployment and when it served, if within ttl.
-func (w *warmCache) get(session string, now int64) (string, int64) {
+// get returns the session's warm deployment and when it served, if within
+// ttl ticks.
+func (w *warmCache) get(session string, now, ttl int64) (string, int64) {
 	s, h := w.shard(session)
 	s.mu.Lock()
 	e, ok := s.m[h]
 	s.mu.Unlock()
-	if !ok || now-e.at > w.ttl {
+	if !ok || now-e.at > ttl {
 		return "", 0
 	}
 	return w.ids.Value(e.deployment), e.at
 }
 
-// put records that deployment served session at now.
-func (w *warmCache) put(session, deployment string, now int64) {
+// put records that deployment served session at now; ttl (ticks) tells
+// which entries a full shard may drop as expired.
+func (w *warmCache) put(session, deployment string, now, ttl int64) {
 	idx, ok := w.ids.ID(deployment)
 	if !ok {
 		return
@@ -78,7 +83,7 @@ func (w *warmCache) put(session, deployment string, now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[h]; !ok && len(s.m) >= w.perShard {
-		s.evictLocked(now, w.ttl, w.perShard)
+		s.evictLocked(now, ttl, w.perShard)
 	}
 	s.m[h] = warmEntry{deployment: idx, at: now}
 }

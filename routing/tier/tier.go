@@ -12,6 +12,7 @@ package tier
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"switchyard/config"
 	"switchyard/wire"
@@ -180,7 +181,9 @@ func (c *Classifier) Classify(r *wire.Request) Verdict {
 			continue
 		}
 		depth++
-		textLen += len(m.Text)
+		if textLen < context32k { // past the last row more counting decides nothing
+			textLen += utf8.RuneCountInString(m.Text) // characters, not bytes (SPEC 4)
+		}
 		toolResults = toolResults || m.ToolResult
 	}
 

@@ -136,6 +136,37 @@ func TestSignals(t *testing.T) {
 	}
 }
 
+// The context rows count characters (SPEC 4: "total message text >= 2,000
+// characters"), not UTF-8 bytes: a German, Spanish or Japanese message is
+// not longer than an English one with as many characters.
+func TestContextCountsCharacters(t *testing.T) {
+	c := defaults()
+	rep := func(s string, n int) string { return strings.Repeat(s, n) }
+	tests := []struct {
+		name  string
+		text  string
+		want  []string
+		score int
+	}{
+		{"1,000 kanji (3,000 bytes) are short", rep("語", 1000), nil, 0},
+		{"1,999 umlauts (3,998 bytes) are short", rep("ä", 1999), nil, 0},
+		{"2,000 umlauts are 2k", rep("ä", 2000), []string{"context_2k"}, 1},
+		{"4,000 accented letters (8,000 bytes) are 2k", rep("é", 4000), []string{"context_2k"}, 1},
+		{"8,000 kanji are 8k", rep("語", 8000), []string{"context_8k"}, 2},
+		{"11,000 kanji (33,000 bytes) are 8k", rep("語", 11000), []string{"context_8k"}, 2},
+		{"a snippet in 700 kanji of context stays easy", rep("語", 700) + "\n" + snippet, []string{"code"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := c.Classify(chat(t, nil, "user", tt.text))
+			got := signalNamesOf(v)
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") || v.Score != tt.score {
+				t.Fatalf("signals %v score %d; want %v score %d", v.Signals, v.Score, tt.want, tt.score)
+			}
+		})
+	}
+}
+
 func TestToolResultsAddAPoint(t *testing.T) {
 	body := `{"model":"normal","tools":[{"type":"function","function":{"name":"ls"}}],"messages":[
 		{"role":"user","content":"list files"},
