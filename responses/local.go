@@ -34,6 +34,10 @@ type localRec struct {
 	text int64 // rec.ItemsSize(), for Load's budget
 	exp  time.Time
 	elem *list.Element
+	// shared: the shared store (Redis) has this record; it is the
+	// authority on it from then on (a delete on another node). Only Redis
+	// sets it.
+	shared bool
 }
 
 // NewLocal returns a local store on clock now.
@@ -195,17 +199,56 @@ func (l *Local) Get(_ context.Context, team, id string) (*Record, error) {
 	return nil, ErrNotFound
 }
 
-// Delete implements Store: the record only; earlier turns it links to and
-// items it referenced belong to their own responses and stay.
-func (l *Local) Delete(_ context.Context, team, id string) (bool, error) {
+// lookup is get with whether the record was written to the shared store.
+func (l *Local) lookup(team, id string) (rec *Record, shared bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evictLocked(now)
+	if lr := l.recs[scoped(team, id)]; lr != nil {
+		return lr.rec, lr.shared
+	}
+	return nil, false
+}
+
+// markShared records that rec, saved for team, is in the shared store now
+// (a no-op when it was deleted or replaced meanwhile).
+func (l *Local) markShared(team string, rec *Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lr := l.recs[scoped(team, rec.ID)]; lr != nil && lr.rec == rec {
+		lr.shared = true
+	}
+}
+
+// drop removes rec, saved for team, when it is still the record held (the
+// shared store no longer has it: deleted or evicted on another node).
+func (l *Local) drop(team string, rec *Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lr := l.recs[scoped(team, rec.ID)]; lr != nil && lr.rec == rec {
+		l.removeLocked(lr)
+	}
+}
+
+// remove is Delete, also reporting whether the record removed had been
+// written to the shared store.
+func (l *Local) remove(team, id string) (found, shared bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lr := l.recs[scoped(team, id)]
 	if lr == nil || !l.now().Before(lr.exp) {
-		return false, nil
+		return false, false
 	}
 	l.removeLocked(lr)
-	return true, nil
+	return true, lr.shared
+}
+
+// Delete implements Store: the record only; earlier turns it links to and
+// items it referenced belong to their own responses and stay.
+func (l *Local) Delete(_ context.Context, team, id string) (bool, error) {
+	found, _ := l.remove(team, id)
+	return found, nil
 }
 
 // Len reports the records held (tests, metrics).

@@ -78,6 +78,7 @@ type Redis struct {
 type job struct {
 	team  string
 	rec   *Record
+	del   string        // a response id to delete after the batch's writes, instead of a record
 	flush chan struct{} // a flush marker instead of a record
 }
 
@@ -207,10 +208,14 @@ func str(v any) string {
 	return s
 }
 
-// Get implements Store.
+// Get implements Store. The local copy answers while it is this node's
+// own (not yet written, or kept only here); once written, Redis is the
+// authority, so a response deleted or evicted through another node is
+// gone here too (SPEC 10.1). With Redis down the local copy answers.
 func (r *Redis) Get(ctx context.Context, team, id string) (*Record, error) {
-	if rec := r.local.get(team, id); rec != nil {
-		return rec, nil
+	own, shared := r.local.lookup(team, id)
+	if own != nil && !shared {
+		return own, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
@@ -219,26 +224,51 @@ func (r *Redis) Get(ctx context.Context, team, id string) (*Record, error) {
 		cmd = p.HMGet(cctx, r.recKey(team, id), "r", "s", "z")
 		return nil
 	}); err != nil {
+		if own != nil {
+			return own, nil
+		}
 		return nil, ErrUnavailable
 	}
 	v := cmd.Val()
 	if len(v) != 3 || str(v[2]) == "" {
+		if own != nil {
+			r.local.drop(team, own)
+		}
 		return nil, ErrNotFound
+	}
+	if own != nil {
+		return own, nil
 	}
 	return &Record{ID: id, Response: json.RawMessage(str(v[0])), Session: str(v[1])}, nil
 }
 
 // Delete implements Store: the response's own record, here and in Redis;
-// the turns it links to and the items it referenced stay.
+// the turns it links to and the items it referenced stay. A record of this
+// node not yet written may be in the writer's queue or in flight: the
+// writer is also handed the delete, which it runs after the writes queued
+// before it, so the write never outlives the delete. The request does not
+// wait for the writer (a full queue drops the hand-over, logged).
 func (r *Redis) Delete(ctx context.Context, team, id string) (bool, error) {
-	here, _ := r.local.Delete(ctx, team, id)
+	here, shared := r.local.remove(team, id)
+	if here && !shared && !r.closing.Load() {
+		select {
+		case r.queue <- job{team: team, del: id}:
+		default:
+			r.log.Warn("response store queue full: a delete not handed to the writer; the response may come back if its write was still queued", "response_id", id)
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	n, err := deleteScript.Run(cctx, r.c, []string{r.recKey(team, id), r.indexKey(team), r.teamKey(team)}, id).Int()
+	n, err := deleteScript.Run(cctx, r.c, r.deleteKeys(team, id), id).Int()
 	if err != nil {
 		return false, ErrUnavailable
 	}
 	return here || n == 1, nil
+}
+
+// deleteKeys are deleteScript's keys for team's response id.
+func (r *Redis) deleteKeys(team, id string) []string {
+	return []string{r.recKey(team, id), r.indexKey(team), r.teamKey(team)}
 }
 
 // Flush waits until every record saved before it was written (or ctx ends).
@@ -303,6 +333,7 @@ func (r *Redis) write(batch []job) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
 	calls := make([]redisscript.Call, 0, len(batch))
+	written := make([]job, 0, len(batch)) // the job of each call
 	for _, j := range batch {
 		if j.rec == nil {
 			continue
@@ -318,6 +349,7 @@ func (r *Redis) write(batch []job) {
 			Keys: []string{r.recKey(j.team, rec.ID), r.indexKey(j.team), r.teamKey(j.team)},
 			Args: []any{rec.ID, rec.Prev, rec.Session, in, out, []byte(rec.Response), r.ttl.Milliseconds(), r.maxBytes, r.recBase(j.team), size},
 		})
+		written = append(written, j)
 	}
 	if len(calls) > 0 {
 		failed := 0
@@ -328,10 +360,27 @@ func (r *Redis) write(batch []job) {
 				last = err
 			} else if n == 0 {
 				r.log.Warn("response larger than responses.max_team_bytes: kept on this node only", "response_id", calls[i].Args[0], "bytes", calls[i].Args[9])
+			} else {
+				r.local.markShared(written[i].team, written[i].rec)
 			}
 		}
 		if failed > 0 {
 			r.log.Warn("response store write failed: responses kept on this node only", "responses", failed, "error", last)
+		}
+	}
+	// deletes handed over by Delete, after the writes queued before them
+	var dels []redisscript.Call
+	for _, j := range batch {
+		if j.del != "" {
+			dels = append(dels, redisscript.Call{Keys: r.deleteKeys(j.team, j.del), Args: []any{j.del}})
+		}
+	}
+	if len(dels) > 0 {
+		for _, cmd := range redisscript.EvalPipelined(ctx, r.c, deleteScript, dels) {
+			if err := cmd.Err(); err != nil {
+				r.log.Warn("response store delete failed: a deleted response may still be in Redis until its TTL", "error", err)
+				break
+			}
 		}
 	}
 	for _, j := range batch {
