@@ -258,6 +258,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	ew := s.newEventWriter(w, cl.end)
 	ev := first
 	var relayed int64 // content characters: the charge when the upstream reports no usage
+	complete := false // the upstream's stream reached its end
 	var tap *cacheTap // the response cache's view of the stream (SPEC 18)
 	if cl.cv != nil && cl.cv.dir.Store() && !res.Degraded {
 		tap = newCacheTap(cl.format, s.cfg().Cache.MaxEntryBytes, cl.flight)
@@ -281,6 +282,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 			continue
 		}
 		if errors.Is(err, io.EOF) {
+			complete = true
 			break
 		}
 		if cl.c.Request.Context().Err() != nil {
@@ -303,6 +305,14 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	att.Done(o)
 	u := st.Usage()
 	cl.att.End(o, tracing.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Body: first, Stream: true})
+	if !complete && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+		// a stream cut before its end (by the client or the upstream)
+		// reported at most the usage of its start (Anthropic's
+		// message_start: output_tokens 1; the count comes at the end): the
+		// content relayed is the least its output cost (SPEC 10.2, 14)
+		_, est := edge.Charge(cl.promptTokens, 0, 0, relayed, cl.outputTokens)
+		u.CompletionTokens = max(u.CompletionTokens, est)
+	}
 	cl.settle(d, u, relayed)
 	if tap != nil && o.Class == routing.ClassOK {
 		tap.finish(cl.cacheMeta(d), cacheUsage(u), s.cfg().Cache.MaxEntryBytes, res.Degraded, cl.cacheStore)
@@ -384,7 +394,10 @@ func (cl *call) settle(d *catalog.Deployment, u providers.Usage, chars int64) {
 		if !s.cfg().Routing.SessionKeeping {
 			ttl = s.cfg().Routing.WarmCacheTTL
 		}
-		o.DepModel, o.DepPin, o.DepTTL = cl.model, d.ID, ttl
+		// the deployment that served, or the session's pin when the
+		// request failed over from it without its deployment entering
+		// cooldown (SPEC 8)
+		o.DepModel, o.DepPin, o.DepTTL = cl.model, cl.plan.SessionDeployment(), ttl
 	}
 }
 

@@ -188,21 +188,23 @@ func errResponseNotFound(id, param, code string) *apiError {
 }
 
 // teamOf authenticates a request outside the pipeline, answering 401 in
-// format when the key is missing or unknown.
-func (s *Server) teamOf(c *gin.Context, format wire.Format) *catalog.Team {
+// format when the key is missing or unknown. It returns the team and the
+// key's record, from one snapshot (the key's models narrow the team's,
+// SPEC 3.1).
+func (s *Server) teamOf(c *gin.Context, format wire.Format) (*catalog.Team, *catalog.KeyInfo) {
 	id := s.newRequestID(c.Request)
 	c.Header("X-Request-Id", id)
 	c.Header("Request-Id", id)
-	team := s.Catalog.Load().Authenticate(apiKey(c.Request))
+	team, key := s.Catalog.Load().AuthenticateKey(apiKey(c.Request), time.Now())
 	if team == nil {
 		writeErrorFormat(c, errNoKeyOr(c.Request), format)
 	}
-	return team
+	return team, key
 }
 
 // handleGetResponse is GET /v1/responses/{id}: the stored response object.
 func (s *Server) handleGetResponse(c *gin.Context) {
-	team := s.teamOf(c, wire.FormatOpenAI)
+	team, _ := s.teamOf(c, wire.FormatOpenAI)
 	if team == nil {
 		return
 	}
@@ -217,7 +219,7 @@ func (s *Server) handleGetResponse(c *gin.Context) {
 
 // handleDeleteResponse is DELETE /v1/responses/{id}.
 func (s *Server) handleDeleteResponse(c *gin.Context) {
-	team := s.teamOf(c, wire.FormatOpenAI)
+	team, _ := s.teamOf(c, wire.FormatOpenAI)
 	if team == nil {
 		return
 	}
@@ -244,7 +246,7 @@ func storeError(err error, id string) *apiError {
 // handleModel is GET /v1/models/{id}: the model when the team may call it,
 // else 404 (a restricted team cannot probe which models exist).
 func (s *Server) handleModel(c *gin.Context) {
-	team := s.teamOf(c, wire.FormatOpenAI)
+	team, key := s.teamOf(c, wire.FormatOpenAI)
 	if team == nil {
 		return
 	}
@@ -256,7 +258,6 @@ func (s *Server) handleModel(c *gin.Context) {
 	} else if snap.Routes[id] != nil {
 		owner = "switchyard-tier-route"
 	}
-	_, key := snap.AuthenticateKey(apiKey(c.Request), time.Now())
 	if owner == "" || !team.Allows(id) || !key.Allows(id) {
 		writeError(c, errModelNotFound(id))
 		return
@@ -267,7 +268,7 @@ func (s *Server) handleModel(c *gin.Context) {
 // handleCountTokens is POST /v1/messages/count_tokens: the gateway's own
 // prompt estimate (SPEC 3), in the Anthropic shape, errors included.
 func (s *Server) handleCountTokens(c *gin.Context) {
-	team := s.teamOf(c, wire.FormatAnthropic)
+	team, key := s.teamOf(c, wire.FormatAnthropic)
 	if team == nil {
 		return
 	}
@@ -288,7 +289,7 @@ func (s *Server) handleCountTokens(c *gin.Context) {
 		writeErrorFormat(c, fromInputError(err), wire.FormatAnthropic)
 		return
 	}
-	if !team.Allows(req.Model) {
+	if !team.Allows(req.Model) || !key.Allows(req.Model) { // the key narrows the team (SPEC 3.1)
 		writeErrorFormat(c, errNotAllowed(req.Model), wire.FormatAnthropic)
 		return
 	}
