@@ -269,3 +269,36 @@ routing: {max_attempts: {chat: {sync: 1}}}
 		t.Fatalf("attempt must be classed timeout: %+v", e.Attempts)
 	}
 }
+
+// TestSessionPinSurvivesAFailover: a session pinned to a deployment keeps
+// its pin when a request fails over from it without the deployment
+// entering cooldown (one 500 of failures_before_cooldown 3): SPEC 8
+// releases a pin only when its deployment enters cooldown. Before, the
+// gateway pinned whatever served, so one transient error moved the session
+// (and its warm prompt cache) for good.
+func TestSessionPinSurvivesAFailover(t *testing.T) {
+	n, up := scriptedNode(t, map[string][]int{}, "")
+	ask := func(id string) *httptest.ResponseRecorder {
+		t.Helper()
+		w := do(t, n.Handler(), "POST", "/v1/chat/completions", testKey, `{"model":"primary","messages":[{"role":"user","content":"hi"}]}`,
+			"X-Request-Id", id, "X-Session-Id", "sess-1")
+		if w.Code != 200 {
+			t.Fatalf("%s: %d %s", id, w.Code, w.Body)
+		}
+		return w
+	}
+	pinned := ask("r1").Header().Get("X-Switchyard-Deployment")
+	other := map[string]string{"A": "B", "B": "A"}[pinned]
+	if other == "" {
+		t.Fatalf("served by %q", pinned)
+	}
+	up.mu.Lock()
+	up.scripts["up-"+strings.ToLower(pinned)] = []int{200, 500, 200} // its next call fails once
+	up.mu.Unlock()
+	if w := ask("r2"); w.Header().Get("X-Switchyard-Deployment") != other {
+		t.Fatalf("r2 served by %s, want the failover to %s (timeline %s)", w.Header().Get("X-Switchyard-Deployment"), other, timeline(auditOf(t, n, "r2")))
+	}
+	if got := ask("r3").Header().Get("X-Switchyard-Deployment"); got != pinned {
+		t.Fatalf("r3 served by %s: the session lost its pin to %s after one transient failure", got, pinned)
+	}
+}

@@ -339,26 +339,34 @@ func (a *Attempt) Done(o Outcome) {
 	}
 }
 
+// SessionDeployment is PlanResult.SessionDeployment without the rest of
+// the result: the deployment the session is to be pinned to now.
+func (p *Plan) SessionDeployment() string {
+	if p.served == nil {
+		return p.pinIn
+	}
+	if p.affinity == AffinityHonored && !p.pinCooling {
+		// The pinned attempt failed without its deployment entering
+		// cooldown (a transient 500, a context-window error): the request
+		// failed over, the session keeps its pin (SPEC 8: released only
+		// when its deployment enters cooldown).
+		return p.pin
+	}
+	return p.served.Deployment.ID
+}
+
 // Result reports what the plan did so far; call it after the last Next.
 func (p *Plan) Result() PlanResult {
 	res := PlanResult{
 		Timeline:          p.timeline,
 		Reason:            p.reason,
 		Attempts:          len(p.attempts),
-		SessionDeployment: p.pinIn,
+		SessionDeployment: p.SessionDeployment(),
 		Affinity:          p.affinity,
 	}
 	if p.served != nil {
 		res.Served = p.served.Deployment
 		res.Degraded = p.served.Model != p.primary
-		res.SessionDeployment = p.served.Deployment.ID
-		if p.affinity == AffinityHonored && !p.pinCooling {
-			// The pinned attempt failed without its deployment entering
-			// cooldown (a transient 500, a context-window error): the
-			// request failed over, the session keeps its pin (SPEC 8:
-			// released only when its deployment enters cooldown).
-			res.SessionDeployment = p.pin
-		}
 	} else {
 		res.RetryAfter = p.wait
 	}
