@@ -2,10 +2,14 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Strategies are the selection strategies of SPEC 5.
@@ -80,9 +84,13 @@ func Validate(c *Config) Problems {
 	if c.Server.MaxInputItems < 1 {
 		add("server.max_input_items: must be >= 1, got %d (default 2048)", c.Server.MaxInputItems)
 	}
+	var adminDigest [32]byte
+	adminSet := false
 	if k := c.Admin.Key; k != "" {
-		if _, err := KeyDigest(k); err != nil {
+		if d, err := KeyDigest(k); err != nil {
 			add("admin.key: %v (or give the key in clear)", err)
+		} else {
+			adminDigest, adminSet = d, true
 		}
 	}
 	if c.Redis.URL != "" {
@@ -126,13 +134,13 @@ func Validate(c *Config) Problems {
 			validateBedrock(pr, f, add)
 		case "simulated":
 			s := pr.Simulate
-			if s.ErrorRate < 0 || s.ErrorRate > 1 {
+			if !(s.ErrorRate >= 0 && s.ErrorRate <= 1) {
 				add("%s.simulate.error_rate: must be within 0..1, got %g", f, s.ErrorRate)
 			}
 			if s.ErrorStatus < 400 || s.ErrorStatus > 599 {
 				add("%s.simulate.error_status: must be an HTTP error status 400..599, got %d", f, s.ErrorStatus)
 			}
-			if s.TokensPerSecond < 0 || s.OutputTokens < 0 || s.TTFB < 0 {
+			if !(s.TokensPerSecond >= 0) || s.OutputTokens < 0 || s.TTFB < 0 {
 				add("%s.simulate: ttfb, tokens_per_second and output_tokens must not be negative", f)
 			}
 		case "":
@@ -181,6 +189,8 @@ func Validate(c *Config) Problems {
 		f := fmt.Sprintf("smart_routing.routes[%d]", i)
 		if r.Alias == "" {
 			add("%s.alias: required", f)
+		} else if why := badModelName(r.Alias); why != "" {
+			add("%s.alias: %s", f, why)
 		} else if aliases[r.Alias] {
 			add("%s.alias: %q routed twice", f, r.Alias)
 		} else if _, ok := models[r.Alias]; ok {
@@ -220,6 +230,8 @@ func Validate(c *Config) Problems {
 		f := fmt.Sprintf("teams[%d]", i)
 		if t.Name == "" {
 			add("%s.name: required", f)
+		} else if !ValidTeamName(t.Name) {
+			add("%s.name: %q must be 1 to %d bytes of text without '/' or control characters, and not \".\" or \"..\" (the admin API addresses it as /admin/teams/{name}; letters, digits, '.', '_' and '-' are safest)", f, clip(t.Name), MaxTeamNameLen)
 		} else if seenTeams[t.Name] {
 			add("%s.name: %q configured twice", f, t.Name)
 		}
@@ -231,9 +243,13 @@ func Validate(c *Config) Problems {
 		for _, m := range t.Models {
 			teamModels[m] = true
 		}
+		inTeam := map[[32]byte]int{} // digest -> index of its first entry in this team
 		for j, ks := range t.Keys {
 			kf := fmt.Sprintf("%s.keys[%d]", f, j)
 			key := ks.Key
+			if n := len(strings.TrimSpace(ks.Name)); n > MaxTeamNameLen {
+				add("%s.name: %d characters; at most %d (what the key is for, e.g. \"ci\")", kf, n, MaxTeamNameLen)
+			}
 			if ks.ExpiresAt != "" && ks.Expires() == nil {
 				add("%s.expires_at: %q is not an RFC 3339 time such as 2027-06-30T00:00:00Z", kf, ks.ExpiresAt)
 			}
@@ -252,6 +268,21 @@ func Validate(c *Config) Problems {
 				add("%s: %v", kf, err)
 				continue
 			}
+			if adminSet && d == adminDigest {
+				// the admin key is separate from team keys (SPEC 11): a
+				// team key equal to it would open the admin API to the team
+				add("%s: the same key is admin.key (in clear, as sha256: or in another case of hex): the admin key must not be a team key", kf)
+				continue
+			}
+			if first, dup := inTeam[d]; dup {
+				if !sameKeySettings(t.Keys[first], ks) {
+					// only the first entry of a key counts (catalog
+					// configKeys): the other's settings would be dropped
+					add("%s: the same key is already %s.keys[%d], with other settings (name, models, expires_at or limits): give each key once", kf, f, first)
+				}
+				continue
+			}
+			inTeam[d] = j
 			if other, dup := seenKeys[d]; dup && other != t.Name {
 				add("%s: the same key (in clear, as sha256: or in another case of hex) is also given to team %q: a key names one team", kf, other)
 				continue
@@ -271,8 +302,8 @@ func Validate(c *Config) Problems {
 	}
 
 	r := c.Routing
-	if r.LatencyBuffer < 0 {
-		add("routing.latency_buffer: must not be negative")
+	if !finite(r.LatencyBuffer) || r.LatencyBuffer < 0 {
+		add("routing.latency_buffer: must not be negative (and must be a number)")
 	}
 	if r.RetryAfter < 0 {
 		add("routing.retry_after: must not be negative")
@@ -302,14 +333,14 @@ func Validate(c *Config) Problems {
 	if r.ProbeInterval < 0 {
 		add("routing.probe_interval: must not be negative")
 	}
-	if r.MinWeightFraction < 0 || r.MinWeightFraction > 1 {
+	if !(r.MinWeightFraction >= 0 && r.MinWeightFraction <= 1) {
 		add("routing.min_weight_fraction: must be within 0..1")
 	}
 	if r.EWMADecay <= 0 {
 		add("routing.ewma_decay: must be > 0")
 	}
-	if r.WarmCacheWeight < 1 {
-		add("routing.warm_cache_weight: must be >= 1")
+	if !finite(r.WarmCacheWeight) || r.WarmCacheWeight < 1 {
+		add("routing.warm_cache_weight: must be a number >= 1")
 	}
 	if r.DefaultMaxTokens < 1 {
 		add("routing.default_max_tokens: must be >= 1")
@@ -319,10 +350,17 @@ func Validate(c *Config) Problems {
 			add("routing.fallback_models[%d]: %q has no deployment", i, m)
 		}
 	}
+	chains := map[[2]string]int{} // (primary, reason) -> index of its first chain
 	for i, fb := range r.Fallbacks {
 		for _, e := range ValidateFallback(fb.Primary, fb.Reason, fb.Models, models) {
 			add("routing.fallbacks[%d].%s", i, e)
 		}
+		k := [2]string{fb.Primary, fb.Reason}
+		if first, dup := chains[k]; dup {
+			add("routing.fallbacks[%d]: primary %q with reason %s is already routing.fallbacks[%d]: one chain per (primary, reason); merge their models", i, fb.Primary, fb.Reason, first)
+			continue
+		}
+		chains[k] = i
 	}
 	if c.Audit.MaxEntries < 1 {
 		add("audit.max_entries: must be >= 1")
@@ -347,7 +385,7 @@ func Validate(c *Config) Problems {
 // validateTracing checks the tracing section (SPEC 12.5, 13).
 func validateTracing(t Tracing) Problems {
 	var p Problems
-	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
 		p = append(p, fmt.Sprintf("tracing.sample_ratio: must be within 0..1, got %g", t.SampleRatio))
 	}
 	if t.OTLPEndpoint == "" {
@@ -376,11 +414,15 @@ func ValidateDeployment(d Deployment, f string, providers map[string]string) Pro
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
 	if d.ID == "" {
 		add("%s.id: required", f)
-	} else if strings.ContainsAny(d.ID, "/ ?#") {
-		add("%s.id: %q must not contain '/', '?', '#' or spaces", f, d.ID)
+	} else if len(d.ID) > MaxDeploymentIDLen {
+		add("%s.id: %d bytes; at most %d", f, len(d.ID), MaxDeploymentIDLen)
+	} else if strings.ContainsAny(d.ID, "/ ?#") || hasControl(d.ID) {
+		add("%s.id: %q must not contain '/', '?', '#', spaces or control characters", f, d.ID)
 	}
 	if d.Model == "" {
 		add("%s.model: required (the public model name clients send)", f)
+	} else if why := badModelName(d.Model); why != "" {
+		add("%s.model: %s", f, why)
 	}
 	if d.Provider == "" {
 		add("%s.provider: required", f)
@@ -392,20 +434,22 @@ func ValidateDeployment(d Deployment, f string, providers map[string]string) Pro
 			add("%s.operations[%d]: %q is not one of chat, embeddings, images", f, j, op)
 		}
 	}
-	if d.Price.Input < 0 || d.Price.Output < 0 {
-		add("%s.price: must not be negative", f)
+	// NaN and the infinities are refused with the negatives: a NaN price
+	// makes every cost NaN, and a NaN spend never reaches a budget
+	if !price(d.Price.Input) || !price(d.Price.Output) {
+		add("%s.price: must not be negative (and must be a number)", f)
 	}
-	if c := d.Price.CachedInput; c != nil && !(*c >= 0) {
-		add("%s.price.cached_input: must not be negative", f)
+	if c := d.Price.CachedInput; c != nil && !price(*c) {
+		add("%s.price.cached_input: must not be negative (and must be a number)", f)
 	}
-	if c := d.Price.CacheWrite; c != nil && !(*c >= 0) {
-		add("%s.price.cache_write: must not be negative", f)
+	if c := d.Price.CacheWrite; c != nil && !price(*c) {
+		add("%s.price.cache_write: must not be negative (and must be a number)", f)
 	}
 	if d.RPM < 0 || d.TPM < 0 {
 		add("%s: rpm and tpm must not be negative", f)
 	}
-	if d.Weight < 0 {
-		add("%s.weight: must not be negative", f)
+	if !finite(d.Weight) || d.Weight < 0 {
+		add("%s.weight: must not be negative (and must be a number)", f)
 	}
 	if d.MaxContextTokens < 0 {
 		add("%s.max_context_tokens: must not be negative", f)
@@ -464,8 +508,8 @@ func IsReason(r string) bool { return oneOf(r, Reasons) }
 // checkLimits reports the problems of one level's limits (SPEC 3.1), f
 // naming where they are.
 func checkLimits(add func(string, ...any), f string, l Limits) {
-	if l.RPM < 0 || l.TPM < 0 || l.MaxParallel < 0 || l.Budget.USD < 0 {
-		add("%s: rpm, tpm, max_parallel and budget.usd must not be negative (0 = no limit)", f)
+	if l.RPM < 0 || l.TPM < 0 || l.MaxParallel < 0 || !price(l.Budget.USD) {
+		add("%s: rpm, tpm, max_parallel and budget.usd must not be negative (0 = no limit); budget.usd must be a number", f)
 	}
 	if a := l.Budget.AlertAt; !(a > 0 && a <= 1) {
 		add("%s.budget.alert_at: must be within (0, 1] (a share of budget.usd), got %g", f, a)
@@ -474,3 +518,76 @@ func checkLimits(add func(string, ...any), f string, l Limits) {
 		add("%s.budget.period: must be daily, weekly, monthly or a positive duration", f)
 	}
 }
+
+// Bounds of the names that reach metric labels, response headers, audit
+// entries, URLs and Redis keys (SPEC 11, 12.1).
+const (
+	// MaxTeamNameLen bounds team and key names: the admin API's bound
+	// (catalog's maxNameLen), so a file seeds no team it cannot address.
+	MaxTeamNameLen = 64
+	// MaxDeploymentIDLen bounds a deployment's id.
+	MaxDeploymentIDLen = 128
+	// MaxModelNameLen bounds a public model name or a tier alias.
+	MaxModelNameLen = 256
+)
+
+// ValidTeamName reports whether a file may name a team s: 1 to
+// MaxTeamNameLen bytes of UTF-8 text without control characters, that an
+// admin URL can address as one path segment (no '/', not "." or "..",
+// which clients resolve away as dot segments). The admin API creates
+// teams from a narrower alphabet (catalog's validName).
+func ValidTeamName(s string) bool {
+	return s != "" && len(s) <= MaxTeamNameLen && s != "." && s != ".." &&
+		!strings.Contains(s, "/") && !hasControl(s)
+}
+
+// badModelName says what is wrong with a public model name or alias ("" when
+// nothing is): too long, not UTF-8 text, or holding control characters.
+func badModelName(s string) string {
+	switch {
+	case len(s) > MaxModelNameLen:
+		return fmt.Sprintf("%d bytes; at most %d", len(s), MaxModelNameLen)
+	case hasControl(s):
+		return fmt.Sprintf("%q must be UTF-8 text without control characters", clip(s))
+	}
+	return ""
+}
+
+// hasControl reports whether s is not UTF-8 text or holds a control
+// character (C0, DEL or C1): a name with a newline forges log and
+// exposition lines wherever it is written unescaped.
+func hasControl(s string) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// clip shortens a value quoted in a problem.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:80] + "..."
+}
+
+// sameKeySettings reports whether two entries of one key set the same
+// name, models, expiry and limits (so giving the key twice loses nothing).
+func sameKeySettings(a, b KeySpec) bool {
+	return a.Name == b.Name && slices.Equal(a.Models, b.Models) && a.ExpiresAt == b.ExpiresAt &&
+		a.Level() == b.Level()
+}
+
+// finite reports whether x is a number (not NaN, not an infinity): YAML
+// reads .nan and .inf, and an environment override "NaN", as floats, and
+// NaN passes every comparison a range check makes.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// price reports whether x is a usable price or amount in USD: finite and
+// not negative.
+func price(x float64) bool { return finite(x) && x >= 0 }
