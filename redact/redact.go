@@ -53,10 +53,24 @@ func Credentials(s string) string {
 	return credential.ReplaceAllStringFunc(s, maskOne)
 }
 
+// maybe reports whether s holds one of quick, in one pass: it runs on
+// every string of every request's log line, and six Contains over each
+// cost that line about 0.35 us (BenchmarkRequestLine).
 func maybe(s string) bool {
-	for _, q := range quick {
-		if strings.Contains(s, q) {
-			return true
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case 's':
+			if strings.HasPrefix(s[i:], "sk") {
+				return true
+			}
+		case 'A':
+			if t := s[i:]; strings.HasPrefix(t, "AKIA") || strings.HasPrefix(t, "ASIA") || strings.HasPrefix(t, "AIza") {
+				return true
+			}
+		case 'e':
+			if t := s[i:]; strings.HasPrefix(t, "earer") || strings.HasPrefix(t, "eyJ") {
+				return true
+			}
 		}
 	}
 	return false

@@ -83,3 +83,27 @@ func TestHandlerMasksLogLines(t *testing.T) {
 		t.Errorf("plain attribute lost: %s", out)
 	}
 }
+
+// TestMaybeIsContains: the one-pass quick check answers as a Contains of
+// each quick string would, on every prefix, suffix and middle of them.
+func TestMaybeIsContains(t *testing.T) {
+	contains := func(s string) bool {
+		for _, q := range quick {
+			if strings.Contains(s, q) {
+				return true
+			}
+		}
+		return false
+	}
+	inputs := []string{"", "s", "k", "sk", "ask", "tas", "AKI", "AKIA", "xASIAy", "AIz", "AIza", "eare", "bearer", "Bearer x", "eyJ", "ey", "req-0123456789abcdef", "gpt-4o-mini"}
+	for _, q := range quick {
+		for i := range len(q) + 1 {
+			inputs = append(inputs, q[:i], q[i:], "x"+q[:i], q[i:]+"y")
+		}
+	}
+	for _, s := range inputs {
+		if maybe(s) != contains(s) {
+			t.Errorf("maybe(%q) = %v, Contains says %v", s, maybe(s), contains(s))
+		}
+	}
+}

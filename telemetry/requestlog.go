@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"switchyard/redact"
 	"switchyard/wire"
 )
 
@@ -25,9 +26,9 @@ type RequestLog struct {
 
 // NewRequestLog logs through log, or, when lines is not nil, writes each
 // line to lines. lines must be where log's handler writes, a
-// slog.JSONHandler with default options: build the two together, as
-// cmd/switchyard's serveLogger does. log still decides whether info lines
-// are on.
+// slog.JSONHandler with default options under redact.Handler: build the
+// two together, as cmd/switchyard's serveLogger does. log still decides
+// whether info lines are on.
 func NewRequestLog(log *slog.Logger, lines io.Writer) *RequestLog {
 	return &RequestLog{log: log, lines: lines}
 }
@@ -85,23 +86,26 @@ func tierName(e *Entry) string {
 }
 
 // AppendRequestLine appends e's log line, timed at end, byte for byte as
-// slog's JSON handler with default options writes the "request" record of
-// requestAttrs, newline included (TestRequestLineIsSlogs holds the two
-// together; a float that slog cannot marshal, NaN or an infinity, is
-// written as 0 here).
+// slog's JSON handler with default options under redact.Handler writes the
+// "request" record of requestAttrs, newline included
+// (TestRequestLineIsSlogs holds the two together; a float that slog cannot
+// marshal, NaN or an infinity, is written as 0 here). Every string is
+// masked of what is shaped like a credential (SPEC 15): the client chooses
+// the request id and the model it names, and a key pasted into either
+// must not reach the log in clear.
 func AppendRequestLine(b []byte, e *Entry, end time.Time) []byte {
 	b = append(b, `{"time":`...)
 	b = appendTime(b, end.Round(0))
 	b = append(b, `,"level":"INFO","msg":"request","request_id":`...)
-	b = wire.AppendString(b, e.RequestID)
+	b = appendLogString(b, e.RequestID)
 	b = append(b, `,"team":`...)
-	b = wire.AppendString(b, e.Team)
+	b = appendLogString(b, e.Team)
 	b = append(b, `,"model":`...)
-	b = wire.AppendString(b, e.RequestedModel)
+	b = appendLogString(b, e.RequestedModel)
 	b = append(b, `,"routed":`...)
-	b = wire.AppendString(b, e.RoutedModel)
+	b = appendLogString(b, e.RoutedModel)
 	b = append(b, `,"deployment":`...)
-	b = wire.AppendString(b, e.Deployment)
+	b = appendLogString(b, e.Deployment)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, `,"attempts":`...)
@@ -109,7 +113,7 @@ func AppendRequestLine(b []byte, e *Entry, end time.Time) []byte {
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, e.Degraded)
 	b = append(b, `,"tier":`...)
-	b = wire.AppendString(b, tierName(e))
+	b = appendLogString(b, tierName(e))
 	b = append(b, `,"stream":`...)
 	b = strconv.AppendBool(b, e.Stream)
 	b = append(b, `,"prompt_tokens":`...)
@@ -127,6 +131,12 @@ func AppendRequestLine(b []byte, e *Entry, end time.Time) []byte {
 	b = append(b, `,"overhead_ms":`...)
 	b = appendFloat(b, e.OverheadMs)
 	b = append(b, `,"error":`...)
-	b = wire.AppendString(b, e.Error)
+	b = appendLogString(b, e.Error)
 	return append(b, "}\n"...)
+}
+
+// appendLogString appends s as a JSON string, masked as redact.Handler
+// masks a string attribute.
+func appendLogString(b []byte, s string) []byte {
+	return wire.AppendString(b, redact.Credentials(s))
 }

@@ -8,15 +8,18 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"switchyard/redact"
 )
 
-// slogLine is what slog's JSON handler (default options) writes for the
-// request record of e at end: the reference AppendRequestLine must equal.
+// slogLine is what slog's JSON handler (default options) under
+// redact.Handler, the serving logger, writes for the request record of e
+// at end: the reference AppendRequestLine must equal.
 func slogLine(e *Entry, end time.Time) []byte {
 	var buf bytes.Buffer
 	r := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 	r.AddAttrs(requestAttrs(nil, e)...)
-	_ = slog.NewJSONHandler(&buf, nil).Handle(context.Background(), r)
+	_ = redact.Handler(slog.NewJSONHandler(&buf, nil)).Handle(context.Background(), r)
 	return buf.Bytes()
 }
 
@@ -42,6 +45,7 @@ func TestRequestLineIsSlogs(t *testing.T) {
 func FuzzRequestLine(f *testing.F) {
 	f.Add("r", "team", "model", "tier", "err", 200, 2, 1.5, 0.001, 12.5, true)
 	f.Add("\xff\"\\", "\x00\x1f\x7f", "\u2028\u2029", "<&>", "\t\n\r", -1, 0, 1e-9, 1e22, -0.0, false)
+	f.Add("Bearer abcdefgh12345", "t", "sk-proj-Zq3xV8mN2pL7rT4wY9kH6cB1", "AKIAABCDEFGHIJKLMNOP", "key sk-\\u002dabcdefghijklmnopq", 401, 1, 1.0, 0.0, 0.1, true)
 	f.Fuzz(func(t *testing.T, id, team, model, tier, errText string, status, attempts int, dur, cost, over float64, stream bool) {
 		if math.IsNaN(dur) || math.IsInf(dur, 0) || math.IsNaN(cost) || math.IsInf(cost, 0) || math.IsNaN(over) || math.IsInf(over, 0) {
 			return // slog writes an error marker for these; the line writes 0
