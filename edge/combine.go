@@ -176,11 +176,15 @@ func (r *Redis) lead(ctx context.Context, cb *combiner, leader *admitCall, batch
 
 // teamBatch is the admissions of one team in a batch: its part of a script call.
 type teamBatch struct {
-	calls   []*admitCall
-	rel     []string // releases it carries
-	taken   int      // how many of rel came from the pending list
-	carried bool     // it carries the local fallback's TATs (ts.unshared)
-	pair    int      // in a gcraLua call: the number of its limit pair (appendLean)
+	calls       []*admitCall
+	rel         []string       // releases it carries
+	taken       int            // how many of rel came from the pending list
+	lrel        []levelRelease // its key and user levels' releases it carries
+	carried     bool           // it carries the local fallback's TATs (ts.unshared)
+	subsCarried []string       // the levels whose local TATs it carries (ts.unsharedSubs)
+	adds        []slotAdd      // the local fallback's slots it puts in Redis (ts.localSlots)
+	slotsSent   []string       // their ids
+	pair        int            // in a gcraLua call: the number of its limit pair (appendLean)
 }
 
 // carry takes over what the local fallback admitted for team t that Redis
@@ -276,7 +280,7 @@ func (c *beginCall) script() *redis.Script {
 // level.
 func leanGroup(g *teamBatch) bool {
 	t := g.calls[0].q.Team
-	if t.MaxParallel > 0 || t.Budget.USD > 0 {
+	if t.MaxParallel > 0 || t.Budget.USD > 0 || g.calls[0].ts.nLocalSlots.Load() > 0 {
 		return false
 	}
 	for _, a := range g.calls {
@@ -312,10 +316,10 @@ func (r *Redis) beginCalls(groups []*teamBatch) []*beginCall {
 		nk, na := 0, 2
 		for _, g := range c.groups {
 			nk += 3
-			na += 10 + 6*len(g.calls)
+			na += 11 + 6*len(g.calls)
 			for _, a := range g.calls {
 				nk += len(a.pins) + 3*a.nsub
-				na += 9 * a.nsub
+				na += 10 * a.nsub
 				if a.lease != nil {
 					nk, na = nk+1, na+1
 				}
@@ -338,6 +342,10 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	ts, t := g.calls[0].ts, g.calls[0].q.Team
 	tk := ts.keys.begin()
 	c.keys = append(c.keys, tk[:]...)
+	g.adds, g.slotsSent = ts.takeLocalSlots(g.adds[:0], g.slotsSent[:0])
+	for _, a := range g.adds {
+		c.keys = append(c.keys, a.key)
+	}
 	for _, a := range g.calls {
 		for j := range a.nsub {
 			k := &a.subs[j].keys
@@ -349,11 +357,21 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 		}
 	}
 	g.rel, g.taken = ts.takeReleases()
+	for _, a := range g.calls {
+		if a.nsub > 0 {
+			g.lrel = ts.takeLevelReleases(g.calls, g.lrel[:0])
+			break
+		}
+	}
 	la := ts.keys.limitArgs(t)
 	lr, lt := g.carry(r, ts, t)
 	c.args = append(c.args, la.args[0], la.args[1], la.args[2], la.args[3], la.args[4], lr, lt, len(g.rel))
 	for _, id := range g.rel {
 		c.args = append(c.args, id)
+	}
+	c.args = append(c.args, len(g.adds))
+	for _, a := range g.adds {
+		c.args = append(c.args, a.id)
 	}
 	c.args = append(c.args, len(g.calls))
 	for _, a := range g.calls {
@@ -366,14 +384,35 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 		for j := range a.nsub {
 			sc := &a.subs[j]
 			var lr, lt int64
-			if g.carried {
+			if ts.takeUnsharedSub(sc.keys.base) {
 				rr, tr := r.local.SubResets(sc.keys.base)
 				lr, lt = rr.Microseconds(), tr.Microseconds()
+				g.subsCarried = append(g.subsCarried, sc.keys.base)
 			}
 			c.args = ts.keys.levelArgs(c.args, sc.lv)
 			c.args = append(c.args, lr, lt, sc.cost, sc.usd)
+			c.args = g.appendLevelReleases(c.args, sc.keys.base)
 		}
 	}
+}
+
+// appendLevelReleases appends the number of the level's pending releases
+// this call carries and their ids: the first admission of the call that
+// meets the level carries them all, the others none.
+func (g *teamBatch) appendLevelReleases(args []any, base string) []any {
+	for i := range g.lrel {
+		l := &g.lrel[i]
+		if l.keys.base != base || l.sent {
+			continue
+		}
+		l.sent = true
+		args = append(args, len(l.rel))
+		for _, id := range l.rel {
+			args = append(args, id)
+		}
+		return args
+	}
+	return append(args, 0)
 }
 
 // appendLean builds c's keys and arguments for gcraLua: the call's
@@ -461,8 +500,16 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 		if err != nil {
 			ts := g.calls[0].ts
 			ts.putBackReleases(g.rel[:g.taken])
+			ts.putBackLevelReleases(g.lrel)
+			ts.settleLocalSlots(r, g.calls[0].q.Team, g.slotsSent, false)
 			if g.carried {
 				ts.unshared.Store(true)
+			}
+			if len(g.subsCarried) > 0 {
+				until := r.cfg.Clock().Add(time.Minute + time.Second).UnixNano()
+				for _, base := range g.subsCarried {
+					ts.markUnsharedSub(base, 0, until)
+				}
 			}
 			for _, a := range g.calls {
 				a.d, a.localErr = r.admitLocal(ts, a.q)
@@ -474,6 +521,7 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 				a.d = decision(a)
 				off = end
 			}
+			g.calls[0].ts.settleLocalSlots(r, g.calls[0].q.Team, g.slotsSent, true)
 			r.learn(g)
 		}
 		for _, a := range g.calls {

@@ -36,6 +36,14 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		if !tk.released {
 			r.local.Release(tk.lt)
 		}
+		if tk.lt.Slot != "" {
+			// the slot an admission script carried to Redis is freed there too
+			if rw, ok := ts.endLocalSlot(r.node + ":" + tk.lt.Slot); ok {
+				if visit, urgent := ts.add(t, &rw, r.w, r.cfg.MaxPins); visit {
+					r.w.markDirty(ts, urgent)
+				}
+			}
+		}
 		r.local.Reconcile(tk.lt, actual, cost)
 		// Redis reserved nothing: it is owed the whole cost at every level
 		// with a budget (SPEC 9: replayed)

@@ -459,7 +459,10 @@ func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, ac *admitCall) {
 }
 
 // admitLocal decides q in the local fallback; an admission marks its team
-// unshared, so the team's next admission script tells Redis.
+// unshared, and its key and user levels with rpm or tpm, so the next
+// admission script of the team, and of each such level, tells Redis; and
+// its max_parallel slot goes to Redis with the team's next admission
+// script (localSlots).
 func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error) {
 	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}
 	gcra := q.Team.RPM > 0 || q.Team.TPM > 0
@@ -470,8 +473,26 @@ func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error
 		}
 	}
 	d, err := r.local.Admit(context.Background(), a)
+	if err == nil && d.Allowed && d.Ticket.Slot != "" {
+		// the slot goes to Redis with the team's next admission script
+		s := &localSlot{team: q.Team.MaxParallel > 0}
+		for _, lv := range [2]*Level{&q.Key, &q.User} {
+			if lv.limited() && lv.Limits.MaxParallel > 0 {
+				s.subs[s.nsub] = subSlot{lv: *lv, keys: newLevelKeys(ts.keys.base(), lv)}
+				s.nsub++
+			}
+		}
+		ts.addLocalSlot(r.node+":"+d.Ticket.Slot, s)
+	}
 	if err == nil && d.Allowed && gcra {
 		ts.unshared.Store(true)
+		now := r.cfg.Clock()
+		for j, lv := range [2]*Level{&q.Key, &q.User} {
+			if lv.limited() && (lv.Limits.RPM > 0 || lv.Limits.TPM > 0) {
+				// a local TAT is never more than a window (and a tolerance) ahead
+				ts.markUnsharedSub(a.Levels[j].Key, now.UnixNano(), now.Add(time.Minute+time.Second).UnixNano())
+			}
+		}
 	}
 	return d, err
 }

@@ -106,7 +106,8 @@ func TestLostAnswerRefusedLocallyReleasesTheSlot(t *testing.T) {
 	g.r.c = lc
 	team := teamtest.Team("lost", teamtest.Limits{Par: 2}) // local share: 1
 	g.up.down.Store(true)                                  // breaker open: the local fallback admits
-	if b := begin(t, g.r, team, 0); !b.Decision.Allowed {
+	held := begin(t, g.r, team, 0)
+	if !held.Decision.Allowed {
 		t.Fatal("local admission refused")
 	}
 	g.up.down.Store(false)
@@ -116,12 +117,20 @@ func TestLostAnswerRefusedLocallyReleasesTheSlot(t *testing.T) {
 	if b.Decision.Allowed {
 		t.Fatalf("the local fallback should refuse: its one slot is held (%+v local=%v)", b.Decision, b.Local)
 	}
-	if n := len(mustZ(t, g.m, "sy:{team:lost}:par")); n != 1 {
-		t.Fatalf("%d slots in Redis before the writer ran, want the one the lost call took", n)
+	// the script also put the slot of the local admission, which still
+	// runs, in Redis (localSlots)
+	local := g.r.node + ":" + held.t.lt.Slot
+	if z := mustZ(t, g.m, "sy:{team:lost}:par"); len(z) != 2 {
+		t.Fatalf("slots in Redis before the writer ran: %v, want the one the lost call took and %s", z, local)
 	}
 	g.step(t)
+	if z := mustZ(t, g.m, "sy:{team:lost}:par"); len(z) != 1 || z[0] != local {
+		t.Fatalf("slots in Redis %v, want only %s: the slot taken by the lost call is still held", z, local)
+	}
+	g.r.Finish(&held, &Outcome{})
+	g.step(t)
 	if g.m.Exists("sy:{team:lost}:par") && len(mustZ(t, g.m, "sy:{team:lost}:par")) != 0 {
-		t.Fatal("the slot taken by the lost call is still held")
+		t.Fatal("a slot is still held once every request ended")
 	}
 }
 

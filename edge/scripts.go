@@ -189,13 +189,16 @@ end
 // nothing), with the pins it reads.
 //
 //	KEYS: per team: 1 rpm+tpm TATs, 2 parallel slots (zset id -> lease
-//	      expiry), 3 budget (hash p, usd), then per admission in order: the
+//	      expiry), 3 budget (hash p, usd), then the slot set of each slot
+//	      to add (below), then per admission in order: the
 //	      same three keys of each of its key and user levels, then the pins
 //	      it reads (a response-cache entry first), then its coalescing
 //	      lease when it asks for one
 //	ARGV: 1 slot lease (ms), 2 number of teams, then per team: its level
 //	      (below) without the last two, number of releases and the slot ids
-//	      to release, number of admissions and for each: tokens to reserve
+//	      to release, number of slots to add (the local fallback's, of
+//	      requests still running: localSlots) and their ids, number of
+//	      admissions and for each: tokens to reserve
 //	      at the team level (capped at its tpm), usd to reserve against its
 //	      budget, slot id, number of pins, number of other levels, the
 //	      lease's ttl (ms; 0 = no lease) and, with a lease, its token, then
@@ -203,7 +206,9 @@ end
 //	      a level: rpm, tpm, max_parallel, budget usd, budget period code
 //	      (periodLua), the local fallback's rpm and tpm resets (us; 0 =
 //	      nothing to learn), then for a key or user level: tokens and usd
-//	      to reserve at that level
+//	      to reserve at that level, number of this node's pending slot
+//	      releases of the level and their ids (the first admission of the
+//	      call that meets the level carries them)
 //	returns for each admission, teams in order {allowed, kind, wait us,
 //	         level (0 team, j the j-th other level), then per level, team
 //	         first: rpm remaining, rpm reset us, tpm remaining, tpm reset us,
@@ -324,8 +329,16 @@ local i, k = 3, 1
 for team = 1, tonumber(ARGV[2]) do
   local nrel = tonumber(ARGV[i + 7])
   if nrel > 0 then call('ZREM', KEYS[k + 1], unpack(ARGV, i + 8, i + 8 + nrel - 1)) end
+  -- the slots the local fallback gave requests that still run, each in its
+  -- level's set, before any set is counted
+  local nadd = tonumber(ARGV[i + 8 + nrel])
+  for a = 1, nadd do
+    local kp = KEYS[k + 2 + a]
+    call('ZADD', kp, now + lease * 1000, ARGV[i + 8 + nrel + a])
+    if call('PTTL', kp) < lease then call('PEXPIRE', kp, 2 * lease) end
+  end
   local T = open(i, k)
-  i, k = i + 8 + nrel, k + 3
+  i, k = i + 9 + nrel + nadd, k + 3 + nadd
   local others = nil -- key and user levels opened in this call, by TAT key
 
   local n = tonumber(ARGV[i]); i = i + 1
@@ -342,17 +355,23 @@ for team = 1, tonumber(ARGV[2]) do
       subs = {}
       others = others or {}
       for s = 1, nsub do
+        -- this node's pending releases of the level, before it is counted
+        -- (SPEC 3: a release is visible to the very next admission)
+        local nr = tonumber(ARGV[i + 9])
+        if nr > 0 then call('ZREM', KEYS[k + 1], unpack(ARGV, i + 10, i + 9 + nr)) end
         local L = others[KEYS[k]]
         if not L then
           L = open(i, k)
           others[KEYS[k]] = L
           others[#others + 1] = L
+        elseif nr > 0 and L.par > 0 then
+          L.pcount = call('ZCARD', L.kpar)
         end
         local c, u = tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
         local w, kd, rn, tn = check(L, c, u)
         if kd > 0 and w > wait then wait, kind, level = w, kd, s end
         subs[s] = {L, c, u, rn, tn}
-        i, k = i + 9, k + 3
+        i, k = i + 10 + nr, k + 3
       end
     end
     local allowed = 0

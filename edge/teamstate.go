@@ -54,6 +54,22 @@ type teamState struct {
 	// team that Redis has not heard of: the team's next admission script
 	// carries the local TATs, so Redis never admits on top of it.
 	unshared atomic.Bool
+	// unsharedSubs is unshared for the key and user levels, by their keys'
+	// base: each level's own next admission script carries the fallback's
+	// TATs, whichever call of the team reaches Redis first. The value is
+	// when the local TATs are surely past (Unix ns): then there is nothing
+	// left to carry. Guarded by mu; nUnsharedSubs is its size, read
+	// without the lock by every admission.
+	unsharedSubs  map[string]int64
+	nUnsharedSubs atomic.Int64
+	// localSlots are the max_parallel slots of the requests the local
+	// fallback admitted that are still running, by their id in Redis
+	// (localSlot): the team's next admission script puts them in Redis, so
+	// its sets count them once it is back (SPEC 3, 9); nLocalSlots counts
+	// those not yet sent, read without the lock by every admission.
+	// Guarded by mu; bounded by the requests running.
+	localSlots  map[string]*localSlot
+	nLocalSlots atomic.Int64
 
 	// comb batches this team's admissions on Redis Cluster (Redis.admit),
 	// made with the record there; on one shard the node's combiner batches
@@ -385,6 +401,193 @@ func (ts *teamState) takeReleases() (rel []string, taken int) {
 	return rel, taken
 }
 
+// markUnsharedSub records that the local fallback admitted a request at
+// the level whose keys start with base, and that its local TATs are past
+// by until (Unix ns). Bounded by maxLevels: when full, the entries whose
+// TATs are past are dropped first, and a level past the bound is not
+// carried (the fallback's own share of it is then admitted again).
+func (ts *teamState) markUnsharedSub(base string, now, until int64) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.unsharedSubs == nil {
+		ts.unsharedSubs = map[string]int64{}
+	}
+	if _, ok := ts.unsharedSubs[base]; !ok && len(ts.unsharedSubs) >= maxLevels {
+		for k, u := range ts.unsharedSubs {
+			if u <= now {
+				delete(ts.unsharedSubs, k)
+			}
+		}
+		if len(ts.unsharedSubs) >= maxLevels {
+			return
+		}
+	}
+	ts.unsharedSubs[base] = max(ts.unsharedSubs[base], until)
+	ts.nUnsharedSubs.Store(int64(len(ts.unsharedSubs)))
+}
+
+// takeUnsharedSub reports whether the level whose keys start with base has
+// local admissions Redis has not heard of, and forgets them: the caller
+// carries them. Without any, it costs one atomic load.
+func (ts *teamState) takeUnsharedSub(base string) bool {
+	if ts.nUnsharedSubs.Load() == 0 {
+		return false
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	_, ok := ts.unsharedSubs[base]
+	if ok {
+		delete(ts.unsharedSubs, base)
+		ts.nUnsharedSubs.Store(int64(len(ts.unsharedSubs)))
+	}
+	return ok
+}
+
+// localSlot is a slot the local fallback gave a request that still runs,
+// at the levels (team, key, user) with max_parallel, on its way into Redis.
+type localSlot struct {
+	team  bool
+	subs  [2]subSlot
+	nsub  int
+	state uint8 // slotPending, slotSent or slotCarried
+	ended bool  // its request ended while an admission script carried it
+	maybe bool  // a script that carried it failed in an unknown state: it may be in Redis
+}
+
+// subSlot is a key or user level of a localSlot.
+type subSlot struct {
+	lv   Level
+	keys levelKeys
+}
+
+// The states of a localSlot.
+const (
+	slotPending = iota // not in Redis: the next admission script carries it
+	slotSent           // in an admission script not answered yet
+	slotCarried        // in Redis: renewed by the writer, released by Finish
+)
+
+// slotAdd is one slot an admission script adds to a set: the set's key and
+// the slot's id.
+type slotAdd struct{ key, id string }
+
+// addLocalSlot records the slot id of a request the local fallback
+// admitted (ts.mu not held).
+func (ts *teamState) addLocalSlot(id string, s *localSlot) {
+	ts.mu.Lock()
+	if ts.localSlots == nil {
+		ts.localSlots = map[string]*localSlot{}
+	}
+	if _, ok := ts.localSlots[id]; !ok {
+		ts.localSlots[id] = s
+		ts.nLocalSlots.Add(1)
+	}
+	ts.mu.Unlock()
+}
+
+// takeLocalSlots appends to adds the sets and ids of the local slots not
+// yet in Redis, marks them sent, and returns their ids in sent.
+func (ts *teamState) takeLocalSlots(adds []slotAdd, sent []string) ([]slotAdd, []string) {
+	if ts.nLocalSlots.Load() == 0 {
+		return adds, sent
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for id, s := range ts.localSlots {
+		if s.state != slotPending {
+			continue
+		}
+		if len(sent) == maxBatchItems {
+			break // the rest go with the next call
+		}
+		s.state = slotSent
+		ts.nLocalSlots.Add(-1)
+		sent = append(sent, id)
+		if s.team {
+			adds = append(adds, slotAdd{ts.keys.par(), id})
+		}
+		for j := range s.nsub {
+			adds = append(adds, slotAdd{s.subs[j].keys.par, id})
+		}
+	}
+	return adds, sent
+}
+
+// settleLocalSlots records the outcome of the admission script that
+// carried the slots sent: in Redis they are held (the writer renews them)
+// until Finish releases them; after a failure they are sent again. A slot
+// whose request ended meanwhile is released in Redis at once (the failed
+// script may have added it too).
+func (ts *teamState) settleLocalSlots(r *Redis, t *catalog.Team, sent []string, ok bool) {
+	if len(sent) == 0 {
+		return
+	}
+	var rel []finishWrite
+	ts.mu.Lock()
+	for _, id := range sent {
+		s := ts.localSlots[id]
+		if s == nil || s.state != slotSent {
+			continue
+		}
+		switch {
+		case s.ended:
+			delete(ts.localSlots, id)
+			rel = append(rel, s.release(id))
+		case ok:
+			s.state = slotCarried
+			ts.holdLocked(id, s.team, s.subs[:s.nsub])
+		default:
+			s.state, s.maybe = slotPending, true
+			ts.nLocalSlots.Add(1)
+		}
+	}
+	ts.mu.Unlock()
+	for i := range rel {
+		if visit, urgent := ts.add(t, &rel[i], r.w, r.cfg.MaxPins); visit {
+			r.w.markDirty(ts, urgent)
+		}
+	}
+}
+
+// endLocalSlot is Finish's part for a local slot id: what to write to
+// Redis (ok false: nothing, it is not there, or the script carrying it
+// releases it when it settles).
+func (ts *teamState) endLocalSlot(id string) (w finishWrite, ok bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	s := ts.localSlots[id]
+	if s == nil {
+		return w, false
+	}
+	switch s.state {
+	case slotPending:
+		delete(ts.localSlots, id)
+		ts.nLocalSlots.Add(-1)
+		if s.maybe { // a failed script may have added it
+			return s.release(id), true
+		}
+		return w, false
+	case slotSent:
+		s.ended = true
+		return w, false
+	}
+	delete(ts.localSlots, id)
+	return s.release(id), true
+}
+
+// release is the write that frees slot id at every level of s.
+func (s *localSlot) release(id string) finishWrite {
+	w := finishWrite{}
+	if s.team {
+		w.slot = id
+	}
+	for j := range s.nsub {
+		w.subs[j] = subWrite{lv: s.subs[j].lv, keys: s.subs[j].keys, slot: id}
+	}
+	w.nsub = s.nsub
+	return w
+}
+
 // putBackReleases returns releases whose admission script failed.
 func (ts *teamState) putBackReleases(rel []string) {
 	if len(rel) == 0 {
@@ -392,6 +595,90 @@ func (ts *teamState) putBackReleases(rel []string) {
 	}
 	ts.mu.Lock()
 	ts.releases = append(rel, ts.releases...)
+	ts.mu.Unlock()
+}
+
+// levelRelease is a key or user level's pending slot releases that an
+// admission script carries (takeLevelReleases), so a release at that level
+// is visible to the very next admission as the team's are (SPEC 3, 3.1).
+type levelRelease struct {
+	lv    Level
+	keys  levelKeys
+	rel   []string
+	taken int  // how many of rel came from the level's pending list
+	sent  bool // its ids are in the call's arguments already
+}
+
+// takeLevelReleases appends to out, for each level with max_parallel of
+// the admissions calls that out does not name yet, this node's pending
+// releases of that level, together with those of the writer's batch in
+// flight (as takeReleases does for the team). Nothing is allocated when
+// no level has any.
+func (ts *teamState) takeLevelReleases(calls []*admitCall, out []levelRelease) []levelRelease {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.subs) == 0 && (ts.flight == nil || len(ts.flight.subs) == 0) {
+		return out
+	}
+	for _, a := range calls {
+	next:
+		for j := range a.nsub {
+			sc := &a.subs[j]
+			if sc.lv.Limits.MaxParallel <= 0 {
+				continue
+			}
+			for i := range out {
+				if out[i].keys.base == sc.keys.base {
+					continue next
+				}
+			}
+			var rel []string
+			if ls := ts.subs[sc.keys.base]; ls != nil && len(ls.releases) > 0 {
+				rel = ls.releases
+				if len(rel) > maxBatchItems {
+					rel = rel[:maxBatchItems:maxBatchItems]
+					ls.releases = ls.releases[maxBatchItems:]
+				} else {
+					ls.releases = nil
+				}
+			}
+			taken := len(rel)
+			if f := ts.flight; f != nil && taken < maxBatchItems {
+				for k := range f.subs {
+					if lb := &f.subs[k]; lb.keys.base == sc.keys.base && len(lb.releases) > 0 {
+						rel = append(rel[:taken:taken], lb.releases[:min(len(lb.releases), maxBatchItems-taken)]...)
+						break
+					}
+				}
+			}
+			if len(rel) > 0 {
+				out = append(out, levelRelease{lv: *sc.lv, keys: sc.keys, rel: rel, taken: taken})
+			}
+		}
+	}
+	return out
+}
+
+// putBackLevelReleases returns the level releases whose admission script
+// failed: the writer sends them (or the next admission script carries them).
+func (ts *teamState) putBackLevelReleases(lr []levelRelease) {
+	if len(lr) == 0 {
+		return
+	}
+	ts.mu.Lock()
+	for i := range lr {
+		l := &lr[i]
+		if l.taken == 0 {
+			continue
+		}
+		ls := ts.subs[l.keys.base]
+		if ls == nil { // the writer found it at rest meanwhile and dropped it
+			ls = ts.newLevelLocked(l.keys)
+			ls.lv = l.lv
+		}
+		ls.releases = append(l.rel[:l.taken:l.taken], ls.releases...)
+		ts.subDirty = true
+	}
 	ts.mu.Unlock()
 }
 
@@ -425,6 +712,31 @@ func (ts *teamState) hold(t *catalog.Team, tk *ticket) {
 		}
 	}
 	ts.mu.Unlock()
+}
+
+// holdLocked registers slot id at the team level (team) and at the key and
+// user levels subs (ts.mu held): the writer renews its lease.
+func (ts *teamState) holdLocked(id string, team bool, subs []subSlot) {
+	if team {
+		if ts.live == nil {
+			ts.live = map[string]struct{}{}
+		}
+		ts.live[id] = struct{}{}
+	}
+	for j := range subs {
+		ls := ts.subs[subs[j].keys.base]
+		if ls == nil {
+			ls = ts.newLevelLocked(subs[j].keys)
+		}
+		ls.lv = subs[j].lv
+		if ls.live == nil {
+			ls.live = map[string]struct{}{}
+		}
+		if _, ok := ls.live[id]; !ok {
+			ls.live[id] = struct{}{}
+			ts.subLive++
+		}
+	}
 }
 
 // newLevelLocked adds the record of the level named by keys (ts.mu held).
@@ -583,7 +895,7 @@ func (ts *teamState) pendingLocked() bool { return ts.flight != nil || ts.unsent
 func (ts *teamState) idle() bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && !ts.hasLive()
+	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && !ts.hasLive() && len(ts.localSlots) == 0
 }
 
 // unsent reports whether ts has writes not yet taken into a batch (ts.mu
