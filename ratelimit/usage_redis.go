@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"switchyard/internal/redisscript"
 	"sync"
@@ -20,6 +22,13 @@ type Store interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
+// nodeID names this process in the applied-write marks.
+func nodeID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // flushTimeout bounds one background write: longer than a request-path
 // call, since nobody waits on it, but short enough to notice a hung Redis.
 func flushTimeout(t time.Duration) time.Duration { return max(4*t, 250*time.Millisecond) }
@@ -28,8 +37,20 @@ func flushTimeout(t time.Duration) time.Duration { return max(4*t, 250*time.Mill
 // clock. The hash keeps the current minute (m, r, t) and the previous one
 // (pr, pt); a new minute rotates them, so the key never grows.
 //
-//	KEYS: 1 usage hash   ARGV: 1 requests, 2 tokens
+// The mark makes a write idempotent: a write whose reply was lost (a
+// timeout in an unknown state) is sent again as it was, with the same seq,
+// before this node sends anything newer for the deployment, and a node's
+// seqs only grow, so a resend of an applied write is a no-op (SPEC 9: a
+// write is never applied twice). The mark outlives the resends: counts
+// older than a minute are dropped, not sent.
+//
+//	KEYS: 1 usage hash, 2 this node's applied-write mark for the deployment
+//	ARGV: 1 requests, 2 tokens, 3 seq
+//	returns 1, or 0 when the write was applied already
 const usageRecordLua = `
+local seq = tonumber(ARGV[3])
+if seq <= tonumber(redis.call('GET', KEYS[2]) or -1) then return 0 end
+redis.call('SET', KEYS[2], ARGV[3], 'PX', 180000)
 local m = math.floor(tonumber(redis.call('TIME')[1]) / 60)
 local h = redis.call('HMGET', KEYS[1], 'm', 'r', 't')
 local cm = tonumber(h[1])
@@ -98,13 +119,23 @@ type RedisUsage struct {
 	div   atomic.Int64 // node count the local estimate is scaled by (>= 1); SetDivisor
 	deps  sync.Map     // deployment id -> *depUsage
 	cache atomic.Pointer[usageCache]
+	node  string // random per process: the applied-write marks (immutable)
+
+	seq int64 // the last write's seq (flush's own: the writer's goroutine)
 }
 
-// depUsage is one deployment's unwritten counts.
+// depUsage is one deployment's unwritten counts, and the write in flight:
+// sent and not acknowledged, resent as it was (same seq) before anything
+// newer of the deployment is sent.
 type depUsage struct {
-	keys     []string
+	keys     []string // the usage hash and this node's mark
 	req, tok atomic.Int64
 	since    atomic.Int64 // ns of the oldest unwritten count, 0 when none
+	// the write in flight: its counts (read by Usage), and, flush's own,
+	// its seq (0: none) and the ns of its oldest count
+	freq, ftok atomic.Int64
+	fseq       int64
+	fsince     int64
 }
 
 // usageCache is one refresh of every known deployment's cluster-wide counts.
@@ -130,7 +161,7 @@ func NewRedisUsage(client Store, prefix string, timeout time.Duration, replicas 
 	u := &RedisUsage{
 		client: client, prefix: prefix, timeout: flushTimeout(timeout), obs: obs,
 		local: NewLocalUsage(clock), clock: clock,
-		interval: DefaultUsageInterval,
+		interval: DefaultUsageInterval, node: nodeID(),
 	}
 	u.SetDivisor(replicas)
 	return u
@@ -151,7 +182,7 @@ func (u *RedisUsage) dep(id string) *depUsage {
 	if v, ok := u.deps.Load(id); ok {
 		return v.(*depUsage)
 	}
-	v, _ := u.deps.LoadOrStore(id, &depUsage{keys: []string{cluster.DeploymentKey(u.prefix, id, "usage")}})
+	v, _ := u.deps.LoadOrStore(id, &depUsage{keys: []string{cluster.DeploymentKey(u.prefix, id, "usage"), cluster.DeploymentKey(u.prefix, id, "applied:"+u.node)}})
 	return v.(*depUsage)
 }
 
@@ -169,32 +200,43 @@ func (u *RedisUsage) Usage(depID string) (rpm, tpm int64) {
 	d := u.dep(depID) // known from now on: the next refresh reads it
 	if c := u.cache.Load(); c != nil && u.clock().Sub(c.at) <= 3*u.interval+u.timeout {
 		v := c.vals[depID]
-		return v[0] + d.req.Load(), v[1] + d.tok.Load()
+		return v[0] + d.req.Load() + d.freq.Load(), v[1] + d.tok.Load() + d.ftok.Load()
 	}
 	rpm, tpm = u.local.Usage(depID)
 	n := u.div.Load()
 	return rpm * n, tpm * n
 }
 
-// flush writes every deployment's unwritten counts in one pipeline. Counts
-// that fail are kept for the next round while they are younger than a
-// minute (older ones no longer describe the current minute and are dropped).
+// flush writes every deployment's unwritten counts in one pipeline. A
+// write that fails stays in flight and is sent again as it was (same seq:
+// Redis applies it once) while its counts are younger than a minute (older
+// ones no longer describe the current minute and are dropped); the counts
+// recorded meanwhile wait until it is acknowledged.
 func (u *RedisUsage) flush(ctx context.Context) {
-	type item struct {
-		d          *depUsage
-		req, tok   int64
-		sinceNanos int64
-	}
-	var items []item
+	var items []*depUsage
 	var calls []redisscript.Call
+	now := u.clock().UnixNano()
 	u.deps.Range(func(_, v any) bool {
 		d := v.(*depUsage)
-		if d.req.Load() == 0 && d.tok.Load() == 0 {
-			return true
+		if d.fseq != 0 && now-d.fsince >= int64(Window) {
+			u.obs.OnDropped(int(d.freq.Swap(0)))
+			d.ftok.Store(0)
+			d.fseq = 0
 		}
-		it := item{d: d, req: d.req.Swap(0), tok: d.tok.Swap(0), sinceNanos: d.since.Swap(0)}
-		items = append(items, it)
-		calls = append(calls, redisscript.Call{Keys: d.keys, Args: []any{it.req, it.tok}})
+		if d.fseq == 0 {
+			if d.req.Load() == 0 && d.tok.Load() == 0 {
+				return true
+			}
+			u.seq++
+			d.fseq, d.fsince = u.seq, d.since.Swap(0)
+			if d.fsince == 0 { // a Record between its count and its since
+				d.fsince = now
+			}
+			d.freq.Store(d.req.Swap(0))
+			d.ftok.Store(d.tok.Swap(0))
+		}
+		items = append(items, d)
+		calls = append(calls, redisscript.Call{Keys: d.keys, Args: []any{d.freq.Load(), d.ftok.Load(), d.fseq}})
 		return true
 	})
 	if len(items) == 0 {
@@ -203,17 +245,11 @@ func (u *RedisUsage) flush(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	cmds := redisscript.EvalPipelined(ctx, u.client, usageRecordScript, calls)
-	now := u.clock().UnixNano()
-	for i, it := range items {
+	for i, d := range items {
 		if cmds[i].Err() == nil {
-			continue
-		}
-		if now-it.sinceNanos < int64(Window) {
-			it.d.req.Add(it.req)
-			it.d.tok.Add(it.tok)
-			it.d.since.CompareAndSwap(0, it.sinceNanos)
-		} else {
-			u.obs.OnDropped(int(it.req))
+			d.fseq = 0
+			d.freq.Store(0)
+			d.ftok.Store(0)
 		}
 	}
 }
@@ -253,7 +289,8 @@ func (u *RedisUsage) Close(ctx context.Context) error {
 	u.flush(ctx)
 	lost := 0
 	u.deps.Range(func(_, v any) bool {
-		lost += int(v.(*depUsage).req.Swap(0))
+		d := v.(*depUsage)
+		lost += int(d.req.Swap(0) + d.freq.Swap(0))
 		return true
 	})
 	if lost > 0 {
