@@ -53,19 +53,25 @@ func (s *Server) readBody(c *gin.Context, lease *bodyLease) ([]byte, *apiError) 
 	case errors.Is(err, errBodyTooLarge):
 		return nil, errTooLarge(limit)
 	case errors.Is(err, errBodyBudget):
-		s.Metrics.BodyBudgetRejected.Inc()
-		s.warnBodyBudget(lease.size)
 		c.Header("Connection", "close") // the rest of the body is never read
-		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "body_budget_exhausted",
-			RetryAfter: time.Second,
-			Message: "this node is reading too many request bodies at once (server.max_inflight_body_bytes, " +
-				strconv.FormatInt(lease.size, 10) + " bytes): retry shortly"}
+		return nil, s.bodyBudgetExhausted(lease.size)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.Header("Connection", "close")
 		return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
 			Message: "the request body did not arrive within server.read_timeout (" + srv.ReadTimeout.String() + "): send it faster"}
 	}
 	return nil, errBadRequest("", "could not read the request body: "+err.Error())
+}
+
+// bodyBudgetExhausted counts and logs a request refused for the node's
+// body budget (size bytes) and is its 503.
+func (s *Server) bodyBudgetExhausted(size int64) *apiError {
+	s.Metrics.BodyBudgetRejected.Inc()
+	s.warnBodyBudget(size)
+	return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "body_budget_exhausted",
+		RetryAfter: time.Second,
+		Message: "this node is reading too many request bodies at once (server.max_inflight_body_bytes, " +
+			strconv.FormatInt(size, 10) + " bytes): retry shortly"}
 }
 
 // bodyLogEvery spaces the body-budget warnings: a flood of rejections is

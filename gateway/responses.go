@@ -106,6 +106,12 @@ func (cl *call) conversation() bool {
 	if n > maxItems {
 		return cl.fail(errBadRequest("previous_response_id", "the conversation has "+strconv.Itoa(n)+" items with the stored turns; at most "+strconv.Itoa(maxItems)+" are allowed (server.max_messages): start a new conversation"))
 	}
+	// the expansion is request body the node holds: it takes its bytes from
+	// the node's body budget like the body's own growth (SPEC 14), or many
+	// small follow-ups would each hold up to the body limit beyond it
+	if added > 0 && !cl.body.grow(added) {
+		return cl.fail(cl.s.bodyBudgetExhausted(cl.body.size))
+	}
 	items := make([]wire.Item, 0, n)
 	for _, t := range lk.Chain {
 		items = append(append(items, t.Input...), t.Output...)

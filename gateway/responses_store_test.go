@@ -199,3 +199,35 @@ func TestResponsesEarlierTurnGone(t *testing.T) {
 		t.Fatalf("want 404 naming the missing turn %s: %d %.300s", r2, w.Code, w.Body)
 	}
 }
+
+// A follow-up's expansion is request body the node holds: it takes its
+// bytes from server.max_inflight_body_bytes like a body's growth, so small
+// follow-ups of a large conversation cannot each hold up to the body limit
+// beyond the node's budget (SPEC 14). With the budget held by other
+// requests the follow-up is a 503 body_budget_exhausted; once they end it
+// is served. Before, the expansion was never counted (200 either way).
+func TestResponsesExpansionTakesTheBodyBudget(t *testing.T) {
+	yml := "server:\n  max_body_bytes: 65536\n  max_inflight_body_bytes: 131072\n" + strings.ReplaceAll(respYAML, "${UPSTREAM}", "http://127.0.0.1:1")
+	n := newTestNode(t, yml)
+	h := n.Handler()
+	prev, _ := postResponse(t, h, `{"model":"sim","input":"`+strings.Repeat("x", 50<<10)+`"}`)
+	follow := `{"model":"sim","input":"and?","previous_response_id":"` + prev + `"}`
+	const held = 90 << 10 // other requests' bodies
+	if !n.Server.bodies.take(held, 1<<40) {
+		t.Fatal("take")
+	}
+	w := do(t, h, "POST", "/v1/responses", testKey, follow)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "body_budget_exhausted") {
+		t.Fatalf("with the budget held: want 503 body_budget_exhausted, got %d %.300s", w.Code, w.Body)
+	}
+	if got := n.Server.bodies.held.Load(); got != held {
+		t.Fatalf("the refused follow-up left %d bytes of the budget held, want the others' %d", got, held)
+	}
+	n.Server.bodies.held.Add(-held)
+	if w := do(t, h, "POST", "/v1/responses", testKey, follow); w.Code != http.StatusOK {
+		t.Fatalf("with the budget free: %d %.300s", w.Code, w.Body)
+	}
+	if got := n.Server.bodies.held.Load(); got != 0 {
+		t.Fatalf("%d bytes of the budget held after the follow-up ended", got)
+	}
+}
