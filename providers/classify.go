@@ -293,33 +293,50 @@ func readStatusError(kind string, resp *http.Response) *Error {
 	return newStatusError(kind, resp.StatusCode, body, resp.Header)
 }
 
+// maxRetryAfter caps an upstream's Retry-After: far beyond any cooldown_max
+// (SPEC 6 caps the wait at it anyway), and far enough from the largest
+// time.Duration that adding it to a clock reading cannot overflow.
+const maxRetryAfter = 365 * 24 * time.Hour
+
 // parseRetryAfter reads retry-after-ms (OpenAI, fractional milliseconds) or
-// Retry-After (delay-seconds or an HTTP date); 0 when absent or past.
+// Retry-After (delay-seconds or an HTTP date); 0 when absent, past or not
+// a number. A delay too long for a time.Duration is maxRetryAfter, never
+// a conversion that wraps around to a negative wait (which routing would
+// ignore, cooling the deployment for cooldown_base instead of the max).
 func parseRetryAfter(h http.Header, now time.Time) time.Duration {
 	if h == nil {
 		return 0
 	}
 	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); (err == nil || errors.Is(err, strconv.ErrRange)) && ms > 0 {
+			return retryDelay(ms, time.Millisecond)
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
+	if s, err := strconv.ParseFloat(v, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return retryDelay(s, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfter)
 		}
 	}
 	return 0
+}
+
+// retryDelay is n units as a wait: 0 unless n is positive (NaN is not),
+// at most maxRetryAfter (+Inf included).
+func retryDelay(n float64, unit time.Duration) time.Duration {
+	if !(n > 0) {
+		return 0
+	}
+	if n >= float64(maxRetryAfter/unit) {
+		return maxRetryAfter
+	}
+	return time.Duration(n * float64(unit))
 }
 
 // classifyTransport turns a failure with no HTTP status into an *Error:

@@ -237,6 +237,29 @@ type anUsage struct {
 	OutputTokens             int `json:"output_tokens"`
 }
 
+// UnmarshalJSON implements json.Unmarshaler: a count is read from any JSON
+// number (an exponent, a fraction, beyond int64) instead of failing the
+// whole answer or losing the stream's usage, and kept within ±2^40, so the
+// sum prompt() cannot wrap around to a negative count while an absurd one
+// still reaches Usage.Clamped, which caps and logs it (SPEC 14).
+func (u *anUsage) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var w struct {
+		InputTokens              tokenCount `json:"input_tokens"`
+		CacheCreationInputTokens tokenCount `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     tokenCount `json:"cache_read_input_tokens"`
+		OutputTokens             tokenCount `json:"output_tokens"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*u = anUsage{InputTokens: w.InputTokens.bounded(), CacheCreationInputTokens: w.CacheCreationInputTokens.bounded(),
+		CacheReadInputTokens: w.CacheReadInputTokens.bounded(), OutputTokens: w.OutputTokens.bounded()}
+	return nil
+}
+
 // prompt is every input token, cached or not, as OpenAI counts prompt_tokens.
 func (u anUsage) prompt() int {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens

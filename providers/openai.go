@@ -296,11 +296,13 @@ type openAIRelay struct {
 	wantUsage bool
 	u         Usage
 	events    int
+	finished  bool // a choice has had its finish_reason
 }
 
 var (
-	usageKey = []byte(`"usage"`)
-	errorKey = []byte(`"error"`)
+	usageKey  = []byte(`"usage"`)
+	errorKey  = []byte(`"error"`)
+	finishKey = []byte(`"finish_reason"`)
 )
 
 func (c *openAIRelay) event(_ string, data []byte) ([]byte, bool, error) {
@@ -321,7 +323,36 @@ func (c *openAIRelay) event(_ string, data []byte) ([]byte, bool, error) {
 		}
 	}
 	c.events++
+	if !c.finished {
+		c.finished = hasFinishReason(data)
+	}
 	return appendData(make([]byte, 0, len(data)+8), data), false, nil
+}
+
+// hasFinishReason reports a chunk in which some choice has a finish_reason
+// string (not null, not ""): the last chunk of every complete answer. A
+// scan, not a parse: every chunk of the hot relay goes through here, and
+// inside a JSON string the key's quotes could only appear escaped.
+func hasFinishReason(data []byte) bool {
+	for rest := data; ; {
+		i := bytes.Index(rest, finishKey)
+		if i < 0 {
+			return false
+		}
+		escaped := i > 0 && rest[i-1] == '\\'
+		rest = rest[i+len(finishKey):]
+		if escaped {
+			continue
+		}
+		v := bytes.TrimLeft(rest, " \t\r\n")
+		if len(v) == 0 || v[0] != ':' {
+			continue
+		}
+		v = bytes.TrimLeft(v[1:], " \t\r\n")
+		if len(v) >= 2 && v[0] == '"' && v[1] != '"' {
+			return true
+		}
+	}
 }
 
 // emptyChoices reports a chunk with no choices (the usage-only chunk).
@@ -335,10 +366,17 @@ func emptyChoices(data []byte) bool {
 }
 
 // eof: a server that ends the body cleanly without [DONE] (some
-// OpenAI-compatible ones do) still gets a well-formed end for the client.
+// OpenAI-compatible ones do) after its finish chunk still gets a
+// well-formed end for the client. A body that ends before any choice
+// finished was cut mid-answer, however cleanly the connection closed: the
+// client gets the error, not a [DONE] that passes a half answer off as
+// complete (SPEC 7.1).
 func (c *openAIRelay) eof() ([]byte, error) {
 	if c.events == 0 {
 		return nil, &Error{Class: routing.ClassNetwork, Message: "upstream stream ended before any chunk"}
+	}
+	if !c.finished {
+		return nil, streamCut()
 	}
 	return appendData(nil, doneData), nil
 }

@@ -144,6 +144,26 @@ func (t *tokenCount) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// maxBoundedCount bounds a count that is summed before Usage.Clamped sees
+// it: far above MaxUsageTokens, so Clamped still caps and logs it, and far
+// below the int range, so a sum of a few cannot overflow.
+const maxBoundedCount = 1 << 40
+
+// bounded is t truncated to an integer within ±maxBoundedCount (NaN is 0):
+// out of range still, for Usage.Clamped to report, but safe to add up.
+func (t tokenCount) bounded() int {
+	switch f := float64(t); {
+	case f != f:
+		return 0
+	case f > maxBoundedCount:
+		return maxBoundedCount
+	case f < -maxBoundedCount:
+		return -maxBoundedCount
+	default:
+		return int(f)
+	}
+}
+
 // clamped is t within [0, MaxUsageTokens], truncated to an integer.
 func (t tokenCount) clamped() int {
 	switch f := float64(t); {

@@ -178,10 +178,20 @@ func anthropicText(raw json.RawMessage) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
+// oaResponseIn is a chat completion or chunk as read from an upstream. Its
+// usage is left undecoded: openAIUsageOK reads it, as for an OpenAI
+// client, so a count the scanner does not take (1e2, 9.0, beyond int64)
+// leaves the usage unknown instead of failing an answer that was served
+// and charged upstream (SPEC 14).
+type oaResponseIn struct {
+	oaResponse
+	Usage json.RawMessage `json:"usage"`
+}
+
 // openAIToAnthropicResponse translates an OpenAI chat completion into an
 // Anthropic message.
 func openAIToAnthropicResponse(raw []byte) ([]byte, error) {
-	var in oaResponse
+	var in oaResponseIn
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, upstreamGarbage(err)
 	}
@@ -205,8 +215,8 @@ func openAIToAnthropicResponse(raw []byte) ([]byte, error) {
 		}
 	}
 	out.StopReason = &stop
-	if in.Usage != nil {
-		out.Usage = anUsageOf(in.Usage.usage())
+	if u, ok := openAIUsageOK(raw); ok {
+		out.Usage = anUsageOf(u)
 	}
 	return json.Marshal(out)
 }
@@ -237,8 +247,12 @@ type openAIToAnthropicStream struct {
 	toolIdx int    // OpenAI tool_calls index of the open tool block
 	toolID  string // id of the open tool block
 	stop    string
-	u       Usage
-	buf     []byte
+	// refused: the answer's text came as delta.refusal and none as
+	// delta.content; it ends with stop_reason refusal, as the sync
+	// translation of the same answer does (OpenAI ends it with "stop")
+	refused, texted bool
+	u               Usage
+	buf             []byte
 }
 
 func newOpenAIToAnthropicStream(model string, promptTokens int) *openAIToAnthropicStream {
@@ -253,7 +267,7 @@ func (c *openAIToAnthropicStream) event(_ string, data []byte) ([]byte, bool, er
 	if _, _, ok := wire.FindTopLevel(data, "error"); ok {
 		return nil, false, midStreamError(data)
 	}
-	var ch oaResponse
+	var ch oaResponseIn
 	if err := json.Unmarshal(data, &ch); err != nil {
 		return nil, false, upstreamGarbage(err)
 	}
@@ -269,8 +283,10 @@ func (c *openAIToAnthropicStream) event(_ string, data []byte) ([]byte, bool, er
 			text := ""
 			if d.Content != nil {
 				text = *d.Content
+				c.texted = c.texted || text != ""
 			} else if d.Refusal != nil {
 				text = *d.Refusal
+				c.refused = c.refused || text != ""
 			}
 			if text != "" {
 				c.openBlock("text", -1, `{"type":"text","text":""}`)
@@ -340,7 +356,10 @@ func (c *openAIToAnthropicStream) finish() []byte {
 	c.start("", "")
 	c.closeBlock()
 	stop := c.stop
-	if stop == "" {
+	switch {
+	case c.refused && !c.texted:
+		stop = "refusal"
+	case stop == "":
 		stop = "end_turn"
 	}
 	c.emit("message_delta", anMessageDelta{

@@ -322,7 +322,8 @@ type anthropicToOpenAIStream struct {
 	created   int64
 
 	id, model string
-	tools     map[int]int // Anthropic block index -> OpenAI tool_calls index
+	tools     map[int]int  // Anthropic block index -> OpenAI tool_calls index
+	noArgs    map[int]bool // Anthropic block index of an open tool call with no arguments yet
 	finish    string
 	u         Usage
 	stopped   bool
@@ -377,10 +378,11 @@ func (c *anthropicToOpenAIStream) event(name string, data []byte) ([]byte, bool,
 		switch b.Type {
 		case "tool_use":
 			if c.tools == nil {
-				c.tools = map[int]int{}
+				c.tools, c.noArgs = map[int]int{}, map[int]bool{}
 			}
 			idx := len(c.tools)
 			c.tools[ev.Index] = idx
+			c.noArgs[ev.Index] = true
 			return c.chunk(oaDeltaIn{ToolCalls: []oaToolCall{{Index: &idx, ID: b.ID, Type: "function", Function: oaFunctionCall{Name: b.Name}}}}, nil), false, nil
 		case "text":
 			if b.Text != "" {
@@ -399,7 +401,17 @@ func (c *anthropicToOpenAIStream) event(name string, data []byte) ([]byte, bool,
 			if !ok || ev.Delta.PartialJSON == "" {
 				return nil, false, nil
 			}
+			delete(c.noArgs, ev.Index)
 			return c.chunk(oaDeltaIn{ToolCalls: []oaToolCall{{Index: &idx, Function: oaFunctionCall{Arguments: ev.Delta.PartialJSON}}}}, nil), false, nil
+		}
+	case "content_block_stop":
+		// A tool without input streams no partial_json but "" (its start
+		// says input {}): its OpenAI arguments are "{}", as in a sync
+		// answer (jsonObjectOr), never "", which no client parses as JSON.
+		if c.noArgs[ev.Index] {
+			delete(c.noArgs, ev.Index)
+			idx := c.tools[ev.Index]
+			return c.chunk(oaDeltaIn{ToolCalls: []oaToolCall{{Index: &idx, Function: oaFunctionCall{Arguments: "{}"}}}}, nil), false, nil
 		}
 	case "message_delta":
 		ev.applyMessageDelta(&c.finish, &c.u)
