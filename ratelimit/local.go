@@ -26,10 +26,13 @@ var errNoTeam = errors.New("ratelimit: admission without a team")
 // State is per level, each behind its own mutex: teams never contend. An
 // admission locks its levels in one order (team, key, user), so two never
 // deadlock. Key and user levels are evicted once idle (sweep), so a million
-// end users cost memory only while they are active.
+// end users cost memory only while they are active; a level idle but for
+// its spend in a budget window still open keeps only that spend, compact
+// (restStore).
 type Local struct {
 	// Immutable after construction.
 	clock func() time.Time
+	rest  *restStore // the spend of key and user levels at rest
 
 	div      atomic.Int64 // the divisor (>= 1); SetDivisor moves it with the live node count
 	slotTTL  atomic.Int64 // ns; set before use
@@ -38,6 +41,7 @@ type Local struct {
 	subs     registry.Map[*localTeam] // Level.Key -> its state: key and user levels
 	nsubs    atomic.Int64
 	sweepAt  atomic.Int64 // nsubs that triggers the next sweep
+	restAt   atomic.Int64 // rest.n that triggers the next sweep
 	sweeping atomic.Bool  // a sweep runs (at most one at a time)
 	alert    atomic.Pointer[func(team string, level int, name string)]
 }
@@ -71,10 +75,11 @@ func NewLocal(clock func() time.Time, divisor int) *Local {
 	if divisor < 1 {
 		divisor = 1
 	}
-	l := &Local{clock: clock}
+	l := &Local{clock: clock, rest: newRestStore()}
 	l.div.Store(int64(divisor))
 	l.slotTTL.Store(int64(DefaultSlotTTL))
 	l.sweepAt.Store(minSweep)
+	l.restAt.Store(minSweep)
 	return l
 }
 
@@ -126,19 +131,41 @@ func (l *Local) team(name string) *localTeam {
 	return st
 }
 
-// sub is the state of a key or user level, made if new.
+// sub is the state of a key or user level, made if new: from the level's
+// spend at rest when it has some. The new state is locked until that spend
+// is in it, and published under the record's shard lock, so no admission
+// sees the level without its spend and no Spend adds to a record the level
+// has left.
 func (l *Local) sub(key string) *localTeam {
 	if st, ok := l.subs.Load(key); ok {
 		return st
 	}
-	st, loaded := l.subs.LoadOrStore(key, &localTeam{})
-	if !loaded && l.nsubs.Add(1) >= l.sweepAt.Load() && l.sweeping.CompareAndSwap(false, true) {
+	st := &localTeam{}
+	st.mu.Lock()
+	sh, h := l.rest.shard(key)
+	sh.mu.Lock()
+	actual, loaded := l.subs.LoadOrStore(key, st)
+	if !loaded {
+		if rec, ok := l.rest.takeLocked(sh, h); ok {
+			st.code, st.period, st.spent = rec.code, rec.period, rec.spent
+		}
+	}
+	sh.mu.Unlock()
+	st.mu.Unlock()
+	if !loaded && l.nsubs.Add(1) >= l.sweepAt.Load() {
+		l.startSweep()
+	}
+	return actual
+}
+
+// startSweep runs a sweep unless one runs.
+func (l *Local) startSweep() {
+	if l.sweeping.CompareAndSwap(false, true) {
 		go func() { // off the request path: a million levels are a million-entry walk
 			l.sweep()
 			l.sweeping.Store(false)
 		}()
 	}
-	return st
 }
 
 // lockSub is the key or user level under key, locked, made if new; a level
@@ -174,23 +201,34 @@ func (l *Local) lockSubIfAny(key string) *localTeam {
 const minSweep = 4096
 
 // sweep drops the key and user levels at rest: both buckets full, no slot,
-// nothing spent in the current budget window, no block. It runs when the
-// count doubled since the last sweep, so its cost per new level is O(1).
+// no block, no budget alert of the current window. What such a level spent
+// in a budget window still open moves to the rest store, which drops it
+// when the window ends. It runs when either count doubled since the last
+// sweep, so its cost per new level or record is O(1).
 func (l *Local) sweep() {
 	now := l.clock().UnixNano()
 	l.subs.Range(func(k string, st *localTeam) {
 		st.mu.Lock()
 		st.purgeLocked(now)
+		open := st.code != 0 && !st.spentExpired(now) // its budget window
 		idle := st.rpmTAT <= now && st.tpmTAT <= now && len(st.slots) == 0 && st.blockedUntil <= now &&
-			(st.spent == 0 || st.spentExpired(now))
+			!(open && st.alerted == st.period+1)
 		if idle {
-			st.gone = true
+			sh, h := l.rest.shard(k)
+			sh.mu.Lock()
 			l.subs.Delete(k)
+			if open && st.spent > 0 {
+				l.rest.putLocked(sh, h, restSpend{period: st.period, spent: st.spent, code: st.code})
+			}
+			sh.mu.Unlock()
+			st.gone = true
 			l.nsubs.Add(-1)
 		}
 		st.mu.Unlock()
 	})
+	l.rest.sweep(now)
 	l.sweepAt.Store(max(minSweep, 2*l.nsubs.Load()))
+	l.restAt.Store(max(minSweep, 2*l.rest.n.Load()))
 }
 
 // spentExpired reports whether the spend counted is of a budget window
@@ -523,18 +561,39 @@ func (st *localTeam) enter(code, idx int64) {
 
 // Spend adds usd to the local spend of the level (team t's own when lv
 // is nil) only (the shared limiter keeps the fallback aware of this node's
-// share of a shared budget).
+// share of a shared budget). A key or user level without live state gets
+// none: its spend is kept at rest, compact (the shared limiter calls this
+// on every served request's finish, for every end user).
 func (l *Local) Spend(t *catalog.Team, lv *Level, usd float64) {
-	var st *localTeam
-	b := t.Budget
-	if lv != nil {
-		st, b = l.lockSub(lv.Key), lv.Limits.Budget
-	} else {
-		st = l.team(t.Name)
+	now := l.clock().UnixNano()
+	if lv == nil {
+		st := l.team(t.Name)
 		st.mu.Lock()
+		st.spendLocked(now, PeriodCode(BudgetPeriod(t.Budget)), usd)
+		st.mu.Unlock()
+		return
 	}
-	st.spendLocked(l.clock().UnixNano(), PeriodCode(BudgetPeriod(b)), usd)
-	st.mu.Unlock()
+	code := PeriodCode(BudgetPeriod(lv.Limits.Budget))
+	for {
+		if st := l.lockSubIfAny(lv.Key); st != nil {
+			st.spendLocked(now, code, usd)
+			st.mu.Unlock()
+			return
+		}
+		sh, h := l.rest.shard(lv.Key)
+		sh.mu.Lock()
+		if _, live := l.subs.Load(lv.Key); live { // made since: spend there
+			sh.mu.Unlock()
+			continue
+		}
+		rec, _ := l.rest.takeLocked(sh, h)
+		l.rest.putLocked(sh, h, rec.spend(now, code, usd))
+		sh.mu.Unlock()
+		if l.rest.n.Load() >= l.restAt.Load() {
+			l.startSweep()
+		}
+		return
+	}
 }
 
 func (st *localTeam) spendLocked(now, code int64, usd float64) {

@@ -54,8 +54,11 @@ func (l *Local) LevelUsage(lv Level) TeamUsage {
 		return TeamUsage{}
 	}
 	st, ok := l.subs.Load(lv.Key)
-	if !ok {
-		return l.usage(&localTeam{}, lv.Limits)
+	if !ok { // at rest: its spend only, if any
+		st = &localTeam{}
+		if rec, ok := l.rest.peek(lv.Key); ok {
+			st.code, st.period, st.spent = rec.code, rec.period, rec.spent
+		}
 	}
 	return l.usage(st, lv.Limits)
 }

@@ -1,0 +1,132 @@
+package ratelimit
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// restStore holds the budget spend of the key and user levels at rest: no
+// TAT ahead of now, no slot, no block, no alert of the current window, but
+// spend in a budget window that is still open, which the fallback must
+// start from (SPEC 3.1, 9: a level's share of a shared budget, spent
+// through Local.Spend while Redis answered, or spent by the fallback
+// itself). A level's full record with its key (about 210 bytes) was kept
+// for the whole window (720 h by default) for every end user that spent:
+// a million end users were about 200 MB per node. Here a level is its
+// key's 64-bit hash and three numbers in a map without pointers, which
+// the collector does not scan (SPEC 16).
+//
+// A level is live (in Local.subs) or at rest (here), never both: a record
+// moves between the two under its shard's lock (Local.sub folds it into
+// the level's new state; the sweep moves an idle level's spend here), and
+// Spend adds to the record only while the level has no live state.
+//
+// Two levels whose keys share a hash (about 3e-8 for a million levels)
+// share one record: their spend adds up, or the larger is kept.
+type restStore struct {
+	seed maphash.Seed // immutable after construction
+	n    atomic.Int64 // records held
+	s    [restShards]restShard
+}
+
+// restShards is the number of shards of a restStore (a power of two).
+const restShards = 32
+
+// restShard is one part of a restStore; the padding keeps two shards'
+// locks a cache line apart.
+type restShard struct {
+	mu sync.Mutex
+	m  map[uint64]restSpend // guarded by mu
+	_  [64]byte
+}
+
+// restSpend is one level's spend at rest, as localTeam holds it.
+type restSpend struct {
+	period int64   // budget window id
+	spent  float64 // USD spent in it
+	code   int64   // PeriodCode of the budget it counts in
+}
+
+func newRestStore() *restStore { return &restStore{seed: maphash.MakeSeed()} }
+
+// shard is key's shard and hash.
+func (r *restStore) shard(key string) (*restShard, uint64) {
+	h := maphash.String(r.seed, key)
+	return &r.s[h&(restShards-1)], h
+}
+
+// takeLocked removes and returns h's record (sh.mu held).
+func (r *restStore) takeLocked(sh *restShard, h uint64) (restSpend, bool) {
+	rec, ok := sh.m[h]
+	if ok {
+		delete(sh.m, h)
+		r.n.Add(-1)
+	}
+	return rec, ok
+}
+
+// putLocked stores rec as h's record, merged with one already there (only
+// a hash shared by two keys makes one: sh.mu held).
+func (r *restStore) putLocked(sh *restShard, h uint64, rec restSpend) {
+	if old, ok := sh.m[h]; ok {
+		switch {
+		case old.code == rec.code && old.period == rec.period:
+			rec.spent += old.spent
+		case old.spent > rec.spent:
+			rec = old
+		}
+		sh.m[h] = rec
+		return
+	}
+	if sh.m == nil {
+		sh.m = map[uint64]restSpend{}
+	}
+	sh.m[h] = rec
+	r.n.Add(1)
+}
+
+// peek is key's record, if any.
+func (r *restStore) peek(key string) (restSpend, bool) {
+	sh, h := r.shard(key)
+	sh.mu.Lock()
+	rec, ok := sh.m[h]
+	sh.mu.Unlock()
+	return rec, ok
+}
+
+// sweep drops the records whose budget window has ended at now.
+func (r *restStore) sweep(now int64) {
+	for i := range r.s {
+		sh := &r.s[i]
+		sh.mu.Lock()
+		for h, rec := range sh.m {
+			if rec.expired(now) {
+				delete(sh.m, h)
+				r.n.Add(-1)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// expired reports whether rec's window has ended at now.
+func (rec restSpend) expired(now int64) bool {
+	idx, _ := PeriodWindow(now, rec.code, rec.period)
+	return idx != rec.period
+}
+
+// spend adds usd to rec in the window of period code holding now, from 0
+// when that is a new one (localTeam.spendLocked at rest).
+func (rec restSpend) spend(now, code int64, usd float64) restSpend {
+	start := int64(0)
+	if rec.code == code {
+		start = rec.period
+	}
+	idx, _ := PeriodWindow(now, code, start)
+	if rec.code != code || rec.period != idx {
+		rec = restSpend{period: idx, code: code}
+	}
+	rec.spent += usd
+	return rec
+}
