@@ -91,3 +91,45 @@ func TestMetricsRegister(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisAuditResendListedOnce: the writer sends a round whose pipeline
+// failed again as it was; when the first send had been applied (its reply
+// lost), the stream holds those entries twice. A read lists each once,
+// newest first, and a filter still finds the entry; distinct entries of one
+// request id (a client may reuse X-Request-Id) stay distinct.
+func TestRedisAuditResendListedOnce(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	a := NewRedisAudit(c, "sy:", 100, NewRing(10))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	round := []*Entry{
+		{RequestID: "r1", Team: "t", Status: 200, RequestedModel: "m", Time: t0},
+		{RequestID: "r2", Team: "t", Status: 200, RequestedModel: "m", Time: t0.Add(time.Millisecond)},
+		{RequestID: "r2", Team: "t", Status: 429, RequestedModel: "m", Time: t0.Add(2 * time.Millisecond)}, // the id reused
+	}
+	for range 2 { // the round, then its resend
+		if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error { a.Queue(ctx, p, round); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := c.XLen(ctx, "sy:{audit}:stream").Result(); n != 6 {
+		t.Fatalf("the stream holds %d records, want the round twice (6)", n)
+	}
+	got, err := a.Recent(ctx, Filter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, fmt.Sprintf("%s/%d", e.RequestID, e.Status))
+	}
+	if fmt.Sprint(ids) != "[r2/429 r2/200 r1/200]" {
+		t.Fatalf("listed %v, want each entry once, newest first", ids)
+	}
+	if got, _ := a.Lookup(ctx, "r1"); len(got) != 1 {
+		t.Fatalf("lookup r1: %d entries, want 1", len(got))
+	}
+}

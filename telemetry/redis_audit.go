@@ -74,10 +74,19 @@ func (a *RedisAudit) Lookup(ctx context.Context, id string) ([]*Entry, error) {
 // Recent implements AuditLog: a walk of the stream from its newest end,
 // bounded by its length, unmarshalling only the records that match. When
 // the stream cannot be read or has no match, this node's ring answers.
+//
+// A record whose entry is byte for byte one already read is skipped: the
+// writer sends a failed round again as it was, and a round whose reply was
+// lost had been applied, so its entries are in the stream twice. Two
+// requests never write the same bytes (an entry holds its time to the
+// nanosecond and its request id), and reading is where the rare duplicate
+// costs least: a write made idempotent in Redis (a script per batch) cost
+// every request's XADD its arguments' trip through Lua.
 func (a *RedisAudit) Recent(ctx context.Context, f Filter) ([]*Entry, error) {
 	lim := f.limit()
 	const page = 1000
 	var out []*Entry
+	var seen map[string]bool // the matching entries' bytes, made with the first
 	end := "+"
 	for read := int64(0); read <= a.maxEntries+page; read += page {
 		msgs, err := a.c.XRevRangeN(ctx, a.stream, end, "-", page).Result()
@@ -92,10 +101,17 @@ func (a *RedisAudit) Recent(ctx context.Context, f Filter) ([]*Entry, error) {
 				continue
 			}
 			raw, _ := m.Values["entry"].(string)
+			if seen[raw] {
+				continue // a resend's copy (newest first: the copy is the one read later)
+			}
 			e := new(Entry)
 			if err := json.Unmarshal([]byte(raw), e); err != nil || !f.Match(e) {
 				continue
 			}
+			if seen == nil {
+				seen = make(map[string]bool, lim)
+			}
+			seen[raw] = true
 			out = append(out, e)
 			if len(out) == lim {
 				return out, nil
