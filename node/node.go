@@ -182,6 +182,9 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		return cluster.NodeInfo{Node: cfg.Server.NodeID, Version: opt.Version, CatalogVersion: gn.Catalog.Load().Version, Redis: state(), Started: gn.Started(),
 			Health: gn.HealthJSON()}
 	})
+	// another live process announcing this node's server.node_id: logged
+	// by the heartbeat, counted here
+	hb.OnCollision(func(string, int) { m.NodeIDCollisions.Inc() })
 	if cfg.Redis.ExpectedReplicas == 0 {
 		// the fallback divides by the live node count it last saw (SPEC 9)
 		hb.OnLive(func(n int) { es.SetDivisor(n); usage.SetDivisor(n) })

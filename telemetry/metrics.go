@@ -62,6 +62,12 @@ type Metrics struct {
 	// failing leaders from it (SPEC 18).
 	CacheAlone *prometheus.CounterVec
 
+	// NodeIDCollisions counts heartbeats that saw another live process
+	// announcing this node's server.node_id (cluster.Heartbeat.OnCollision):
+	// both are counted as live nodes, but their listings and health
+	// snapshots overwrite each other (SPEC 9, 11).
+	NodeIDCollisions prometheus.Counter
+
 	// BodyBudgetRejected counts requests answered 503 because the node
 	// already held server.max_inflight_body_bytes of request bodies (SPEC 14).
 	BodyBudgetRejected prometheus.Counter
@@ -175,6 +181,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		EdgeDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_dropped_total",
 			Help: "Shared-state writes lost because a writer's bound was reached, by kind (pins, releases, usage; usage_folded: usage rows merged into the (other) user)."}, []string{"kind"}),
 
+		NodeIDCollisions: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "node_id_collisions_total",
+			Help: "Heartbeats that saw another live process announcing this node's server.node_id; give every replica its own node_id."}),
+
 		BodyBudgetRejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "body_budget_rejected_total",
 			Help: "Requests answered 503 because the node held server.max_inflight_body_bytes of request bodies."}),
 	}
@@ -182,7 +191,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.RequestDuration, m.Overhead, m.Attempts, m.UpstreamLatency, m.UpstreamTTFB, m.StreamErrors,
 		m.SmartRequests, m.SmartEscalations, m.SmartScore,
 		m.Selections, m.Rejections, m.Outcomes, m.Cooldowns, m.Probes, m.SessionAffinity, m.LatencyEstimate, m.Fallbacks,
-		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.CacheRequests, m.CacheSavedTokens, m.CacheSavedUSD, m.CacheAlone, m.EdgeDropped, m.BodyBudgetRejected,
+		m.RedisUp, m.RedisFallback, m.UsageDropped, m.AuditDropped, m.UsageWriteErrors, m.BudgetAlerts, m.CacheRequests, m.CacheSavedTokens, m.CacheSavedUSD, m.CacheAlone, m.EdgeDropped, m.NodeIDCollisions, m.BodyBudgetRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	for _, kind := range EdgeDropKinds {
