@@ -30,6 +30,18 @@ func oneOf(v string, set []string) bool {
 	return false
 }
 
+// Upper bounds of the sizes a node allocates or opens in full at start, so
+// that a typo is a validation problem, not a node that dies allocating.
+const (
+	// MaxAuditEntries bounds audit.max_entries: the ring's records and the
+	// audit writer's queue are made whole at start, and the stream and the
+	// ring hold about 1 KB an entry.
+	MaxAuditEntries = 100_000
+	// MaxPoolSize bounds redis.pool_size: Warm opens and holds that many
+	// connections to every Redis node at once (cluster.Conn.Warm).
+	MaxPoolSize = 4096
+)
+
 // Validate checks a configuration after defaults and returns every problem,
 // each naming its field and the fix. It is pure: it reads nothing else.
 func Validate(c *Config) Problems {
@@ -110,6 +122,8 @@ func Validate(c *Config) Problems {
 	}
 	if c.Redis.PoolSize < 0 {
 		add("redis.pool_size: must be >= 0 (0 = sized from the CPU count), got %d", c.Redis.PoolSize)
+	} else if c.Redis.PoolSize > MaxPoolSize {
+		add("redis.pool_size: at most %d connections per Redis node (each node opens and holds all of them at start; Redis accepts 10000 clients by default, for every replica together), got %d; leave it 0 to size it from the CPU count", MaxPoolSize, c.Redis.PoolSize)
 	}
 
 	providers := map[string]string{}
@@ -364,6 +378,8 @@ func Validate(c *Config) Problems {
 	}
 	if c.Audit.MaxEntries < 1 {
 		add("audit.max_entries: must be >= 1")
+	} else if c.Audit.MaxEntries > MaxAuditEntries {
+		add("audit.max_entries: at most %d (the node allocates its ring and its writer's queue for all of them at start, and a lookup walks the whole stream), got %d; the structured log keeps every entry (default 10000)", MaxAuditEntries, c.Audit.MaxEntries)
 	}
 	if c.Responses.StoreTTL <= 0 {
 		add("responses.store_ttl: must be a positive duration (e.g. 24h)")
