@@ -123,7 +123,10 @@ func (s *Server) applyPurge(team, model string, at time.Time) {
 	if s.cacheLocal != nil {
 		s.cacheLocal.Purge(team, model)
 	}
+	// and the entries counted but not sent yet: sent after the purge reset
+	// the shared counts, they would count the purged entries again
 	s.cacheStats.total.ResetEntries(team, model)
+	s.cacheStats.unsent.ResetEntries(team, model)
 }
 
 // sendCacheStats adds what the node counted since the last send to the

@@ -113,19 +113,25 @@ func (cl *call) cacheLookup() (answered bool) {
 		}
 	}
 	if cl.coalesces() {
-		if cl.begun.Coalesce == edge.CoalesceFollow && !s.cacheGroup.InFlight(cl.cacheKey) && cl.awaitLeader() {
+		// one coalesce_wait for the request, whichever leaders it follows:
+		// one on another node, then one that began on this node meanwhile
+		until := time.Now().Add(s.cfg().Cache.CoalesceWait)
+		if cl.begun.Coalesce == edge.CoalesceFollow && !s.cacheGroup.InFlight(cl.cacheKey) && cl.awaitLeader(until) {
 			return true // another node's request called the upstream (SPEC 18)
 		}
 		// an identical request in flight on this node: follow its answer
 		// instead of calling the upstream again (SPEC 18)
 		flight, fl := s.cacheGroup.Lead(cl.cacheKey, cl.req.Stream)
-		if fl != nil && cl.req.Stream {
-			if cl.followStream(fl) {
+		if fl != nil && time.Until(until) <= 0 {
+			fl.Leave() // its whole coalesce_wait spent already: go on alone
+			cl.alone("node", context.DeadlineExceeded)
+		} else if fl != nil && cl.req.Stream {
+			if cl.followStream(fl, time.Until(until)) {
 				cl.passLease(fl.Entry())
 				return true
 			}
 		} else if fl != nil {
-			ctx, cancel := context.WithTimeout(cl.ctx, s.cfg().Cache.CoalesceWait)
+			ctx, cancel := context.WithDeadline(cl.ctx, until)
 			e, err := fl.Wait(ctx)
 			cancel()
 			if err == nil && e != nil && cl.serveEntry(e, time.Now(), cacheCoalesced) {
@@ -147,16 +153,16 @@ func (cl *call) cacheLookup() (answered bool) {
 	return false
 }
 
-// awaitLeader waits, at most cache.coalesce_wait, for the answer of the
+// awaitLeader waits, until until (cache.coalesce_wait), for the answer of the
 // request on another node that holds the entry's lease, and serves it as a
 // coalesced answer (accounted like a hit). It reports false when the
 // leader failed or was cut off, its lease ran out, the wait ended or Redis
 // did not answer: the request then goes on alone (it does not look for
 // the lease again).
-func (cl *call) awaitLeader() bool {
+func (cl *call) awaitLeader(until time.Time) bool {
 	s := cl.s
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(cl.ctx, s.cfg().Cache.CoalesceWait)
+	ctx, cancel := context.WithDeadline(cl.ctx, until)
 	raw, err := s.Edge.Await(ctx, &cl.begun)
 	cancel()
 	if err == nil {
@@ -217,7 +223,7 @@ func (cl *call) serveStored(b []byte, now time.Time, result string, shared bool)
 // read it instead of releasing them to call the upstream. The local leader
 // stores the same entry; the writer keeps one write per key.
 func (cl *call) passLease(e *cache.Entry) {
-	if e == nil || cl.begun.Coalesce != edge.CoalesceLead || !cl.cv.dir.Store() {
+	if e == nil || cl.begun.Coalesce != edge.CoalesceLead || !cl.cv.dir.Store() || cl.purgedSinceStart() {
 		return
 	}
 	if b, ok := e.EncodeLimited(cl.s.cfg().Cache.MaxEntryBytes); ok {
@@ -275,13 +281,21 @@ func (cl *call) responsesHook() providers.ResponsesDone {
 // cacheStore keeps a complete answer (SPEC 18: status 200, not degraded,
 // a stored finish reason, under max_entry_bytes) in the node's store.
 func (cl *call) cacheStore(e *cache.Entry, b []byte) {
-	if cl.cv == nil || e == nil || b == nil || !cl.cv.dir.Store() {
+	if cl.cv == nil || e == nil || b == nil || !cl.cv.dir.Store() || cl.purgedSinceStart() {
 		return
 	}
 	cl.s.cacheLocal.Put(cl.cacheKey, b, cl.team.Name, cl.cacheModel, time.Now(), cl.cv.ttl)
 	cl.s.cacheStats.stored(cl.team.Name, cl.cacheModel, len(b))
 	// and, through the writer, in Redis for every replica (SPEC 18)
 	cl.out.CacheKey, cl.out.CacheValue, cl.out.CacheTTL = cl.cv.name(cl.cv.slot), b, cl.cv.ttl
+}
+
+// purgedSinceStart reports whether a purge of the request's scope came
+// after the request began (SPEC 18): its answer, though it completes after
+// the purge (and so carries a later stored time, which nothing would
+// refuse), comes from before it, and is stored nowhere.
+func (cl *call) purgedSinceStart() bool {
+	return cl.s.cachePurges.Purged(cl.team.Name, cl.cacheModel, cl.start)
 }
 
 // cacheMeta is what an entry records of the answer that fills it.
@@ -298,7 +312,9 @@ func (cl *call) cacheMeta(d *catalog.Deployment) cache.Meta {
 // reports whether the request is answered: false when the leader failed or
 // was too slow before any byte reached this client, which then goes on
 // alone; a leader lost after that ends this stream with an error event.
-func (cl *call) followStream(fl *cache.Follower) bool {
+// wait bounds the wait for the first event (what is left of the request's
+// coalesce_wait).
+func (cl *call) followStream(fl *cache.Follower, wait time.Duration) bool {
 	s := cl.s
 	r, err := cache.NewRenderer(cacheTarget(cl.req, cl.cv, time.Now(), cl.responsesHook()), cl.model, cl.promptTokens)
 	if err != nil {
@@ -320,7 +336,7 @@ func (cl *call) followStream(fl *cache.Follower) bool {
 		}
 		return ew.write(b)
 	}
-	wrote, err := followStream(cl.ctx, s.cfg().Cache.CoalesceWait, fl, r, write)
+	wrote, err := followStream(cl.ctx, wait, fl, r, write)
 	if !wrote {
 		cl.alone("node", err)
 		return false
