@@ -281,7 +281,7 @@ func TestRealRedisClusterMode(t *testing.T) {
 	for i := range begun {
 		r.Finish(&begun[i], &Outcome{Served: true, Deployment: "d1", PromptTokens: 40, CompletionTokens: 10, CostUSD: 0.1,
 			TierPin: "hard", TierTTL: time.Minute, DepModel: "m", DepPin: "d1", DepTTL: time.Minute,
-			Audit: &telemetry.Entry{RequestID: "x", Team: "acme"}})
+			Audit: &telemetry.Entry{RequestID: "x", Team: "acme", Time: time.Unix(1, int64(i))}}) // a request's start, as the gateway sets it: three entries, not one sent three times
 	}
 	// usage by level is read by one script call a team on Cluster too:
 	// its days' keys share its slot
