@@ -262,6 +262,10 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	var tap *cacheTap // the response cache's view of the stream (SPEC 18)
 	if cl.cv != nil && cl.cv.dir.Store() && !res.Degraded {
 		tap = newCacheTap(cl.format, s.cfg().Cache.MaxEntryBytes, cl.flight)
+	} else if cl.flight != nil {
+		// nothing of this stream is shared (a degraded answer is never
+		// stored, SPEC 18): its followers go on alone now, not when it ends
+		cl.flight.Fail()
 	}
 	fields := contentFields(cl.format, true)
 	for {
