@@ -245,7 +245,7 @@ func Validate(c *Config) Problems {
 		if t.Name == "" {
 			add("%s.name: required", f)
 		} else if !ValidTeamName(t.Name) {
-			add("%s.name: %q must be 1 to %d bytes of text without '/' or control characters, and not \".\" or \"..\" (the admin API addresses it as /admin/teams/{name}; letters, digits, '.', '_' and '-' are safest)", f, clip(t.Name), MaxTeamNameLen)
+			add("%s.name: %q must be 1 to %d bytes of text without '/', '{', '}' or control characters, and not \".\" or \"..\" (the admin API addresses it as /admin/teams/{name}; letters, digits, '.', '_' and '-' are safest)", f, clip(t.Name), MaxTeamNameLen)
 		} else if seenTeams[t.Name] {
 			add("%s.name: %q configured twice", f, t.Name)
 		}
@@ -432,8 +432,9 @@ func ValidateDeployment(d Deployment, f string, providers map[string]string) Pro
 		add("%s.id: required", f)
 	} else if len(d.ID) > MaxDeploymentIDLen {
 		add("%s.id: %d bytes; at most %d", f, len(d.ID), MaxDeploymentIDLen)
-	} else if strings.ContainsAny(d.ID, "/ ?#") || hasControl(d.ID) {
-		add("%s.id: %q must not contain '/', '?', '#', spaces or control characters", f, d.ID)
+	} else if strings.ContainsAny(d.ID, "/ ?#{}") || hasControl(d.ID) {
+		// braces would end or open the hash tag of its Redis keys ({dep:<id>})
+		add("%s.id: %q must not contain '/', '?', '#', '{', '}', spaces or control characters", f, d.ID)
 	}
 	if d.Model == "" {
 		add("%s.model: required (the public model name clients send)", f)
@@ -550,11 +551,12 @@ const (
 // ValidTeamName reports whether a file may name a team s: 1 to
 // MaxTeamNameLen bytes of UTF-8 text without control characters, that an
 // admin URL can address as one path segment (no '/', not "." or "..",
-// which clients resolve away as dot segments). The admin API creates
-// teams from a narrower alphabet (catalog's validName).
+// which clients resolve away as dot segments) and that stays inside the
+// Redis Cluster hash tag of its keys (no '{' or '}': {team:<name>}). The
+// admin API creates teams from a narrower alphabet (catalog's validName).
 func ValidTeamName(s string) bool {
 	return s != "" && len(s) <= MaxTeamNameLen && s != "." && s != ".." &&
-		!strings.Contains(s, "/") && !hasControl(s)
+		!strings.ContainsAny(s, "/{}") && !hasControl(s)
 }
 
 // badModelName says what is wrong with a public model name or alias ("" when

@@ -46,6 +46,12 @@ func TestValidationHostileMistakes(t *testing.T) {
 		{"team name with a newline", noTeams + "teams: [{name: \"a\\nb\", keys: [k], models: ['*']}]\n", "teams[0].name"},
 		{"team name too long", noTeams + "teams: [{name: " + long + ", keys: [k], models: ['*']}]\n", "teams[0].name"},
 		{"team name dot-dot", noTeams + "teams: [{name: '..', keys: [k], models: ['*']}]\n", "teams[0].name"},
+		// a brace ends or opens the Redis Cluster hash tag a team's and a
+		// deployment's keys are written under ({team:<name>}): team "a}:x"
+		// would write into team "a"'s slot and name space
+		{"team name with a closing brace", noTeams + "teams: [{name: 'a}:x', keys: [k], models: ['*']}]\n", "teams[0].name"},
+		{"team name with an opening brace", noTeams + "teams: [{name: 'a{b', keys: [k], models: ['*']}]\n", "teams[0].name"},
+		{"deployment id with a brace", "providers: [{name: p, kind: simulated}]\ndeployments: [{id: 'd}:x', model: m, provider: p}]\n", "deployments[0].id"},
 		{"key name too long", noTeams + "teams: [{name: t, keys: [{key: k, name: " + long + "}], models: ['*']}]\n", "teams[0].keys[0].name"},
 		// deployment ids and public model names reach metric labels,
 		// response headers and Redis keys: bounded, no control characters
