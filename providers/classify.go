@@ -192,11 +192,38 @@ type errorInfo struct {
 	InnerCode           string // Azure innererror.code
 }
 
+// errorTextMax bounds the text of an upstream error body taken as its
+// message when the body is not an error object.
+const errorTextMax = 512
+
+// truncateText is wire.Truncate(s, n), except that a cut inside a run of
+// the characters keys and tokens are made of drops the whole run: the
+// scrubber masks a credential by its shape and a configured secret by its
+// whole value (SPEC 15), and a key cut short has neither, so its first
+// characters would be relayed in clear.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := max(n, 0)
+	if tokenByte(s[i]) {
+		for i > 0 && tokenByte(s[i-1]) {
+			i--
+		}
+	}
+	return wire.Truncate(s, i)
+}
+
+// tokenByte reports a byte that keys and tokens are made of.
+func tokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._~+/=-", c) >= 0
+}
+
 func parseErrorBody(body []byte) errorInfo {
 	var info errorInfo
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
-		info.Message = wire.Truncate(string(body), 512)
+		info.Message = truncateText(string(body), errorTextMax)
 		return info
 	}
 	var top struct {
@@ -207,7 +234,7 @@ func parseErrorBody(body []byte) errorInfo {
 		Code    json.RawMessage `json:"code"`
 	}
 	if json.Unmarshal(body, &top) != nil {
-		info.Message = wire.Truncate(string(body), 512)
+		info.Message = truncateText(string(body), errorTextMax)
 		return info
 	}
 	if len(top.Error) > 0 && top.Error[0] == '{' {
@@ -238,7 +265,7 @@ func parseErrorBody(body []byte) errorInfo {
 	if info.Message == "" && len(top.Detail) > 0 {
 		info.Message = scalar(top.Detail)
 		if info.Message == "" {
-			info.Message = wire.Truncate(string(top.Detail), 512)
+			info.Message = truncateText(string(top.Detail), errorTextMax)
 		}
 	}
 	if t := scalar(top.Type); t != "error" {

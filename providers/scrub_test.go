@@ -218,3 +218,30 @@ func TestScrubbedStreamSplitSecret(t *testing.T) {
 		t.Fatalf("Ended per event %v, want only the last", ended)
 	}
 }
+
+// TestErrorTextCutNeverShowsAKeyPrefix: an upstream error body that is not
+// an error object is relayed as its first 512 bytes; a key that straddles
+// the cut is dropped whole, not cut short. A key cut short has neither its
+// credential shape nor the configured secret's whole value, so the
+// scrubber let its first characters through (up to the cut: 14 of the
+// configured key's here), past the six SPEC 15 allows.
+func TestErrorTextCutNeverShowsAKeyPrefix(t *testing.T) {
+	const secret = "sk-upstream-SECRET1234567890"
+	sc := NewScrubber(&catalog.Provider{Provider: config.Provider{Name: "p", Kind: "openai", APIKey: secret}})
+	for _, at := range []int{480, 490, 500, 505, 510, 511} { // where the key starts
+		body := strings.Repeat("x ", at/2) + strings.Repeat("y", at%2) + secret + " trailing text after the key, long enough to pass the cut"
+		msg := sc.String(parseErrorBody([]byte(body)).Message)
+		for n := 7; n <= len(secret); n++ {
+			if strings.Contains(msg, secret[:n]) {
+				t.Fatalf("key at %d: the message shows %d characters of the key: %q", at, n, msg[max(0, len(msg)-40):])
+			}
+		}
+		if len(msg) > errorTextMax+3 {
+			t.Fatalf("key at %d: message of %d bytes", at, len(msg))
+		}
+	}
+	// a short body is whole, its key masked as before
+	if msg := sc.String(parseErrorBody([]byte("bad key " + secret)).Message); strings.Contains(msg, secret[:7]) {
+		t.Fatalf("short body: %q", msg)
+	}
+}
