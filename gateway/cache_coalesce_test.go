@@ -72,21 +72,27 @@ func (f *followEdge) last() (edge.PinQuery, edge.Outcome) {
 // cacheYAML.
 func followNode(t *testing.T, upstream string, f *followEdge, cacheYAML string) *Node {
 	t.Helper()
-	cfg, err := config.Load([]byte(cacheYAML+`
+	return edgeNode(t, cacheYAML+`
 providers:
   - {name: up, kind: openai, base_url: "`+upstream+`/v1", api_key: k}
 deployments:
   - {id: d, model: m, provider: up, price: {input: 1000, output: 1000}}
 teams:
   - {name: a, keys: ["sk-a"], models: ["*"], tpm: 100000}
-`), nil)
+`, func(ring *telemetry.Ring) edge.State { f.Local = edge.NewLocal(nil, ring); return f })
+}
+
+// edgeNode assembles the configuration yml on the edge state mk makes
+// (given the node's audit ring), for tests that script the edge.
+func edgeNode(t *testing.T, yml string, mk func(*telemetry.Ring) edge.State) *Node {
+	t.Helper()
+	cfg, err := config.Load([]byte(yml), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.DataDir = ""
 	ring := telemetry.NewRing(100)
-	f.Local = edge.NewLocal(nil, ring)
-	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1, Edge: f, Audit: ring})
+	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1, Edge: mk(ring), Audit: ring})
 	if err != nil {
 		t.Fatal(err)
 	}

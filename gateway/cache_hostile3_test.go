@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -18,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"switchyard/cache/shared"
-	"switchyard/config"
 	"switchyard/edge"
 	"switchyard/telemetry"
 )
@@ -213,26 +211,14 @@ func (f *splitEdge) Begin(ctx context.Context, q *edge.Request) (edge.Begun, err
 // splitNode is followNode's node on a splitEdge.
 func splitNode(t *testing.T, upstream string, f *splitEdge, cacheYAML string) *Node {
 	t.Helper()
-	cfg, err := config.Load([]byte(cacheYAML+`
+	return edgeNode(t, cacheYAML+`
 providers:
   - {name: up, kind: openai, base_url: "`+upstream+`/v1", api_key: k}
 deployments:
   - {id: d, model: m, provider: up}
 teams:
   - {name: a, keys: ["sk-a"], models: ["*"]}
-`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = ""
-	ring := telemetry.NewRing(100)
-	f.Local = edge.NewLocal(nil, ring)
-	n, err := Assemble(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seed: 1, Edge: f, Audit: ring})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	return n
+`, func(ring *telemetry.Ring) edge.State { f.Local = edge.NewLocal(nil, ring); return f })
 }
 
 func (f *splitEdge) Await(ctx context.Context, b *edge.Begun) (string, error) {
