@@ -70,7 +70,7 @@ func usage(w io.Writer) {
   switchyard serve -config FILE      serve a configuration
   switchyard check -config FILE      validate a configuration; lists every problem
   switchyard mockllm -listen ADDR [-ttfb D] [-tps N] [-error-rate F] [-error-status N] [-context-tokens N]
-                                     serve the simulated upstream over HTTP (OpenAI, Anthropic and Bedrock formats)
+                                     serve the simulated upstream over HTTP (OpenAI, Anthropic, Gemini, Vertex and Bedrock formats)
   switchyard classify [-config FILE] < request.json
                                      print the smart-routing score, signals and tier of a request
   switchyard version
@@ -263,10 +263,47 @@ func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *s
 	case <-ctx.Done():
 		log.Info("shutting down: draining requests")
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return gracefulStop(srv, node.Close, stopBounds{drain: drainTimeout, flush: flushTimeout}, log)
+}
+
+// A graceful stop (SIGINT, SIGTERM) drains for at most drainTimeout, then
+// flushes for at most flushTimeout: 40s in all, under the 45s
+// terminationGracePeriodSeconds of deploy/k8s/deployment.yaml.
+const (
+	drainTimeout = 30 * time.Second
+	flushTimeout = 10 * time.Second
+)
+
+// stopBounds bound the two steps of a graceful stop.
+type stopBounds struct {
+	drain time.Duration // requests in flight may finish for this long
+	flush time.Duration // then the node's pending writes are sent for this long
+}
+
+// drainer is what gracefulStop needs of the HTTP server.
+type drainer interface {
+	Shutdown(ctx context.Context) error
+	Close() error
+}
+
+// gracefulStop drains srv, then flushes the node (flush: Node.Close) and
+// returns the process's exit code: 1 when the flush failed. The flush has
+// a deadline of its own: a drain that used all its time (a stream longer
+// than it) must not leave the pending usage, spend and audit entries an
+// expired context, which sends nothing. Connections still open after the
+// drain are closed first, so their requests end and their usage is queued
+// before the flush.
+func gracefulStop(srv drainer, flush func(context.Context) error, b stopBounds, log *slog.Logger) int {
+	drainCtx, cancel := context.WithTimeout(context.Background(), b.drain)
+	err := srv.Shutdown(drainCtx)
+	cancel()
+	if err != nil {
+		log.Warn("drain did not finish in time: closing the connections still open", "drain", b.drain.String(), "error", err)
+		_ = srv.Close()
+	}
+	flushCtx, cancel := context.WithTimeout(context.Background(), b.flush)
 	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
-	if err := node.Close(shutdownCtx); err != nil {
+	if err := flush(flushCtx); err != nil {
 		log.Error("flushing on shutdown", "error", err)
 		return 1
 	}
