@@ -83,11 +83,19 @@ type levelBatch struct {
 	renew []string
 }
 
-// maxLevels bounds the key and user levels with writes pending per team
-// (a Redis outage with a million end users must not grow a node without
-// bound); past it a level's writes are dropped and counted, and its slots
-// freed by their lease.
-const maxLevels = 50_000
+// maxLevels bounds the key and user levels with writes pending per team,
+// and maxNodeLevels those of all teams together (writer.levels): a Redis
+// outage with a million end users with budgets must not grow a node
+// without bound (SPEC 9, 16). A level's record and its part of a batch
+// in flight are about 400 bytes, so the node's are at most about 40 MB.
+// Past either bound a new level's writes are dropped and counted
+// (switchyard_edge_dropped_total{kind="levels"}), and its slots freed by
+// their lease; the team's own writes, its usage rows and the levels
+// already held stay exact.
+const (
+	maxLevels     = 50_000
+	maxNodeLevels = 100_000
+)
 
 // addRefund folds an unused reservation into refunds, bounded by
 // maxRefunds: merged into the newest past it, with the earlier end, so the

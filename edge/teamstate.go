@@ -199,7 +199,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 				// filled maxLevels until real writes were dropped
 				continue
 			}
-			if len(ts.subs) >= maxLevels {
+			if len(ts.subs) >= maxLevels || wr.levels.Load() >= wr.maxLevels {
 				levelsDropped++
 				continue
 			}
@@ -746,7 +746,22 @@ func (ts *teamState) newLevelLocked(keys levelKeys) *levelState {
 	}
 	ls := &levelState{keys: keys}
 	ts.subs[keys.base] = ls
+	ts.countLevels(1)
 	return ls
+}
+
+// dropLevelLocked forgets the record of the level whose keys start with
+// base (ts.mu held).
+func (ts *teamState) dropLevelLocked(base string) {
+	delete(ts.subs, base)
+	ts.countLevels(-1)
+}
+
+// countLevels adds n to the node's count of level records (writer.levels).
+func (ts *teamState) countLevels(n int) {
+	if ts.owner != nil && n != 0 {
+		ts.owner.w.levels.Add(int64(n))
+	}
 }
 
 // unhold forgets tk's slot at every level: Release freed it in Redis.
@@ -760,7 +775,7 @@ func (ts *teamState) unhold(tk *ticket) {
 				ts.subLive--
 			}
 			if len(ls.live) == 0 && !ls.pending() {
-				delete(ts.subs, tk.subs[j].keys.base)
+				ts.dropLevelLocked(tk.subs[j].keys.base)
 			}
 		}
 	}
@@ -843,7 +858,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 				b.subs = append(b.subs, lb)
 			}
 			if len(ls.live) == 0 && !ls.pending() {
-				delete(ts.subs, k) // at rest: nothing of it stays on the node
+				ts.dropLevelLocked(k) // at rest: nothing of it stays on the node
 			}
 			if len(b.subs) == maxBatchItems {
 				break // the rest goes in the next batch
@@ -864,6 +879,7 @@ func (ts *teamState) take(seq *int64, now time.Time, renew bool, wr *writer) *ba
 	*seq++
 	b.seq = *seq
 	ts.flight = b
+	ts.countLevels(len(b.subs)) // held until acknowledged (settle)
 	return b
 }
 
@@ -876,6 +892,7 @@ func (ts *teamState) settle(b *batch, err error) (again bool) {
 	}
 	if err == nil {
 		ts.flight = nil
+		ts.countLevels(-len(b.subs))
 		return ts.unsent(false)
 	}
 	return true

@@ -209,7 +209,12 @@ type writer struct {
 	prompt    atomic.Bool
 	lazySince atomic.Int64
 
-	rowCount  atomic.Int64 // usage-by-level rows pending, all teams (maxNodeRows)
+	rowCount atomic.Int64 // usage-by-level rows pending, all teams (maxNodeRows)
+	// levels counts the key and user level records of all teams and their
+	// parts of batches in flight (levelState, levelBatch); maxLevels bounds
+	// it (maxNodeLevels; tests lower it).
+	levels    atomic.Int64
+	maxLevels int64
 	rowFolded atomic.Int64 // rows folded into OtherUser since start
 
 	dmu   sync.Mutex
@@ -248,9 +253,10 @@ func newWriter(r *Redis, store *telemetry.RedisAudit, usage *ratelimit.RedisUsag
 	}
 	return &writer{
 		r: r, store: store, usage: usage, every: every, usageEvery: usageEvery, mark: nodeMarkKey(r.cfg.Prefix, r.node),
-		flushTTL: max(4*r.cfg.Timeout, 250*time.Millisecond),
-		auditQ:   make(chan *telemetry.Entry, r.cfg.MaxAudit),
-		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		maxLevels: maxNodeLevels,
+		flushTTL:  max(4*r.cfg.Timeout, 250*time.Millisecond),
+		auditQ:    make(chan *telemetry.Entry, r.cfg.MaxAudit),
+		wake:      make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
 
