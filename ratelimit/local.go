@@ -149,6 +149,9 @@ func (l *Local) sub(key string) *localTeam {
 		if rec, ok := l.rest.takeLocked(sh, h); ok {
 			st.code, st.period, st.spent = rec.code, rec.period, rec.spent
 		}
+		if l.rest.nb.Load() > 0 {
+			st.blockedUntil = l.rest.takeBlockLocked(sh, h)
+		}
 	}
 	sh.mu.Unlock()
 	st.mu.Unlock()
@@ -201,9 +204,9 @@ func (l *Local) lockSubIfAny(key string) *localTeam {
 const minSweep = 4096
 
 // sweep drops the key and user levels at rest: both buckets full, no slot,
-// no block, no budget alert of the current window. What such a level spent
-// in a budget window still open moves to the rest store, which drops it
-// when the window ends. It runs when either count doubled since the last
+// no budget alert of the current window. What such a level spent in a
+// budget window still open, and its budget block, move to the rest store,
+// which drops them when the window or the block ends. It runs when either count doubled since the last
 // sweep, so its cost per new level or record is O(1).
 func (l *Local) sweep() {
 	now := l.clock().UnixNano()
@@ -211,7 +214,7 @@ func (l *Local) sweep() {
 		st.mu.Lock()
 		st.purgeLocked(now)
 		open := st.code != 0 && !st.spentExpired(now) // its budget window
-		idle := st.rpmTAT <= now && st.tpmTAT <= now && len(st.slots) == 0 && st.blockedUntil <= now &&
+		idle := st.rpmTAT <= now && st.tpmTAT <= now && len(st.slots) == 0 &&
 			!(open && st.alerted == st.period+1)
 		if idle {
 			sh, h := l.rest.shard(k)
@@ -219,6 +222,9 @@ func (l *Local) sweep() {
 			l.subs.Delete(k)
 			if open && st.spent > 0 {
 				l.rest.putLocked(sh, h, restSpend{period: st.period, spent: st.spent, code: st.code})
+			}
+			if st.blockedUntil > now {
+				l.rest.putBlockLocked(sh, h, st.blockedUntil)
 			}
 			sh.mu.Unlock()
 			st.gone = true
@@ -228,7 +234,7 @@ func (l *Local) sweep() {
 	})
 	l.rest.sweep(now)
 	l.sweepAt.Store(max(minSweep, 2*l.nsubs.Load()))
-	l.restAt.Store(max(minSweep, 2*l.rest.n.Load()))
+	l.restAt.Store(max(minSweep, 2*(l.rest.n.Load()+l.rest.nb.Load())))
 }
 
 // spentExpired reports whether the spend counted is of a budget window
@@ -589,7 +595,7 @@ func (l *Local) Spend(t *catalog.Team, lv *Level, usd float64) {
 		rec, _ := l.rest.takeLocked(sh, h)
 		l.rest.putLocked(sh, h, rec.spend(now, code, usd))
 		sh.mu.Unlock()
-		if l.rest.n.Load() >= l.restAt.Load() {
+		if l.rest.n.Load()+l.rest.nb.Load() >= l.restAt.Load() {
 			l.startSweep()
 		}
 		return
@@ -605,19 +611,35 @@ func (st *localTeam) spendLocked(now, code int64, usd float64) {
 // BlockBudget records that the shared store found the level's budget
 // spent (a team's by name, or a key or user level's by Level.Key when sub
 // is set), so the fallback keeps rejecting until until (ns) even with a
-// fresh local spend counter.
+// fresh local spend counter. A key or user level without live state gets
+// none: its block is kept at rest, compact, as its spend is (Spend).
 func (l *Local) BlockBudget(name string, sub bool, until int64) {
-	var st *localTeam
-	if sub {
-		st = l.lockSub(name) // not l.team(name) first: that made a team of every level's key, never swept
-	} else {
-		st = l.team(name)
+	if !sub {
+		st := l.team(name)
 		st.mu.Lock()
+		st.blockedUntil = max(st.blockedUntil, until)
+		st.mu.Unlock()
+		return
 	}
-	if until > st.blockedUntil {
-		st.blockedUntil = until
+	for {
+		if st := l.lockSubIfAny(name); st != nil {
+			st.blockedUntil = max(st.blockedUntil, until)
+			st.mu.Unlock()
+			return
+		}
+		sh, h := l.rest.shard(name)
+		sh.mu.Lock()
+		if _, live := l.subs.Load(name); live { // made since: block there
+			sh.mu.Unlock()
+			continue
+		}
+		l.rest.putBlockLocked(sh, h, until)
+		sh.mu.Unlock()
+		if l.rest.n.Load()+l.rest.nb.Load() >= l.restAt.Load() {
+			l.startSweep()
+		}
+		return
 	}
-	st.mu.Unlock()
 }
 
 // Resets is how far ahead of now team's local RPM and TPM TATs are: the

@@ -24,9 +24,16 @@ import (
 //
 // Two levels whose keys share a hash (about 3e-8 for a million levels)
 // share one record: their spend adds up, or the larger is kept.
+//
+// A level's budget block (Local.BlockBudget: Redis found its budget spent,
+// so the fallback refuses it until the period resets, up to 720 h) is
+// kept here too while the level is at rest, as its hash and the block's
+// end: a full record for every end user refused for budget was about 210
+// bytes each for the whole period.
 type restStore struct {
 	seed maphash.Seed // immutable after construction
-	n    atomic.Int64 // records held
+	n    atomic.Int64 // spend records held
+	nb   atomic.Int64 // blocks held
 	s    [restShards]restShard
 }
 
@@ -37,8 +44,10 @@ const restShards = 32
 // locks a cache line apart.
 type restShard struct {
 	mu sync.Mutex
-	m  map[uint64]restSpend // guarded by mu
-	_  [64]byte
+	// Guarded by mu.
+	m      map[uint64]restSpend
+	blocks map[uint64]int64 // a budget block's end (ns)
+	_      [64]byte
 }
 
 // restSpend is one level's spend at rest, as localTeam holds it.
@@ -86,6 +95,30 @@ func (r *restStore) putLocked(sh *restShard, h uint64, rec restSpend) {
 	r.n.Add(1)
 }
 
+// takeBlockLocked removes and returns h's block end (0: none; sh.mu held).
+func (r *restStore) takeBlockLocked(sh *restShard, h uint64) int64 {
+	until, ok := sh.blocks[h]
+	if ok {
+		delete(sh.blocks, h)
+		r.nb.Add(-1)
+	}
+	return until
+}
+
+// putBlockLocked keeps a block of h until until (ns), or the later of it
+// and one already there (sh.mu held).
+func (r *restStore) putBlockLocked(sh *restShard, h uint64, until int64) {
+	if old, ok := sh.blocks[h]; ok {
+		sh.blocks[h] = max(old, until)
+		return
+	}
+	if sh.blocks == nil {
+		sh.blocks = map[uint64]int64{}
+	}
+	sh.blocks[h] = until
+	r.nb.Add(1)
+}
+
 // peek is key's record, if any.
 func (r *restStore) peek(key string) (restSpend, bool) {
 	sh, h := r.shard(key)
@@ -95,7 +128,8 @@ func (r *restStore) peek(key string) (restSpend, bool) {
 	return rec, ok
 }
 
-// sweep drops the records whose budget window has ended at now.
+// sweep drops the records whose budget window has ended at now, and the
+// blocks that have ended.
 func (r *restStore) sweep(now int64) {
 	for i := range r.s {
 		sh := &r.s[i]
@@ -104,6 +138,12 @@ func (r *restStore) sweep(now int64) {
 			if rec.expired(now) {
 				delete(sh.m, h)
 				r.n.Add(-1)
+			}
+		}
+		for h, until := range sh.blocks {
+			if until <= now {
+				delete(sh.blocks, h)
+				r.nb.Add(-1)
 			}
 		}
 		sh.mu.Unlock()
