@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"switchyard/internal/jsonspan"
 )
@@ -73,19 +75,47 @@ func sameKey(a, b []byte) bool {
 	return foldedKey(a) == foldedKey(b)
 }
 
-// foldedKey is the raw key k (escapes as sent) as a parser reads it, in
-// lower case: what keyList compares past its first keys.
+// foldedKey is the raw key k (escapes as sent) as a parser reads it,
+// folded as encoding/json folds a key to match it to a field (its
+// foldName: an ASCII letter in upper case, any other rune the smallest of
+// its Unicode fold orbit), so two keys get one folded name exactly when
+// strings.EqualFold holds between their decoded names: what keyList
+// compares past its first keys. strings.ToLower is not that fold: it
+// leaves a long s (U+017F) a long s, which encoding/json reads as s, so
+// "max_tokenſ" past the sixteenth key passed for a new name.
 func foldedKey(k []byte) string {
 	if bytes.IndexByte(k, '\\') >= 0 {
 		q := make([]byte, 0, len(k)+2)
-		return strings.ToLower(decodeString(append(append(append(q, '"'), k...), '"')))
+		k = []byte(decodeString(append(append(append(q, '"'), k...), '"')))
 	}
-	for _, c := range k {
-		if c >= 'A' && c <= 'Z' || c >= 0x80 {
-			return strings.ToLower(string(k))
+	var buf [64]byte
+	out := buf[:0]
+	for i := 0; i < len(k); {
+		if c := k[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
 		}
+		r, n := utf8.DecodeRune(k[i:])
+		out = utf8.AppendRune(out, foldRune(r))
+		i += n
 	}
-	return string(k)
+	return string(out)
+}
+
+// foldRune is the smallest rune of r's Unicode fold orbit (encoding/json's
+// foldRune).
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
 }
 
 // errDuplicate is ParseLimited's answer to a body repeatedKey refuses.

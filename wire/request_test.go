@@ -236,16 +236,57 @@ func TestRepeatedKeyRefused(t *testing.T) {
 		{`{"model":"a","max_tokens":1,"messages":[],"mod\u0065l":"b"}`, FormatAnthropic, `mod\u0065l`},
 		{`{"model":"a","input":"x","temperature":1,"TEMPERATURE":0}`, FormatResponses, "TEMPERATURE"},
 		{many + `,"KNB":2}`, FormatOpenAI, "KNB"},
+		// past the 16 keys compared in place, a key folds as encoding/json
+		// folds it (a long s is s, a Kelvin sign k), not as ToLower does
+		{many + `,"meſſages":[]}`, FormatOpenAI, "meſſages"},
+		{many + `,"max_tokens":100000,"max_tokenſ":1}`, FormatOpenAI, "max_tokenſ"},
+		{many + `,"stream":false,"\u017ftream":true}`, FormatOpenAI, `\u017ftream`},
+		{many + `,"max_to\u212aens":1,"max_tokens":100000}`, FormatAnthropic, "max_tokens"},
+		{many + `,"instructions":"x","inſtructionſ":"y"}`, FormatResponses, "inſtructionſ"},
 	} {
 		_, err := Parse([]byte(tc.body), catalog.OpChat, tc.format)
 		we, ok := err.(*Error)
 		if !ok || we.Code != "duplicate_field" || we.Param != tc.param {
-			t.Errorf("Parse(%s) = %v, want duplicate_field on %q", tc.body, err, tc.param)
+			t.Errorf("Parse(%s) = %v, want duplicate_field on %q", strings.TrimPrefix(tc.body, many), err, tc.param)
 		}
 	}
 	if _, err := Parse([]byte(many+`}`), catalog.OpChat, FormatOpenAI); err != nil {
 		t.Errorf("40 distinct keys refused: %v", err)
 	}
+	// and no key is taken for another that encoding/json tells apart (a
+	// dotted capital I lowers to i, but does not fold to it)
+	for _, body := range []string{many + `,"İnput":1,"input":"x"}`, many + `,"ka":2,"ﬀ":1,"ff":2}`} {
+		if _, err := Parse([]byte(body), catalog.OpChat, FormatOpenAI); err != nil {
+			t.Errorf("%s refused: %v", body[len(many):], err)
+		}
+	}
+}
+
+// FuzzFoldedKey: keyList's two comparisons, in place (sameKey, up to 16
+// keys) and by folded name (past them), tell the same keys apart, and
+// those are the keys encoding/json reads as one field.
+func FuzzFoldedKey(f *testing.F) {
+	for _, p := range [][2]string{{"stream", "ſtream"}, {"max_tokens", `max_to\u212aens`}, {"input", "İnput"},
+		{"model", `mod\u0065l`}, {"a\xffb", "a\xfeb"}, {"σ", "ς"}, {"Messages", "messages"}, {"ſ\u212a", "SK"}} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ka, kb := []byte(a), []byte(b)
+		if !jsonValid([]byte(`"`+a+`"`)) || !jsonValid([]byte(`"`+b+`"`)) {
+			return
+		}
+		same := sameKey(ka, kb)
+		if folded := foldedKey(ka) == foldedKey(kb); same != folded {
+			t.Fatalf("%q %q: sameKey %v, folded names equal %v", a, b, same, folded)
+		}
+		var v struct {
+			F int `json:"sk"`
+		}
+		// a key names the field "sk" as encoding/json folds it
+		if err := json.Unmarshal([]byte(`{"`+a+`":1}`), &v); err == nil && (v.F == 1) != sameKey(ka, []byte("sk")) {
+			t.Fatalf("%q: encoding/json reads it as sk: %v, sameKey %v", a, v.F == 1, sameKey(ka, []byte("sk")))
+		}
+	})
 }
 
 // TestEditTopLevelManyEdits: past the eight edits EditTopLevel tracks on

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -112,4 +113,38 @@ func FuzzParseResponses(f *testing.F) {
 		_ = r.LastUserText()
 		_ = r.ExpandResponses(append(r.Responses.Input, r.Responses.Input...), Limits{MaxMessages: 50})
 	})
+}
+
+// TestResponsesMetadataHints: metadata's session_id and user_id are read
+// as a map[string]any and a string assertion read them (the decode the
+// parse used to make, kept here as the oracle): escaped keys, the last of
+// a repeated key, a value that is not a string, keys in another case.
+func TestResponsesMetadataHints(t *testing.T) {
+	for _, md := range []string{
+		`{"session_id":"s","user_id":"u"}`,
+		`{"sess\u0069on_id":"s","\u0075ser_id":"u\u00e9\n"}`,
+		`{"session_id":"a","session_id":"b","user_id":"u","user_id":7}`,
+		`{"session_id":{"x":"y"},"user_id":["u"]}`,
+		`{"Session_ID":"s","USER_ID":"u","other":"x"}`,
+		`{"session_id":"\ud800x","user_id":"` + "\xff" + `"}`,
+		`{"a":[{},[],1,"session_id"],"user_id":null}`,
+		`{ }`,
+	} {
+		body := `{"model":"m","input":"x","metadata":` + md + `}`
+		var oracle map[string]any
+		if err := json.Unmarshal([]byte(md), &oracle); err != nil {
+			t.Fatalf("%s: %v", md, err)
+		}
+		wantS, _ := oracle["session_id"].(string)
+		wantU, _ := oracle["user_id"].(string)
+		for _, onePass := range []bool{true, false} {
+			r, err := parseResponsesWith([]byte(body), DefaultMaxMessages, onePass)
+			if err != nil {
+				t.Fatalf("%s: %v", md, err)
+			}
+			if r.MetadataSessionID != wantS || r.MetadataUserID != wantU {
+				t.Errorf("%s (one pass %v): session %q user %q, want %q %q", md, onePass, r.MetadataSessionID, r.MetadataUserID, wantS, wantU)
+			}
+		}
+	}
 }

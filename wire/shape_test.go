@@ -73,6 +73,16 @@ func TestParseAllocationBounded(t *testing.T) {
 			repeatJSON(`{"model":"m","input":"hi","tools":[`, `{}`, `]}`, 3_000_000), "too_many_tools"},
 		{"Responses: 3M output parts", catalog.OpChat, FormatResponses,
 			repeatJSON(`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[`, `{}`, `]}]}`, 3_000_000), ""},
+		// metadata was decoded into a map[string]any for two of its
+		// members: an element of an array in it cost ~45x its bytes
+		{"Responses: 1M objects in metadata", catalog.OpChat, FormatResponses,
+			repeatJSON(`{"model":"m","input":"x","metadata":{"a":[`, `{}`, `]}}`, 1_000_000), ""},
+		{"Responses: 1M numbers in metadata", catalog.OpChat, FormatResponses,
+			repeatJSON(`{"model":"m","input":"x","metadata":{"a":[`, `0`, `]}}`, 1_000_000), ""},
+		{"Responses: 1M members of metadata", catalog.OpChat, FormatResponses,
+			repeatJSON(`{"model":"m","input":"x","metadata":{`, `"k":0`, `}}`, 1_000_000), ""},
+		{"Responses: deep arrays in metadata", catalog.OpChat, FormatResponses,
+			[]byte(`{"model":"m","input":"x","metadata":{"a":` + strings.Repeat(`[`, 9000) + strings.Repeat(`]`, 9000) + `}}`), ""},
 		{"deep tool_result nesting", catalog.OpChat, FormatAnthropic,
 			[]byte(`{"model":"c","max_tokens":1,"messages":[{"role":"user","content":` +
 				strings.Repeat(`[{"type":"tool_result","content":`, 4000) + `"x"` + strings.Repeat(`}]`, 4000) + `}]}`), ""},
