@@ -357,6 +357,7 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 		}
 	}
 	g.rel, g.taken = ts.takeReleases()
+	var now int64 // Unix ns, read when a level may carry the fallback's TATs
 	for _, a := range g.calls {
 		if a.nsub > 0 {
 			g.lrel = ts.takeLevelReleases(g.calls, g.lrel[:0])
@@ -384,7 +385,10 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 		for j := range a.nsub {
 			sc := &a.subs[j]
 			var lr, lt int64
-			if ts.takeUnsharedSub(sc.keys.base) {
+			if now == 0 && ts.unsharedSubs.Load() != nil { // the clock only after an outage
+				now = r.cfg.Clock().UnixNano()
+			}
+			if ts.takeUnsharedSub(sc.keys.base, now) {
 				rr, tr := r.local.SubResets(sc.keys.base)
 				lr, lt = rr.Microseconds(), tr.Microseconds()
 				g.subsCarried = append(g.subsCarried, sc.keys.base)

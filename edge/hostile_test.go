@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -259,4 +260,35 @@ func TestRealOutageSlotsCarriedToRedis(t *testing.T) {
 		t.Fatalf("after the local request ended: %+v local=%v", b.Decision, b.Local)
 	}
 	r.Finish(&b, &Outcome{})
+}
+
+// TestUnsharedSubsPruned: the levels the local fallback admitted during an
+// outage carry their TATs to Redis with their next admission; a level not
+// admitted again carries nothing once its TATs are past (a minute), and is
+// dropped by the next walk, so the team's count goes back to zero (its
+// admissions stop taking the team's lock) and the entries' memory is
+// freed. Before, they stayed until the team's map was full (50,000).
+func TestUnsharedSubsPruned(t *testing.T) {
+	ts := newTeamState("sy:", "t", "n1")
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC).UnixNano()
+	until := t0 + int64(time.Minute+time.Second)
+	for i := range 1000 {
+		ts.markUnsharedSub(fmt.Sprintf("sy:{team:t}:u:%d", i), t0, until)
+	}
+	if u := ts.unsharedSubs.Load(); u == nil || len(u.until) != 1000 {
+		t.Fatal("not 1000 marked")
+	}
+	// while the TATs are ahead, a level's next admission carries them, once
+	if !ts.takeUnsharedSub("sy:{team:t}:u:1", t0+int64(time.Second)) || ts.takeUnsharedSub("sy:{team:t}:u:1", t0+int64(time.Second)) {
+		t.Fatal("a marked level not carried exactly once")
+	}
+	// past them: another level's admission finds nothing to carry, and the
+	// walk drops every past entry
+	later := until + int64(unsharedPrune)
+	if ts.takeUnsharedSub("sy:{team:t}:u:2", later) {
+		t.Fatal("a level whose local TATs are past still carried them")
+	}
+	if u := ts.unsharedSubs.Load(); u != nil {
+		t.Fatalf("%d entries left after their TATs passed, want none (and the record dropped)", len(u.until))
+	}
 }

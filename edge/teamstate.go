@@ -54,14 +54,10 @@ type teamState struct {
 	// team that Redis has not heard of: the team's next admission script
 	// carries the local TATs, so Redis never admits on top of it.
 	unshared atomic.Bool
-	// unsharedSubs is unshared for the key and user levels, by their keys'
-	// base: each level's own next admission script carries the fallback's
-	// TATs, whichever call of the team reaches Redis first. The value is
-	// when the local TATs are surely past (Unix ns): then there is nothing
-	// left to carry. Guarded by mu; nUnsharedSubs is its size, read
-	// without the lock by every admission.
-	unsharedSubs  map[string]int64
-	nUnsharedSubs atomic.Int64
+	// unsharedSubs is unshared for the key and user levels: made by the
+	// fallback's first admission of such a level, nil again once none is
+	// left to carry, read without the lock by every admission (unsharedLevels).
+	unsharedSubs atomic.Pointer[unsharedLevels]
 	// localSlots are the max_parallel slots of the requests the local
 	// fallback admitted that are still running, by their id in Redis
 	// (localSlot): the team's next admission script puts them in Redis, so
@@ -401,6 +397,18 @@ func (ts *teamState) takeReleases() (rel []string, taken int) {
 	return rel, taken
 }
 
+// unsharedLevels are the key and user levels whose fallback admissions
+// Redis has not heard of, by their keys' base: each level's own next
+// admission script carries the fallback's TATs, whichever call of the team
+// reaches Redis first. Guarded by the team's mu.
+type unsharedLevels struct {
+	// until is when each level's local TATs are surely past (Unix ns):
+	// then there is nothing left to carry
+	until map[string]int64
+	// pruneAt is when the past entries are next dropped (Unix ns)
+	pruneAt int64
+}
+
 // markUnsharedSub records that the local fallback admitted a request at
 // the level whose keys start with base, and that its local TATs are past
 // by until (Unix ns). Bounded by maxLevels: when full, the entries whose
@@ -409,38 +417,70 @@ func (ts *teamState) takeReleases() (rel []string, taken int) {
 func (ts *teamState) markUnsharedSub(base string, now, until int64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.unsharedSubs == nil {
-		ts.unsharedSubs = map[string]int64{}
+	u := ts.unsharedSubs.Load()
+	if u == nil {
+		u = &unsharedLevels{until: map[string]int64{}}
+		ts.unsharedSubs.Store(u)
 	}
-	if _, ok := ts.unsharedSubs[base]; !ok && len(ts.unsharedSubs) >= maxLevels {
-		for k, u := range ts.unsharedSubs {
-			if u <= now {
-				delete(ts.unsharedSubs, k)
+	if now > 0 {
+		u.prune(now)
+	}
+	if _, ok := u.until[base]; !ok && len(u.until) >= maxLevels {
+		for k, t := range u.until {
+			if t <= now {
+				delete(u.until, k)
 			}
 		}
-		if len(ts.unsharedSubs) >= maxLevels {
+		if len(u.until) >= maxLevels {
 			return
 		}
 	}
-	ts.unsharedSubs[base] = max(ts.unsharedSubs[base], until)
-	ts.nUnsharedSubs.Store(int64(len(ts.unsharedSubs)))
+	u.until[base] = max(u.until[base], until)
 }
 
 // takeUnsharedSub reports whether the level whose keys start with base has
-// local admissions Redis has not heard of, and forgets them: the caller
-// carries them. Without any, it costs one atomic load.
-func (ts *teamState) takeUnsharedSub(base string) bool {
-	if ts.nUnsharedSubs.Load() == 0 {
+// local admissions Redis has not heard of whose TATs are not past at now
+// (Unix ns), and forgets them: the caller carries them. Without any, it
+// costs one atomic load.
+func (ts *teamState) takeUnsharedSub(base string, now int64) bool {
+	if ts.unsharedSubs.Load() == nil {
 		return false
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	_, ok := ts.unsharedSubs[base]
-	if ok {
-		delete(ts.unsharedSubs, base)
-		ts.nUnsharedSubs.Store(int64(len(ts.unsharedSubs)))
+	u := ts.unsharedSubs.Load()
+	if u == nil {
+		return false
 	}
-	return ok
+	until, ok := u.until[base]
+	if ok {
+		delete(u.until, base)
+	}
+	u.prune(now)
+	if len(u.until) == 0 {
+		ts.unsharedSubs.Store(nil) // the team's admissions stop taking the lock
+	}
+	return ok && until > now
+}
+
+// unsharedPrune spaces the walks that drop unsharedLevels' past entries.
+const unsharedPrune = 10 * time.Second
+
+// prune drops the entries whose local TATs are past at now, at most once
+// per unsharedPrune: after an outage, the levels the fallback admitted
+// and that are not admitted again carry nothing after a minute, but kept
+// the team's record of them, so every admission of the team took its
+// lock, and held their memory until the team's map was full.
+func (u *unsharedLevels) prune(now int64) {
+	if now < u.pruneAt {
+		return
+	}
+	u.pruneAt = now + int64(unsharedPrune)
+	for k, t := range u.until {
+		if t <= now {
+			delete(u.until, k)
+		}
+	}
 }
 
 // localSlot is a slot the local fallback gave a request that still runs,
