@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"time"
+
+	"switchyard/routing"
 )
 
 // teamStore is per-team state of the node: the metric series
@@ -79,7 +81,13 @@ const noTeam = "-"
 const goneTeamsEvery = time.Minute
 
 // sweepGoneTeams runs the sweeps until ctx ends.
-func (n *Node) sweepGoneTeams(ctx context.Context, stores []teamStore) {
+// deploymentForgetter is a usage source that keeps a record per
+// deployment (ratelimit.RedisUsage): the sweep tells it which are gone.
+type deploymentForgetter interface {
+	ForgetDeployments(drop func(id string) bool)
+}
+
+func (n *Node) sweepGoneTeams(ctx context.Context, stores []teamStore, usage routing.UsageSource) {
 	var g goneTeams
 	t := time.NewTicker(goneTeamsEvery)
 	defer t.Stop()
@@ -92,6 +100,11 @@ func (n *Node) sweepGoneTeams(ctx context.Context, stores []teamStore) {
 			grace := n.cfg().Server.RequestTimeout + goneTeamsEvery
 			if d := g.sweep(now, func(team string) bool { return snap.Team(team) != nil }, grace, stores); d > 0 {
 				n.Logger.Info("dropped the metrics and edge state of teams no longer in the catalog", "teams", d)
+			}
+			// and the quota usage records of deployments deleted through the
+			// admin API (the usage source forgets those with nothing to write)
+			if f, ok := usage.(deploymentForgetter); ok {
+				f.ForgetDeployments(func(id string) bool { return snap.Deployments[id] == nil })
 			}
 		}
 	}

@@ -197,7 +197,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	// a deleted team's metric series and edge state leave once no request
 	// admitted before its deletion can still be running (goneTeams)
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
-	go n.sweepGoneTeams(sweepCtx, []teamStore{metrics, es, &n.Server.cacheStats})
+	go n.sweepGoneTeams(sweepCtx, []teamStore{metrics, es, &n.Server.cacheStats}, usage)
 	n.OnClose(func(context.Context) error { stopSweep(); return nil })
 	return n, nil
 }

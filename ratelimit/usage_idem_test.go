@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,5 +78,54 @@ func TestRedisUsageLostReplyNotCountedTwice(t *testing.T) {
 				t.Fatalf("usage %d/%d after lost replies, want %d/%d (each request counted once)", rpm, tpm, wantR, wantT)
 			}
 		})
+	}
+}
+
+// TestRedisUsageForgetsDeletedDeployments: the records of deployments the
+// catalog no longer has (deleted through the admin API) are dropped at the
+// next step, here and in the local estimate, so refreshes stop reading
+// them; one whose write has not reached Redis yet is kept until it has.
+// Before, every deployment ever asked for kept its record for good.
+func TestRedisUsageForgetsDeletedDeployments(t *testing.T) {
+	m := miniredis.RunT(t)
+	clk := newFakeClock()
+	m.SetTime(clk.Now())
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
+	defer c.Close()
+	ls := &lossyStore{Store: c}
+	u := NewRedisUsage(ls, "sy:", 50*time.Millisecond, 1, clk.Now, &countObs{})
+	ctx := context.Background()
+	known := func() (ids []string) {
+		u.deps.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
+		slices.Sort(ids)
+		return ids
+	}
+	u.Record("kept", 10)
+	u.Record("gone", 10)
+	u.Usage("asked") // known from being asked for
+	u.Step(ctx)
+	u.ForgetDeployments(func(id string) bool { return id != "kept" })
+	u.Step(ctx)
+	if got := fmt.Sprint(known()); got != "[kept]" {
+		t.Fatalf("records after the deletions: %s, want [kept]", got)
+	}
+	if _, ok := u.local.deps.Load("gone"); ok {
+		t.Fatal("the local estimate kept a deleted deployment")
+	}
+	// a write that did not reach Redis keeps its record until it has
+	u.Record("pending", 10)
+	ls.lose.Store(true)
+	u.Step(ctx)
+	u.ForgetDeployments(func(id string) bool { return id == "pending" })
+	u.Step(ctx)
+	if got := fmt.Sprint(known()); got != "[kept pending]" {
+		t.Fatalf("with its write in flight: %s, want [kept pending]", got)
+	}
+	ls.lose.Store(false)
+	u.Step(ctx) // the write lands
+	u.ForgetDeployments(func(id string) bool { return id == "pending" })
+	u.Step(ctx)
+	if got := fmt.Sprint(known()); got != "[kept]" {
+		t.Fatalf("once written: %s, want [kept]", got)
 	}
 }

@@ -121,6 +121,8 @@ type RedisUsage struct {
 	cache atomic.Pointer[usageCache]
 	node  string // random per process: the applied-write marks (immutable)
 
+	forget atomic.Pointer[func(id string) bool] // ForgetDeployments' request, for the next Step
+
 	seq int64 // the last write's seq (flush's own: the writer's goroutine)
 }
 
@@ -175,7 +177,31 @@ func (u *RedisUsage) SetDivisor(n int) { u.div.Store(int64(max(1, n))) }
 // writer calls it every DefaultUsageInterval.
 func (u *RedisUsage) Step(ctx context.Context) {
 	u.flush(ctx)
+	if drop := u.forget.Swap(nil); drop != nil {
+		u.forgetNow(*drop)
+	}
 	u.refresh(ctx)
+}
+
+// ForgetDeployments asks the next Step to drop the records of the
+// deployments drop names (deleted through the admin API) that have nothing
+// left to write: every deployment ever asked for kept its record here and
+// in the local estimate, and every refresh read each one from Redis. A
+// count a request still running records for a dropped deployment is lost
+// with it (the deployment is gone).
+func (u *RedisUsage) ForgetDeployments(drop func(id string) bool) { u.forget.Store(&drop) }
+
+// forgetNow drops the records drop names that hold no unwritten counts and
+// no write in flight (flush's goroutine: Step).
+func (u *RedisUsage) forgetNow(drop func(id string) bool) {
+	u.deps.Range(func(k, v any) bool {
+		id, d := k.(string), v.(*depUsage)
+		if drop(id) && d.fseq == 0 && d.req.Load() == 0 && d.tok.Load() == 0 {
+			u.deps.Delete(id)
+			u.local.deps.Delete(id)
+		}
+		return true
+	})
 }
 
 func (u *RedisUsage) dep(id string) *depUsage {
