@@ -358,11 +358,8 @@ func (r *Redis) appendBegin(c *beginCall, g *teamBatch) {
 	}
 	g.rel, g.taken = ts.takeReleases()
 	var now int64 // Unix ns, read when a level may carry the fallback's TATs
-	for _, a := range g.calls {
-		if a.nsub > 0 {
-			g.lrel = ts.takeLevelReleases(g.calls, g.lrel[:0])
-			break
-		}
+	if parallelLevels(g.calls) {
+		g.lrel = ts.takeLevelReleases(g.calls, g.lrel[:0])
 	}
 	la := ts.keys.limitArgs(t)
 	lr, lt := g.carry(r, ts, t)

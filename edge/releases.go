@@ -49,6 +49,20 @@ type levelRelease struct {
 	sent  bool // its ids are in the call's arguments already
 }
 
+// parallelLevels reports whether an admission of calls meets a key or user
+// level with max_parallel: only such a level has releases, and the team's
+// lock is not taken for the others.
+func parallelLevels(calls []*admitCall) bool {
+	for _, a := range calls {
+		for j := range a.nsub {
+			if a.subs[j].lv.Limits.MaxParallel > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // takeLevelReleases appends to out, for each level with max_parallel of
 // the admissions calls that out does not name yet, this node's pending
 // releases of that level, together with those of the writer's batch in
