@@ -69,10 +69,10 @@ func (f *followEdge) last() (edge.PinQuery, edge.Outcome) {
 }
 
 // followNode is cacheNode's node on a followEdge, with the cache section
-// cacheYAML.
-func followNode(t *testing.T, upstream string, f *followEdge, cacheYAML string) *Node {
+// cacheSection.
+func followNode(t *testing.T, upstream string, f *followEdge, cacheSection string) *Node {
 	t.Helper()
-	return edgeNode(t, cacheYAML+`
+	return edgeNode(t, cacheSection+`
 providers:
   - {name: up, kind: openai, base_url: "`+upstream+`/v1", api_key: k}
 deployments:

@@ -74,16 +74,7 @@ func TestCachePurgeRefusesAnswerInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, up := newGatedChat(t)
-			n := newTestNode(t, `
-admin: {key: adm}
-cache: {enabled: true}
-providers:
-  - {name: up, kind: openai, base_url: "`+up.URL+`/v1", api_key: k}
-deployments:
-  - {id: d, model: m, provider: up}
-teams:
-  - {name: a, keys: ["sk-a"], models: ["*"]}
-`)
+			n := newTestNode(t, "admin: {key: adm}"+cacheYAML(up.URL, "", `  - {name: a, keys: ["sk-a"], models: ["*"]}`))
 			body := `{"model":"m","messages":[{"role":"user","content":"purged in flight"}]`
 			if tc.stream {
 				body += `,"stream":true`
@@ -128,17 +119,8 @@ func TestCacheStatsEntriesAfterPurge(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	f, up := newFakeChat(t)
-	n := newTestNode(t, `
-admin: {key: adm}
-cache: {enabled: true}
-providers:
-  - {name: up, kind: openai, base_url: "`+up.URL+`/v1", api_key: k}
-deployments:
-  - {id: d, model: m, provider: up}
-teams:
-  - {name: a, keys: ["sk-a"], models: ["*"]}
-  - {name: b, keys: ["sk-b"], models: ["*"]}
-`)
+	n := newTestNode(t, "admin: {key: adm}"+cacheYAML(up.URL, "", `  - {name: a, keys: ["sk-a"], models: ["*"]}
+  - {name: b, keys: ["sk-b"], models: ["*"]}`))
 	n.SetCacheShared(shared.New(rdb, shared.Config{Prefix: "sy:"}))
 	for _, key := range []string{"sk-a", "sk-b"} {
 		if w := do(t, n.Handler(), "POST", "/v1/chat/completions", key, `{"model":"m","messages":[{"role":"user","content":"x"}]}`); w.Code != 200 {
@@ -209,9 +191,9 @@ func (f *splitEdge) Begin(ctx context.Context, q *edge.Request) (edge.Begun, err
 }
 
 // splitNode is followNode's node on a splitEdge.
-func splitNode(t *testing.T, upstream string, f *splitEdge, cacheYAML string) *Node {
+func splitNode(t *testing.T, upstream string, f *splitEdge, cacheSection string) *Node {
 	t.Helper()
-	return edgeNode(t, cacheYAML+`
+	return edgeNode(t, cacheSection+`
 providers:
   - {name: up, kind: openai, base_url: "`+upstream+`/v1", api_key: k}
 deployments:

@@ -269,12 +269,17 @@ func (f *fakeChat) lastBody() string {
 // of model m on upstream (with the price fields in price), and teams.
 func cacheNode(t *testing.T, upstream, price, teams string) *Node {
 	t.Helper()
-	return newTestNode(t, `
+	return newTestNode(t, cacheYAML(upstream, price, teams))
+}
+
+// cacheYAML is cacheNode's configuration.
+func cacheYAML(upstream, price, teams string) string {
+	return `
 cache: {enabled: true}
 providers:
-  - {name: up, kind: openai, base_url: "`+upstream+`/v1", api_key: k}
+  - {name: up, kind: openai, base_url: "` + upstream + `/v1", api_key: k}
 deployments:
-  - {id: d, model: m, provider: up`+price+`}
+  - {id: d, model: m, provider: up` + price + `}
 teams:
-`+teams+"\n")
+` + teams + "\n"
 }

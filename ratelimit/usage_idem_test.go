@@ -31,6 +31,19 @@ func (l *lossyStore) Pipelined(ctx context.Context, fn func(redis.Pipeliner) err
 	return cmds, err
 }
 
+// lossyUsage is a RedisUsage on a miniredis whose replies ls can lose,
+// and the client under it.
+func lossyUsage(t *testing.T) (*RedisUsage, *lossyStore, *redis.Client) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	clk := newFakeClock()
+	m.SetTime(clk.Now())
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = c.Close() })
+	ls := &lossyStore{Store: c}
+	return NewRedisUsage(ls, "sy:", 50*time.Millisecond, 1, clk.Now, &countObs{}), ls, c
+}
+
 // TestRedisUsageLostReplyNotCountedTwice: a flush whose reply was lost
 // although Redis applied it is sent again, and Redis counts it once (SPEC
 // 9: a write is never applied twice); the counts recorded meanwhile are
@@ -46,13 +59,7 @@ func TestRedisUsageLostReplyNotCountedTwice(t *testing.T) {
 		{name: "lost reply, then more counts", losses: 1, later: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := miniredis.RunT(t)
-			clk := newFakeClock()
-			m.SetTime(clk.Now())
-			c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
-			defer c.Close()
-			ls := &lossyStore{Store: c}
-			u := NewRedisUsage(ls, "sy:", 50*time.Millisecond, 1, clk.Now, &countObs{})
+			u, ls, c := lossyUsage(t)
 			ctx := context.Background()
 			if err := usageRecordScript.Load(ctx, c).Err(); err != nil { // so the lost calls ran
 				t.Fatal(err)
@@ -87,13 +94,7 @@ func TestRedisUsageLostReplyNotCountedTwice(t *testing.T) {
 // them; one whose write has not reached Redis yet is kept until it has.
 // Before, every deployment ever asked for kept its record for good.
 func TestRedisUsageForgetsDeletedDeployments(t *testing.T) {
-	m := miniredis.RunT(t)
-	clk := newFakeClock()
-	m.SetTime(clk.Now())
-	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
-	defer c.Close()
-	ls := &lossyStore{Store: c}
-	u := NewRedisUsage(ls, "sy:", 50*time.Millisecond, 1, clk.Now, &countObs{})
+	u, ls, _ := lossyUsage(t)
 	ctx := context.Background()
 	known := func() (ids []string) {
 		u.deps.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
