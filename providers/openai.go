@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,23 +179,38 @@ func openAIBody(raw []byte, model string, op catalog.Operation, stream bool) []b
 
 // readBody reads a complete 2xx body, bounded, and closes it. The buffer
 // grows with the bytes that arrive: a Content-Length is a hint capped at
-// 64 KiB, never an allocation. Over maxResponseBody the attempt is a
-// server_error (SPEC 14), so the gateway fails over.
+// 64 KiB, never an allocation. A body its Content-Length gives the size of
+// is read into one allocation of that size (bytes.Buffer.ReadFrom wants 512
+// bytes free before each read, so a 300-byte answer cost a second buffer of
+// 1.1 KB). Over maxResponseBody the attempt is a server_error (SPEC 14), so
+// the gateway fails over.
 func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
 	size := resp.ContentLength
 	if size < 0 || size > 64<<10 {
 		size = 64 << 10
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	n, err := buf.ReadFrom(io.LimitReader(resp.Body, maxResponseBody+1))
-	if err != nil {
-		return nil, classifyTransport(ctx.Err(), err)
+	buf := make([]byte, 0, size+1) // +1: the read that finds the end needs room
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > maxResponseBody {
+				return nil, &Error{Status: resp.StatusCode, Class: routing.ClassServerError, Message: "upstream response exceeds 64 MiB"}
+			}
+			buf = slices.Grow(buf, min(len(buf), maxResponseBody+1-len(buf)))
+		}
+		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, classifyTransport(ctx.Err(), err)
+		}
 	}
-	if n > maxResponseBody {
+	if len(buf) > maxResponseBody {
 		return nil, &Error{Status: resp.StatusCode, Class: routing.ClassServerError, Message: "upstream response exceeds 64 MiB"}
 	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 // openAIUsage is the usage object of OpenAI chat, embeddings and images

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"switchyard/catalog"
@@ -243,5 +244,32 @@ func TestErrorTextCutNeverShowsAKeyPrefix(t *testing.T) {
 	// a short body is whole, its key masked as before
 	if msg := sc.String(parseErrorBody([]byte("bad key " + secret)).Message); strings.Contains(msg, secret[:7]) {
 		t.Fatalf("short body: %q", msg)
+	}
+}
+
+// TestReadBodyOneAllocation: a body whose Content-Length gives its size is
+// read into one buffer of that size (bytes.Buffer.ReadFrom grew a 300-byte
+// answer's buffer to 1.1 KB), and a body past its Content-Length still
+// arrives whole.
+func TestReadBodyOneAllocation(t *testing.T) {
+	body := strings.Repeat("x", 310)
+	var raw []byte
+	n := testing.AllocsPerRun(20, func() {
+		resp := &http.Response{StatusCode: 200, ContentLength: int64(len(body)), Body: io.NopCloser(strings.NewReader(body))}
+		raw, _ = readBody(context.Background(), resp)
+	})
+	if string(raw) != body || cap(raw) > len(body)+1 {
+		t.Fatalf("read %d bytes into cap %d, want the %d bytes in cap <= %d", len(raw), cap(raw), len(body), len(body)+1)
+	}
+	if n > 3 { // the buffer; the response and reader the closure makes
+		t.Errorf("%v allocations, want <= 3", n)
+	}
+	for _, cl := range []int64{-1, 0, 5, 200} {
+		big := strings.Repeat("y", 100_000)
+		resp := &http.Response{StatusCode: 200, ContentLength: cl, Body: io.NopCloser(iotest.OneByteReader(strings.NewReader(big)))}
+		got, err := readBody(context.Background(), resp)
+		if err != nil || string(got) != big {
+			t.Fatalf("Content-Length %d, 100,000 bytes one at a time: %d bytes, %v", cl, len(got), err)
+		}
 	}
 }
