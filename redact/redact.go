@@ -30,14 +30,22 @@ const keyChar = `(?:[A-Za-z0-9_-]|` + escaped + `)`
 // JSON-escaped, or the JSON escape of '/'.
 const tokenChar = `(?:[A-Za-z0-9._~+/=-]|\\/|` + escaped + `)`
 
-// credential matches every shape SPEC 15 names. Each starts at a word
-// boundary, so "task-..." is not an "sk-" key.
-var credential = regexp.MustCompile(
-	`\bsk(?:-|\\u002[dD])` + keyChar + `{16,}` +
-		`|\b(?:AKIA|ASIA)[A-Z0-9]{16}` +
-		`|\bAIza` + keyChar + `{35}` +
-		`|\b[Bb]earer(?:[ \t]|\\u0020|%20)+` + tokenChar + `{8,}` +
-		`|\beyJ` + keyChar + `{8,}\.` + keyChar + `{8,}\.` + keyChar + `{8,}`)
+// boundary is where a credential may start: a word boundary, so "task-..."
+// is not an "sk-" key, or right after a JSON escape of a character that is
+// not a word character (\n, \t, \u003c, \u0022, non-ASCII ...): the escape
+// ends in a letter or digit, so \b sees none there although the text it
+// stands for has one. The escape is part of the match (RE2 has no
+// look-behind); maskOne keeps it.
+const boundary = `(?:\b|\\[bfnrt]|\\u(?:00(?:[01][0-9A-Fa-f]|2[0-9A-Fa-f]|3[A-Fa-f]|40|5[B-Eb-e]|60|7[B-Fb-f]|[89A-Fa-f][0-9A-Fa-f])|0[1-9A-Fa-f][0-9A-Fa-f]{2}|[1-9A-Fa-f][0-9A-Fa-f]{3}))`
+
+// credential matches every shape SPEC 15 names, each after a boundary. An
+// HTTP auth scheme is case-insensitive (RFC 9110), so is "Bearer".
+var credential = regexp.MustCompile(boundary + `(?:` +
+	`sk(?:-|\\u002[dD])` + keyChar + `{16,}` +
+	`|(?:AKIA|ASIA)[A-Z0-9]{16}` +
+	`|AIza` + keyChar + `{35}` +
+	`|(?i:bearer)(?:[ \t]|\\u0020|%20)+` + tokenChar + `{8,}` +
+	`|eyJ` + keyChar + `{8,}\.` + keyChar + `{8,}\.` + keyChar + `{8,})`)
 
 // quick are the substrings one of which every credential contains: text
 // holding none of them is returned without running the expression.
@@ -71,14 +79,22 @@ func maybe(s string) bool {
 			if t := s[i:]; strings.HasPrefix(t, "earer") || strings.HasPrefix(t, "eyJ") {
 				return true
 			}
+		case 'E':
+			if t := s[i:]; len(t) >= 5 && strings.EqualFold(t[:5], "earer") {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// maskOne keeps the first keep characters of a match and masks the rest.
+// maskOne keeps the first keep characters of a match and masks the rest;
+// a JSON escape the match starts with is its boundary, kept whole.
 func maskOne(m string) string {
 	i := 0
+	if m != "" && m[0] == '\\' {
+		i = charLen(m)
+	}
 	for n := 0; n < keep && i < len(m); n++ {
 		i += charLen(m[i:])
 	}
