@@ -56,6 +56,12 @@ const (
 	// shutdownTimeout bounds the final flush when the caller gives no
 	// shorter deadline.
 	shutdownTimeout = 5 * time.Second
+	// maxAttrValue bounds every attribute value (bytes; the SDK truncates
+	// longer ones). Clients choose some values (user_agent.original up to
+	// the 1 MiB header limit, switchyard.model.requested up to the body
+	// limit): unbounded, QueueSize spans could hold gigabytes while a
+	// collector is slow, and one batch outgrow what a collector accepts.
+	maxAttrValue = 512
 )
 
 // Tracer is the process's tracing handle. A nil *Tracer is tracing off.
@@ -131,8 +137,11 @@ func New(cfg config.Tracing, opt Options) (*Tracer, error) {
 	if opt.Version != "" {
 		attrs = append(attrs, attribute.String("service.version", opt.Version))
 	}
+	limits := sdktrace.NewSpanLimits()
+	limits.AttributeValueLengthLimit = maxAttrValue
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(resource.NewSchemaless(attrs...)),
+		sdktrace.WithRawSpanLimits(limits),
 		// a caller's sampling decision is honoured so its trace stays whole;
 		// a trace that starts here is kept by trace id (SPEC 12.5)
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
