@@ -137,12 +137,12 @@ func (b *Breaker) Allow() error {
 	case stateClosed:
 		return nil
 	case stateOpen:
-		if b.clock().UnixNano() < b.until.Load() {
+		if b.stillOpen() {
 			return ErrBreakerOpen
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if b.state.Load() != stateOpen || b.clock().UnixNano() < b.until.Load() {
+		if b.state.Load() != stateOpen || b.stillOpen() {
 			return b.halfOpenAllowLocked() // another caller half-opened it
 		}
 		b.state.Store(stateHalfOpen)
@@ -156,6 +156,21 @@ func (b *Breaker) Allow() error {
 		defer b.mu.Unlock()
 		return b.halfOpenAllowLocked()
 	}
+}
+
+// stillOpen reports whether an open breaker's cool period lasts. An open
+// period is never longer than cool: a deadline further away than that
+// means the wall clock stepped back since the breaker opened (NTP, a
+// resumed VM), and the period counts as over rather than lasting the size
+// of the step (a node kept in local fallback for an hour after Redis came
+// back). A summary breaker forced open (until MaxInt64) stays open.
+func (b *Breaker) stillOpen() bool {
+	until := b.until.Load()
+	if until == math.MaxInt64 {
+		return true
+	}
+	now := b.clock().UnixNano()
+	return now < until && until-now <= int64(b.cool)
 }
 
 // halfOpenAllowLocked: with a probe running, calls wait for its verdict

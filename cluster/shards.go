@@ -145,7 +145,9 @@ func (s *shardSet) reloadSoon() {
 	}
 	now := s.clock().UnixNano()
 	last := s.lastReload.Load()
-	if now-last < int64(ReloadEvery) || !s.lastReload.CompareAndSwap(last, now) {
+	// a last reload "in the future" is a wall clock stepped back since: it
+	// does not hold reloads off for the size of the step
+	if d := now - last; (d >= 0 && d < int64(ReloadEvery)) || !s.lastReload.CompareAndSwap(last, now) {
 		return
 	}
 	s.reload()
