@@ -15,9 +15,21 @@ import "time"
 // less than this still fits, so exactly L units fit in a burst.
 const tolerance = int64(time.Microsecond)
 
-// interval is the TAT increment of cost units at limit per Window.
+// maxAhead bounds how far a charge moves a TAT past now (2^60 ns, about
+// 36 years: a level that owes that much is refused all the same). A
+// reconcile charges what the upstream reported, which is distrusted: 2^40
+// tokens at tpm 1000 are 6.6e19 ns, past int64, and the conversion wrapped
+// the TAT into the past (a full bucket) instead of holding the level back.
+const maxAhead = int64(1) << 60
+
+// interval is the TAT increment of cost units at limit per Window, at most
+// maxAhead.
 func interval(cost, limit int64) int64 {
-	return int64(float64(cost) * float64(Window) / float64(limit))
+	f := float64(cost) * float64(Window) / float64(limit)
+	if f >= float64(maxAhead) {
+		return maxAhead
+	}
+	return int64(f)
 }
 
 // gcraCharge evaluates a charge of cost at limit: the TAT after it and the
@@ -43,7 +55,7 @@ func gcraAdjust(tat, now, limit, delta int64) int64 {
 		tat = now
 	}
 	if delta >= 0 {
-		return tat + interval(delta, limit)
+		return min(tat+interval(delta, limit), now+maxAhead)
 	}
 	next := tat - interval(-delta, limit)
 	if next < now {

@@ -43,6 +43,41 @@ type Local struct {
 	restAt   atomic.Int64 // rest.n that triggers the next sweep
 	sweeping atomic.Bool  // a sweep runs (at most one at a time)
 	alert    atomic.Pointer[func(team string, level int, name string)]
+
+	// skew and last make the GCRA's timeline (TATs, slot expiries) steady
+	// when the wall clock steps back (steady).
+	skew atomic.Int64 // ns added to the wall clock
+	last atomic.Int64 // about the latest steady reading (ns), at most stepSlack stale
+}
+
+// stepSlack is how far back a wall-clock reading may be from the latest
+// one before it counts as a step of the clock rather than two readers
+// racing (goroutines that read the clock in one order and get here in the
+// other).
+const stepSlack = int64(time.Second)
+
+// steady maps a wall-clock reading (ns) onto the timeline of the TATs and
+// slot expiries: the wall clock plus the sum of its steps back. A step back
+// would otherwise leave every TAT written before it that much further in
+// the future, refusing a team that used its quota for the size of the step
+// (an hour's NTP correction, an hour of 429s). Forward steps need no guard:
+// buckets refill, at most one Window's quota early. Budget windows stay on
+// the wall clock (UTC days and months, and the shared store's deadlines).
+func (l *Local) steady(wall int64) int64 {
+	for {
+		skew, last := l.skew.Load(), l.last.Load()
+		t := wall + skew
+		switch {
+		case t < last-stepSlack: // the clock stepped back: absorb the step
+			if l.skew.CompareAndSwap(skew, skew+last-t) {
+				return last
+			}
+			continue
+		case t > last+int64(time.Millisecond): // a coarse high-water mark: few writes
+			l.last.CompareAndSwap(last, t)
+		}
+		return t
+	}
 }
 
 // SetBudgetAlert names what is called, once per level and period, when a
@@ -208,11 +243,12 @@ const minSweep = 4096
 // which drops them when the window or the block ends. It runs when either count doubled since the last
 // sweep, so its cost per new level or record is O(1).
 func (l *Local) sweep() {
-	now := l.clock().UnixNano()
+	wall := l.clock().UnixNano()
+	now := l.steady(wall) // TATs and slots; budgets are on wall
 	l.subs.Range(func(k string, st *localTeam) {
 		st.mu.Lock()
 		st.purgeLocked(now)
-		open := st.code != 0 && !st.spentExpired(now) // its budget window
+		open := st.code != 0 && !st.spentExpired(wall) // its budget window
 		idle := st.rpmTAT <= now && st.tpmTAT <= now && len(st.slots) == 0 &&
 			!(open && st.alerted == st.period+1)
 		if idle {
@@ -222,7 +258,7 @@ func (l *Local) sweep() {
 			if open && st.spent > 0 {
 				l.rest.putLocked(sh, h, restSpend{period: st.period, spent: st.spent, code: st.code})
 			}
-			if st.blockedUntil > now {
+			if st.blockedUntil > wall {
 				l.rest.putBlockLocked(sh, h, st.blockedUntil)
 			}
 			sh.mu.Unlock()
@@ -231,7 +267,7 @@ func (l *Local) sweep() {
 		}
 		st.mu.Unlock()
 	})
-	l.rest.sweep(now)
+	l.rest.sweep(wall)
 	l.sweepAt.Store(max(minSweep, 2*l.nsubs.Load()))
 	l.restAt.Store(max(minSweep, 2*(l.rest.n.Load()+l.rest.nb.Load())))
 }
@@ -320,7 +356,8 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			levels[i].st.mu.Unlock()
 		}
 	}()
-	now := l.clock().UnixNano()
+	wall := l.clock().UnixNano()
+	now := l.steady(wall) // TATs and slots; budgets are on wall
 
 	var (
 		wait    time.Duration
@@ -353,14 +390,14 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			}
 		}
 		if lim.budget > 0 {
-			v.idx, v.end = PeriodWindow(now, lim.period, st.startFor(lim.period))
+			v.idx, v.end = PeriodWindow(wall, lim.period, st.startFor(lim.period))
 			spent := st.spentIn(lim.period, v.idx)
 			// the request's highest possible cost is reserved: a burst against
 			// a nearly spent budget admits only what the rest covers (SPEC 3.1)
 			if spent >= lim.budget || spent+a.CostUSD > lim.budget+usdTolerance {
-				reject(time.Duration(v.end-now), 4)
-			} else if now < st.blockedUntil {
-				reject(time.Duration(st.blockedUntil-now), 4)
+				reject(time.Duration(v.end-wall), 4)
+			} else if wall < st.blockedUntil {
+				reject(time.Duration(st.blockedUntil-wall), 4)
 			}
 		}
 	}
@@ -499,7 +536,8 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 			st.mu.Unlock()
 			st = l.lockSub(lt.key)
 		}
-		now := l.clock().UnixNano()
+		wall := l.clock().UnixNano()
+		now := l.steady(wall)
 		if lim.tpm > 0 && actualTokens >= 0 {
 			if delta := actualTokens - lt.reserved; delta > 0 {
 				st.tpmTAT = gcraAdjust(st.tpmTAT, now, lim.tpm, delta)
@@ -509,7 +547,7 @@ func (l *Local) Reconcile(t Ticket, actualTokens int64, costUSD float64) {
 		}
 		alert := false
 		if lim.budget > 0 {
-			st.reconcileSpendLocked(now, lim.period, lt.usd, lt.window, costUSD)
+			st.reconcileSpendLocked(wall, lim.period, lt.usd, lt.window, costUSD)
 			if thr := lt.thr / float64(l.div.Load()); thr > 0 && st.spent >= thr && st.alerted != st.period+1 {
 				st.alerted = st.period + 1
 				alert = true

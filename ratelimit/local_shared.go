@@ -104,7 +104,7 @@ func (l *Local) SubResets(key string) (rpm, tpm time.Duration) {
 }
 
 func (l *Local) resets(st *localTeam) (rpm, tpm time.Duration) {
-	now := l.clock().UnixNano()
+	now := l.steady(l.clock().UnixNano())
 	st.mu.Lock()
 	r, t := st.rpmTAT-now, st.tpmTAT-now
 	st.mu.Unlock()
@@ -142,7 +142,7 @@ func (l *Local) Mirror(ref TeamRef, t *catalog.Team, rpmReset, tpmReset time.Dur
 		return
 	}
 	ref.st.mu.Lock()
-	mirrorLocked(ref.st, l.clock().UnixNano(), t.RPM > 0, t.TPM > 0, rpmReset, tpmReset)
+	mirrorLocked(ref.st, l.steady(l.clock().UnixNano()), t.RPM > 0, t.TPM > 0, rpmReset, tpmReset)
 	ref.st.mu.Unlock()
 }
 
@@ -166,7 +166,7 @@ func (l *Local) MirrorSub(lv Level, rpmReset, tpmReset time.Duration) {
 		st = l.lockSub(lv.Key)
 	}
 	defer st.mu.Unlock()
-	mirrorLocked(st, l.clock().UnixNano(), lv.Limits.RPM > 0, lv.Limits.TPM > 0, rpmReset, tpmReset)
+	mirrorLocked(st, l.steady(l.clock().UnixNano()), lv.Limits.RPM > 0, lv.Limits.TPM > 0, rpmReset, tpmReset)
 }
 
 // mirrorLocked moves st's TATs to at least now + the resets (st.mu held).

@@ -67,7 +67,8 @@ func (l *Local) usage(st *localTeam, c *config.Limits) TeamUsage {
 	lim := l.scaled(c)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	now := l.clock().UnixNano()
+	wall := l.clock().UnixNano()
+	now := l.steady(wall) // TATs and slots; budgets are on wall
 	st.purgeLocked(now)
 	u := TeamUsage{
 		RPMUsed:  UsedFromTAT(st.rpmTAT, now, lim.rpm),
@@ -75,7 +76,7 @@ func (l *Local) usage(st *localTeam, c *config.Limits) TeamUsage {
 		InFlight: int64(len(st.slots)),
 	}
 	if lim.budget > 0 {
-		idx, resets := BudgetWindow(now, lim.period, st.startFor(lim.period))
+		idx, resets := BudgetWindow(wall, lim.period, st.startFor(lim.period))
 		u.ResetsAt = resets
 		if st.code == lim.period && st.period == idx {
 			u.SpentUSD = st.spent
