@@ -261,7 +261,9 @@ func (g *geminiUpstream) embed(ctx context.Context, model string, req *Request) 
 		return nil, upstreamGarbage(err)
 	}
 	if len(out.Embeddings) != len(req.Client.Input) {
-		return nil, &Error{Status: resp.StatusCode, Class: routing.ClassServerError,
+		// no Status: the upstream's 200 is not a status to answer a
+		// failure with (the gateway's 502 stands in, SPEC 14)
+		return nil, &Error{Class: routing.ClassServerError,
 			Message: fmt.Sprintf("Gemini returned %d embeddings for %d inputs", len(out.Embeddings), len(req.Client.Input))}
 	}
 	type item struct {
