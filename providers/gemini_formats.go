@@ -330,6 +330,28 @@ func cleanSchema(v map[string]any, depth int) map[string]any {
 				out[k] = cleanSchema(m, depth+1)
 				continue
 			}
+		case "enum":
+			// Gemini's enum is a list of strings, for a STRING value; any
+			// other enum is a 400 INVALID_ARGUMENT (TYPE_STRING)
+			list, _ := x.([]any)
+			var vals []any
+			for _, e := range list {
+				switch e := e.(type) {
+				case nil:
+					out["nullable"] = true
+				case string:
+					vals = append(vals, e)
+				default:
+					vals, list = nil, nil
+				}
+				if list == nil {
+					break
+				}
+			}
+			if len(vals) > 0 && isStringSchema(v["type"]) {
+				out[k] = vals
+			}
+			continue
 		case "anyOf":
 			if list, ok := x.([]any); ok {
 				var clean []any
@@ -345,6 +367,24 @@ func cleanSchema(v map[string]any, depth int) map[string]any {
 		out[k] = x
 	}
 	return out
+}
+
+// isStringSchema reports a JSON Schema type that allows a string: none,
+// "string", or a list holding "string".
+func isStringSchema(t any) bool {
+	switch t := t.(type) {
+	case nil:
+		return true
+	case string:
+		return strings.EqualFold(t, "string")
+	case []any:
+		for _, x := range t {
+			if s, _ := x.(string); strings.EqualFold(s, "string") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // thinkingBudgets maps a reasoning effort to a thinkingBudget (tokens).
