@@ -18,6 +18,8 @@ package providers
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -309,13 +311,13 @@ func anthropicContentToConverse(raw json.RawMessage) ([]cvBlock, error) {
 			}
 			out = append(out, cvBlock{Image: img})
 		case "tool_use":
-			out = append(out, cvBlock{ToolUse: &cvToolUse{ToolUseID: b.ID, Name: b.Name, Input: jsonObjectOr(b.Input)}})
+			out = append(out, cvBlock{ToolUse: &cvToolUse{ToolUseID: converseToolID(b.ID), Name: b.Name, Input: jsonObjectOr(b.Input)}})
 		case "tool_result":
 			content, err := toolResultToConverse(b.Content)
 			if err != nil {
 				return nil, fmt.Errorf("tool_result: %v", err)
 			}
-			tr := &cvToolResult{ToolUseID: b.ToolUseID, Content: content}
+			tr := &cvToolResult{ToolUseID: converseToolID(b.ToolUseID), Content: content}
 			if b.IsError {
 				tr.Status = "error"
 			}
@@ -326,6 +328,39 @@ func anthropicContentToConverse(raw json.RawMessage) ([]cvBlock, error) {
 		}
 	}
 	return out, nil
+}
+
+// maxToolID is the longest toolUseId Converse takes.
+const maxToolID = 64
+
+// converseToolID is a tool call id in the shape Converse takes (1 to 64
+// of [a-zA-Z0-9_-], API reference "ToolUseBlock"): a valid id as it is;
+// any other (an id another deployment wrote, "functions.f:0", or one too
+// long) its allowed characters and a hash of the whole, so a call and its
+// result, rewritten alike, still pair up and distinct ids stay distinct.
+func converseToolID(id string) string {
+	ok := id != "" && len(id) <= maxToolID
+	for i := 0; ok && i < len(id); i++ {
+		ok = toolIDByte(id[i])
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	h := "_" + hex.EncodeToString(sum[:12])
+	var sb strings.Builder
+	for i := 0; i < len(id) && sb.Len() < maxToolID-len(h); i++ {
+		if toolIDByte(id[i]) {
+			sb.WriteByte(id[i])
+		} else {
+			sb.WriteByte('_')
+		}
+	}
+	return sb.String() + h
+}
+
+func toolIDByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // toolResultToConverse maps a tool_result's content (a string or text and
@@ -472,21 +507,26 @@ type anEventOut struct {
 //     contentBlockStart), so the first delta of a text block opens it;
 //   - usage arrives in metadata, after messageStop: message_delta and
 //     message_stop are written then (or at the end of the body when
-//     metadata never comes).
+//     metadata never comes);
+//   - a Messages block's index is its place in the final content array,
+//     so blocks are numbered as they open: a Converse block that is not
+//     relayed (reasoningContent, block 0 of a reasoning model) leaves no
+//     gap the client's SDK would look up in vain.
 type converseToAnthropicStream struct {
 	id, model string
 
-	started  bool         // message_start written
-	open     map[int]bool // Converse block index -> Messages block opened
-	content  bool         // any text or tool call relayed
-	stop     string       // Converse stopReason; "" until messageStop
-	stopped  bool         // messageStop seen
-	finished bool         // message_stop written
+	started  bool        // message_start written
+	open     map[int]int // Converse block index -> index of the Messages block opened for it
+	blocks   int         // Messages blocks opened so far
+	content  bool        // any text or tool call relayed
+	stop     string      // Converse stopReason; "" until messageStop
+	stopped  bool        // messageStop seen
+	finished bool        // message_stop written
 	u        Usage
 }
 
 func newConverseToAnthropicStream(id, model string) *converseToAnthropicStream {
-	return &converseToAnthropicStream{id: id, model: model, open: map[int]bool{}}
+	return &converseToAnthropicStream{id: id, model: model, open: map[int]int{}}
 }
 
 // cvStreamEvent is the payload of any ConverseStream event.
@@ -520,10 +560,13 @@ func (c *converseToAnthropicStream) startMessage(out []anEventOut) []anEventOut 
 	}})
 }
 
+// openBlock opens the next Messages block for Converse block index.
 func (c *converseToAnthropicStream) openBlock(out []anEventOut, index int, block any) []anEventOut {
 	out = c.startMessage(out)
-	c.open[index] = true
-	return c.emit(out, "content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": block})
+	n := c.blocks
+	c.blocks++
+	c.open[index] = n
+	return c.emit(out, "content_block_start", map[string]any{"type": "content_block_start", "index": n, "content_block": block})
 }
 
 // event translates one ConverseStream event (its :event-type and JSON
@@ -545,7 +588,7 @@ func (c *converseToAnthropicStream) event(eventType string, payload []byte) (out
 	switch eventType {
 	case "messageStart":
 	case "contentBlockStart":
-		if ev.Start != nil && ev.Start.ToolUse != nil && !c.open[idx] {
+		if _, open := c.open[idx]; ev.Start != nil && ev.Start.ToolUse != nil && !open {
 			t := ev.Start.ToolUse
 			c.content = true
 			out = c.openBlock(out, idx, anBlock{Type: "tool_use", ID: t.ToolUseID, Name: t.Name, Input: json.RawMessage("{}")})
@@ -555,26 +598,26 @@ func (c *converseToAnthropicStream) event(eventType string, payload []byte) (out
 		switch {
 		case d == nil:
 		case d.Text != nil:
-			if !c.open[idx] {
+			if _, open := c.open[idx]; !open {
 				// {"type":"text","text":""}, as the Messages API opens text
 				out = c.openBlock(out, idx, map[string]string{"type": "text", "text": ""})
 			}
 			if *d.Text != "" {
 				c.content = true
-				out = c.emit(out, "content_block_delta", map[string]any{"type": "content_block_delta", "index": idx,
+				out = c.emit(out, "content_block_delta", map[string]any{"type": "content_block_delta", "index": c.open[idx],
 					"delta": map[string]string{"type": "text_delta", "text": *d.Text}})
 			}
 		case d.ToolUse != nil:
-			if c.open[idx] && d.ToolUse.Input != "" {
-				out = c.emit(out, "content_block_delta", map[string]any{"type": "content_block_delta", "index": idx,
+			if n, open := c.open[idx]; open && d.ToolUse.Input != "" {
+				out = c.emit(out, "content_block_delta", map[string]any{"type": "content_block_delta", "index": n,
 					"delta": map[string]string{"type": "input_json_delta", "partial_json": d.ToolUse.Input}})
 			}
 		}
 		// reasoningContent and other deltas are not relayed
 	case "contentBlockStop":
-		if c.open[idx] {
+		if n, open := c.open[idx]; open {
 			delete(c.open, idx)
-			out = c.emit(out, "content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+			out = c.emit(out, "content_block_stop", map[string]any{"type": "content_block_stop", "index": n})
 		}
 	case "messageStop":
 		c.stopped, c.stop = true, ev.StopReason
@@ -597,8 +640,8 @@ func (c *converseToAnthropicStream) event(eventType string, payload []byte) (out
 // writes message_delta (stop reason, usage) and message_stop.
 func (c *converseToAnthropicStream) finish(out []anEventOut) []anEventOut {
 	out = c.startMessage(out)
-	for _, idx := range slices.Sorted(maps.Keys(c.open)) {
-		out = c.emit(out, "content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+	for _, n := range slices.Sorted(maps.Values(c.open)) {
+		out = c.emit(out, "content_block_stop", map[string]any{"type": "content_block_stop", "index": n})
 	}
 	clear(c.open)
 	u := anUsageOf(c.u)
