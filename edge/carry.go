@@ -98,6 +98,38 @@ func (u *unsharedLevels) prune(now int64) {
 	}
 }
 
+// sharedSlots is how many slots this node's running requests hold in Redis
+// that the local fallback does not count itself: at the team level, and at
+// the key or user levels whose keys start with bases[j] ("" = none). The
+// fallback's own slots carried into Redis (slotCarried) are held there too,
+// and counted once, by the fallback.
+func (ts *teamState) sharedSlots(bases [2]string) (team int, subs [2]int) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	team = len(ts.live)
+	for j, b := range bases {
+		if ls := ts.subs[b]; b != "" && ls != nil {
+			subs[j] = len(ls.live)
+		}
+	}
+	for _, s := range ts.localSlots {
+		if s.state != slotCarried {
+			continue
+		}
+		if s.team {
+			team--
+		}
+		for k := range s.nsub {
+			for j, b := range bases {
+				if b != "" && s.subs[k].keys.base == b {
+					subs[j]--
+				}
+			}
+		}
+	}
+	return team, subs
+}
+
 // localSlot is a slot the local fallback gave a request that still runs,
 // at the levels (team, key, user) with max_parallel, on its way into Redis.
 type localSlot struct {

@@ -130,6 +130,7 @@ type Redis struct {
 	w            *writer
 
 	seq   atomic.Uint64
+	div   atomic.Int64             // the local fallback's divisor (SetDivisor), at least 1
 	teams registry.Map[*teamState] // team name -> its record
 	comb  combiner                 // the node's admission combiner when cfg.OneShard
 	alert atomic.Pointer[BudgetAlert]
@@ -196,6 +197,7 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		channel: noticeChannel(cfg.Prefix),
 	}
 	r.notices = newNotices(c, r.channel)
+	r.div.Store(int64(max(1, cfg.Divisor)))
 	if kh, ok := health.(KeyHealth); ok {
 		r.keys = kh
 	}
@@ -223,7 +225,10 @@ func (r *Redis) sharedFor(key string) bool {
 
 // SetDivisor sets the local fallback's divisor (redis.expected_replicas 0:
 // the node calls it with the live node count of each heartbeat).
-func (r *Redis) SetDivisor(n int) { r.local.SetDivisor(n) }
+func (r *Redis) SetDivisor(n int) {
+	r.div.Store(int64(max(1, n)))
+	r.local.SetDivisor(n)
+}
 
 func (r *Redis) team(t *catalog.Team) *teamState {
 	if ts, ok := t.Caches.Edge.Load().(*teamState); ok && ts.owner == r {
@@ -466,11 +471,18 @@ func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, ac *admitCall) {
 func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error) {
 	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}
 	gcra := q.Team.RPM > 0 || q.Team.TPM > 0
+	var bases [2]string // the levels with max_parallel
 	for j, lv := range [2]*Level{&q.Key, &q.User} {
 		if lv.limited() {
 			a.Levels[j] = ratelimit.Level{Key: newLevelKeys(ts.keys.base(), lv).base, Name: lv.Name, Limits: lv.Limits}
 			gcra = gcra || lv.Limits.RPM > 0 || lv.Limits.TPM > 0
+			if lv.Limits.MaxParallel > 0 {
+				bases[j] = a.Levels[j].Key
+			}
 		}
+	}
+	if d, refused := r.countSharedSlots(ts, q, &a, bases); refused {
+		return d, nil
 	}
 	d, err := r.local.Admit(context.Background(), a)
 	if err == nil && d.Allowed && d.Ticket.Slot != "" {
@@ -495,6 +507,52 @@ func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error
 		}
 	}
 	return d, err
+}
+
+// countSharedSlots makes the local fallback count, against its share of
+// each max_parallel (limit / divisor, as the local limiter scales it), the
+// slots this node's requests admitted in Redis still hold (SPEC 3, 9: a
+// decision is shared or local, never both): without it a node that lost
+// Redis with its share of requests running admitted a whole share more. It
+// lowers a's max_parallel at each level by what those requests hold, or
+// refuses the request (refused) when they hold the whole share.
+func (r *Redis) countSharedSlots(ts *teamState, q *Request, a *ratelimit.Admission, bases [2]string) (ratelimit.Decision, bool) {
+	if q.Team.MaxParallel <= 0 && bases == [2]string{} {
+		return ratelimit.Decision{}, false
+	}
+	team, subs := ts.sharedSlots(bases)
+	div := r.div.Load()
+	// left is what the share of par leaves beside held; ok false when
+	// nothing (a local limit never drops below 1, so the refusal is ours)
+	left := func(par int64, held int) (int64, bool) {
+		n := max(1, par/div) - int64(held)
+		return n * div, n > 0
+	}
+	refuse := func(level LevelKind) (ratelimit.Decision, bool) {
+		return ratelimit.Decision{Kind: ratelimit.KindParallel, RetryAfter: time.Second, Level: int(level)}, true
+	}
+	if q.Team.MaxParallel > 0 && team > 0 {
+		par, ok := left(q.Team.MaxParallel, team)
+		if !ok {
+			return refuse(LevelTeam)
+		}
+		ct := &catalog.Team{Team: q.Team.Team}
+		ct.MaxParallel = par
+		a.Team = ct
+	}
+	for j, lv := range [2]*Level{&q.Key, &q.User} {
+		if bases[j] == "" || subs[j] <= 0 {
+			continue
+		}
+		par, ok := left(lv.Limits.MaxParallel, subs[j])
+		if !ok {
+			return refuse(lv.Kind)
+		}
+		l := *lv.Limits
+		l.MaxParallel = par
+		a.Levels[j].Limits = &l
+	}
+	return ratelimit.Decision{}, false
 }
 
 // Close implements State: it stops the writer and sends what is pending,
