@@ -91,6 +91,7 @@ type Plan struct {
 	pinChecked bool
 	affinity   string
 	pinCooling bool // the honored pin's deployment was cooling after its last attempt
+	pinKept    bool // the pin's deployment was over its quota, not cooling: the session keeps it
 	warm       string
 	warmDone   bool
 	lastResort lastResort
@@ -197,7 +198,7 @@ type PlanResult struct {
 	// cooldown, even when its attempt failed and another deployment served;
 	// otherwise the one that served, else the pin the plan was given.
 	SessionDeployment string
-	Affinity          string // AffinityHonored, AffinityReleased, or "" when there was no pin in the pool
+	Affinity          string // AffinityHonored, AffinityReleased, or "" when there was no pin in the pool or its deployment was only over quota (the pin is kept)
 }
 
 // planPool recycles the plans callers Release: with its inline arrays a
@@ -345,11 +346,12 @@ func (p *Plan) SessionDeployment() string {
 	if p.served == nil {
 		return p.pinIn
 	}
-	if p.affinity == AffinityHonored && !p.pinCooling {
+	if (p.affinity == AffinityHonored && !p.pinCooling) || p.pinKept {
 		// The pinned attempt failed without its deployment entering
-		// cooldown (a transient 500, a context-window error): the request
-		// failed over, the session keeps its pin (SPEC 8: released only
-		// when its deployment enters cooldown).
+		// cooldown (a transient 500, a context-window error), or the
+		// pinned deployment was only over its quota: the request went
+		// elsewhere, the session keeps its pin (SPEC 8: released only when
+		// its deployment enters cooldown).
 		return p.pin
 	}
 	return p.served.Deployment.ID

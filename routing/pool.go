@@ -135,8 +135,11 @@ func (p *Plan) carriesProbe() bool {
 
 // honorPin applies session keeping (SPEC 8) on the request's first attempt:
 // the pinned deployment is taken whatever the strategy would say while it is
-// available; when it is in the pool but not available (cooling down, over
-// quota) the pin is released and the selector decides.
+// available; when it is in the pool but cooling down the pin is released and
+// the selector decides. A pinned deployment that is only over its own quota
+// cannot take this request either, but the pin is not released (SPEC 8:
+// "released only when its deployment enters cooldown"): the session keeps
+// it (pinKept) and its next request goes back to the prompt cache.
 func (p *Plan) honorPin(now time.Time, t int64) *Attempt {
 	if p.pinChecked || p.pin == "" || p.fallback {
 		return nil
@@ -151,6 +154,10 @@ func (p *Plan) honorPin(now time.Time, t int64) *Attempt {
 	}
 	for _, s := range p.slots {
 		if s.d.ID == p.pin {
+			if !s.st.coolingAt(t) && p.overQuota(s.d) {
+				p.pinKept = true
+				break
+			}
 			p.affinity = AffinityReleased
 			p.r.obs.OnSessionAffinity(AffinityReleased)
 			break
