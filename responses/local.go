@@ -110,6 +110,12 @@ type localRead struct {
 	used    int64     // what the chain's items add (Record.ItemsSize)
 	items   map[string]wire.Item
 	missing []string // refs whose response is not here
+	// shared are the chain's turns found here that the shared store has
+	// (localRec.shared), and sharedRefs the refs found in such turns: the
+	// shared store is the authority on them (a delete or an eviction on
+	// another node), so Redis.Load checks they are still there
+	shared     []string
+	sharedRefs []string
 }
 
 // read follows the chain from prev back while this store holds its turns,
@@ -134,6 +140,9 @@ func (l *Local) read(team, prev string, refs []string, b Budget) (localRead, err
 			return localRead{}, ErrTooLarge
 		}
 		rd.chain = append(rd.chain, lr.rec)
+		if lr.shared {
+			rd.shared = append(rd.shared, id)
+		}
 		id = lr.rec.Prev
 	}
 	for _, ref := range refs {
@@ -154,6 +163,9 @@ func (l *Local) read(team, prev string, refs []string, b Budget) (localRead, err
 				rd.items = make(map[string]wire.Item)
 			}
 			rd.items[ref] = it
+			if lr.shared {
+				rd.sharedRefs = append(rd.sharedRefs, ref)
+			}
 		}
 	}
 	return rd, nil

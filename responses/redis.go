@@ -121,18 +121,23 @@ func (r *Redis) Save(team string, rec *Record) {
 
 // Load implements Store: the local store first, then one script call that
 // walks the rest of the chain and reads the missing referenced outputs in
-// Redis, bounded by the request-path timeout and by b.
+// Redis, bounded by the request-path timeout and by b. Turns this node
+// holds that were written to Redis are checked there in the same call
+// (Redis is the authority on them once written: a response deleted or
+// evicted through another node is gone here too, SPEC 10.1); with Redis
+// unreachable the node's copies answer.
 func (r *Redis) Load(ctx context.Context, team, prev string, refs []string, b Budget) (Lookup, error) {
 	rd, err := r.local.read(team, prev, refs, b)
 	if err != nil {
 		return Lookup{}, err
 	}
-	if rd.next == "" && len(rd.missing) == 0 {
+	whole := rd.next == "" && len(rd.missing) == 0 // every turn and item is here
+	if whole && len(rd.shared) == 0 && len(rd.sharedRefs) == 0 {
 		return Lookup{Chain: oldestFirst(rd.chain), Items: rd.items}, nil
 	}
 	var rids []string // the responses of the missing refs, each once
 	seen := map[string]bool{}
-	for _, ref := range rd.missing {
+	for _, ref := range append(rd.missing[:len(rd.missing):len(rd.missing)], rd.sharedRefs...) {
 		if rid, _ := ItemResponse(ref); !seen[rid] {
 			seen[rid] = true
 			rids = append(rids, rid)
@@ -142,8 +147,11 @@ func (r *Redis) Load(ctx context.Context, team, prev string, refs []string, b Bu
 	if rd.next != "" && depth < 1 {
 		return Lookup{}, ErrTooDeep
 	}
-	args := make([]any, 0, 4+len(rids))
-	args = append(args, r.recBase(team), rd.next, 2*(b.Bytes-rd.used)+guardSlack, depth)
+	args := make([]any, 0, 5+len(rd.shared)+len(rids))
+	args = append(args, r.recBase(team), rd.next, 2*(b.Bytes-rd.used)+guardSlack, depth, len(rd.shared))
+	for _, id := range rd.shared {
+		args = append(args, id)
+	}
 	for _, rid := range rids {
 		args = append(args, rid)
 	}
@@ -151,12 +159,22 @@ func (r *Redis) Load(ctx context.Context, team, prev string, refs []string, b Bu
 	defer cancel()
 	res, err := loadScript.Run(cctx, r.c, []string{r.teamKey(team)}, args...).Slice()
 	if err != nil || len(res) < 2 {
+		if whole {
+			// only this node's copies were to be checked: Redis is
+			// unreachable, so they answer (SPEC 9)
+			return Lookup{Chain: oldestFirst(rd.chain), Items: rd.items}, nil
+		}
 		return Lookup{}, ErrUnavailable
 	}
 	status, _ := res[0].(int64)
 	switch status {
 	case 1:
 		id, _ := res[1].(string)
+		for _, rec := range rd.chain {
+			if rec.ID == id {
+				r.local.drop(team, rec) // deleted or evicted through another node
+			}
+		}
 		return Lookup{}, &MissingError{ID: id}
 	case 2:
 		return Lookup{}, ErrTooLarge
@@ -187,6 +205,11 @@ func (r *Redis) Load(ctx context.Context, team, prev string, refs []string, b Bu
 			if json.Unmarshal([]byte(o), &rec.Output) == nil {
 				byResp[rids[k]] = rec
 			}
+		}
+	}
+	for _, ref := range rd.sharedRefs {
+		if rid, _ := ItemResponse(ref); byResp[rid] == nil {
+			delete(rd.items, ref) // its response is gone from Redis
 		}
 	}
 	for _, ref := range rd.missing {
@@ -445,12 +468,17 @@ return 1
 //
 //	KEYS: 1 team hash (routing only)
 //	ARGV: 1 record key base, 2 first id ("" for none), 3 byte guard,
-//	      4 max depth, 5.. response ids of referenced items
+//	      4 max depth, 5 k, 6..5+k ids of turns the caller holds that
+//	      must still be stored, 6+k.. response ids of referenced items
 //	returns {1, id} a missing turn, {2, id} over the guard, {3, id} too
 //	deep, else {0, n, (id, prev, session, input, output) x n,
 //	(id, output or "") per referenced response}
 var loadScript = redis.NewScript(`
 local base, guard, depth = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local held = tonumber(ARGV[5])
+for k = 6, 5 + held do
+  if redis.call('EXISTS', base .. ARGV[k]) == 0 then return {1, ARGV[k]} end
+end
 local out = {0, 0}
 local used, n = 0, 0
 local id = ARGV[2]
@@ -471,7 +499,7 @@ while id ~= '' do
   id = p
 end
 out[2] = n
-for k = 5, #ARGV do
+for k = 6 + held, #ARGV do
   local key = base .. ARGV[k]
   local len = redis.call('HSTRLEN', key, 'o')
   used = used + len
