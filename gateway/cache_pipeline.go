@@ -252,20 +252,29 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 		h["Cache-Control"] = []string{"no-cache"}
 	}
 	cl.entry.Status, cl.entry.Cached = http.StatusOK, true
-	cl.entry.RoutedModel, cl.entry.Deployment = e.Model, e.Deployment
-	cl.entry.PromptTokens, cl.entry.CompletionTokens = e.Usage.PromptTokens, e.Usage.CompletionTokens
-	var saved float64
-	if d := cl.snap.Deployments[e.Deployment]; d != nil {
-		saved = d.ExpectedCost(e.Usage.PromptTokens, e.Usage.CompletionTokens)
-	}
-	cl.entry.SavedUSD = saved
+	tokens, saved := cl.savedBy(e)
 	s.Metrics.CacheRequests.WithLabelValues(cl.model, result).Inc()
-	s.Metrics.CacheSavedTokens.Add(float64(e.Usage.PromptTokens + e.Usage.CompletionTokens))
-	s.Metrics.CacheSavedUSD.Add(saved)
-	s.cacheCount(cl.team.Name, e.Model, result, int64(e.Usage.PromptTokens+e.Usage.CompletionTokens), saved)
+	s.cacheCount(cl.team.Name, e.Model, result, tokens, saved)
 	cl.c.Writer.WriteHeader(http.StatusOK)
 	_, _ = cl.c.Writer.Write(body)
 	return true
+}
+
+// savedBy records in the audit entry and the metrics what answering with e
+// instead of calling the upstream saved (SPEC 18: a hit, or a coalesced
+// follower, accounted like one): the tokens and their expected cost.
+func (cl *call) savedBy(e *cache.Entry) (tokens int64, usd float64) {
+	s := cl.s
+	cl.entry.RoutedModel, cl.entry.Deployment = e.Model, e.Deployment
+	cl.entry.PromptTokens, cl.entry.CompletionTokens = e.Usage.PromptTokens, e.Usage.CompletionTokens
+	if d := cl.snap.Deployments[e.Deployment]; d != nil {
+		usd = d.ExpectedCost(e.Usage.PromptTokens, e.Usage.CompletionTokens)
+	}
+	cl.entry.SavedUSD = usd
+	tokens = int64(e.Usage.PromptTokens + e.Usage.CompletionTokens)
+	s.Metrics.CacheSavedTokens.Add(float64(tokens))
+	s.Metrics.CacheSavedUSD.Add(usd)
+	return tokens, usd
 }
 
 // responsesHook is what a Responses answer served from the cache hands its
@@ -342,8 +351,14 @@ func (cl *call) followStream(fl *cache.Follower, wait time.Duration) bool {
 		return false
 	}
 	cl.entry.Status, cl.entry.Cached = http.StatusOK, true
+	var tokens int64
+	var saved float64
+	if e := fl.Entry(); err == nil && e != nil {
+		// the whole answer reached this client: it saved what a hit saves
+		tokens, saved = cl.savedBy(e)
+	}
 	s.Metrics.CacheRequests.WithLabelValues(cl.model, cacheCoalesced).Inc()
-	s.cacheCount(cl.team.Name, cl.cacheModel, cacheCoalesced, 0, 0)
+	s.cacheCount(cl.team.Name, cl.cacheModel, cacheCoalesced, tokens, saved)
 	if err != nil {
 		cl.entry.Error = "the coalesced answer it followed ended early: " + err.Error()
 		e := &apiError{Status: http.StatusBadGateway, Type: "upstream_error", Message: "the answer this request followed ended before it was complete"}
