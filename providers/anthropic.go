@@ -105,6 +105,9 @@ func anthropicReply(ctx context.Context, req *Request, model string, resp *http.
 	if err != nil {
 		return nil, err
 	}
+	if !jsonObject(raw) {
+		return nil, notJSONObject()
+	}
 	var usage Usage
 	switch {
 	case openAIClient:

@@ -408,10 +408,17 @@ func ctxError(ctx context.Context) *Error {
 // midStreamError is an error event inside a stream that already started:
 // always a server error (SPEC 7.1), with the upstream's type and message.
 func midStreamError(data []byte) *Error {
+	return errorInBody(data, "upstream sent an error event mid-stream")
+}
+
+// errorInBody is an error an upstream sent where an answer belongs (an
+// event of a started stream, or a 2xx body): a server error, with the
+// upstream's type and message (fallback when it has none).
+func errorInBody(data []byte, fallback string) *Error {
 	info := parseErrorBody(data)
 	msg := info.Message
 	if msg == "" {
-		msg = "upstream sent an error event mid-stream"
+		msg = fallback
 	}
 	return &Error{Class: routing.ClassServerError, Type: info.Type, Code: info.Code, Message: msg, body: append([]byte(nil), data...)}
 }

@@ -13,6 +13,7 @@ import (
 
 	"switchyard/catalog"
 	"switchyard/config"
+	"switchyard/internal/jsonspan"
 	"switchyard/routing"
 	"switchyard/wire"
 )
@@ -108,6 +109,11 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 	switch {
 	case format != wire.FormatOpenAI && req.Op != catalog.OpChat:
 		return nil, badRequest("the Anthropic and Responses formats serve chat only")
+	case req.Op == catalog.OpImages && req.Client.Stream:
+		// an image stream would be read as a sync body: its events relayed
+		// as a JSON answer and its usage (in the completed event) never
+		// charged; refused before the upstream generates a billed image
+		return nil, badRequest("image streaming (\"stream\": true) is not supported: send the request without it")
 	case anthropicClient:
 		body, err = anthropicToOpenAIRequest(req.Client.Raw, model, stream)
 	case format == wire.FormatResponses:
@@ -140,6 +146,14 @@ func (a *openAI) Do(ctx context.Context, d *catalog.Deployment, req *Request) (*
 	raw, err := readBody(ctx, resp)
 	if err != nil {
 		return nil, err
+	}
+	if !jsonObject(raw) {
+		return nil, notJSONObject()
+	}
+	if bytes.Contains(raw, errorKey) && hasError(raw) {
+		// a 2xx whose body is an error (OpenRouter, when the model fails
+		// after the request was accepted): a failed attempt, not an answer
+		return nil, errorInBody(raw, "upstream answered 2xx with an error body")
 	}
 	usage := openAIUsageOf(raw)
 	switch format {
@@ -194,7 +208,7 @@ func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) > maxResponseBody {
-				return nil, &Error{Status: resp.StatusCode, Class: routing.ClassServerError, Message: "upstream response exceeds 64 MiB"}
+				return nil, &Error{Class: routing.ClassServerError, Message: "upstream response exceeds 64 MiB"} // no Status: a 2xx is no status to fail with (502, SPEC 14)
 			}
 			buf = slices.Grow(buf, min(len(buf), maxResponseBody+1-len(buf)))
 		}
@@ -208,7 +222,7 @@ func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
 		}
 	}
 	if len(buf) > maxResponseBody {
-		return nil, &Error{Status: resp.StatusCode, Class: routing.ClassServerError, Message: "upstream response exceeds 64 MiB"}
+		return nil, &Error{Class: routing.ClassServerError, Message: "upstream response exceeds 64 MiB"} // no Status: a 2xx is no status to fail with (502, SPEC 14)
 	}
 	return buf, nil
 }
@@ -325,10 +339,8 @@ func (c *openAIRelay) event(_ string, data []byte) ([]byte, bool, error) {
 	if isDone(data) {
 		return appendData(nil, doneData), true, nil
 	}
-	if bytes.Contains(data, errorKey) {
-		if _, _, ok := wire.FindTopLevel(data, "error"); ok {
-			return nil, false, midStreamError(data)
-		}
+	if bytes.Contains(data, errorKey) && hasError(data) {
+		return nil, false, midStreamError(data)
 	}
 	if bytes.Contains(data, usageKey) {
 		if u, ok := openAIUsageOK(data); ok {
@@ -343,6 +355,36 @@ func (c *openAIRelay) event(_ string, data []byte) ([]byte, bool, error) {
 		c.finished = hasFinishReason(data)
 	}
 	return appendData(make([]byte, 0, len(data)+8), data), false, nil
+}
+
+// notJSONObject is the failure of a 2xx whose body is not a JSON object.
+// It carries no status: a 2xx is no error status to give a client (SPEC 14).
+func notJSONObject() *Error {
+	return &Error{Class: routing.ClassServerError, Message: "upstream answered 2xx with a body that is not a JSON object"}
+}
+
+// jsonObject reports a body shaped as one JSON object: what every answer
+// of the APIs is. Anything else in a 2xx (a web page behind a wrong
+// base_url, an empty body, a close-delimited body cut short) is a failed
+// attempt, never an answer relayed, counted healthy and cached. Its first
+// and last bytes are checked, not the whole: a validation would cost about
+// a nanosecond a byte of every answer (30 µs for a large embeddings
+// answer), and a cut body ends in a closing brace only by chance.
+func jsonObject(b []byte) bool {
+	i := jsonspan.SkipSpace(b, 0)
+	j := len(b) - 1
+	for j > i && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r' || b[j] == '\n') {
+		j--
+	}
+	return i < j && b[i] == '{' && b[j] == '}'
+}
+
+// hasError reports a chunk or body that carries an error: a top-level
+// "error" member that is not null (some OpenAI-compatible servers write
+// "error": null in every chunk of a healthy stream).
+func hasError(data []byte) bool {
+	s, e, ok := wire.FindTopLevel(data, "error")
+	return ok && string(data[s:e]) != "null"
 }
 
 // hasFinishReason reports a chunk in which some choice has a finish_reason

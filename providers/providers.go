@@ -8,7 +8,8 @@
 // classification of upstream failures into routing classes (SPEC 7.4), and
 // the HTTP mock LLM behind `switchyard mockllm`.
 //
-// It imports catalog, wire, routing (for Class), config, tracing (to send
+// It imports catalog, wire, internal/jsonspan (to check an upstream's
+// body), routing (for Class), config, tracing (to send
 // the attempt's traceparent), golang.org/x/oauth2/google (Vertex AI's
 // tokens) and the AWS SDK's signer, credential chain and event-stream codec
 // (Bedrock); never gin or redis. An adapter never forwards client headers or credentials upstream

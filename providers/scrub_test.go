@@ -138,7 +138,7 @@ func TestSyncBodyCapped(t *testing.T) {
 	d := &catalog.Deployment{Deployment: config.Deployment{ID: "d", Model: "m"}}
 	_, err = a.Do(context.Background(), d, &Request{Op: catalog.OpChat, Client: creq})
 	var pe *Error
-	if !errors.As(err, &pe) || pe.Class != routing.ClassServerError || !strings.Contains(pe.Message, "64 MiB") {
+	if !errors.As(err, &pe) || pe.Class != routing.ClassServerError || pe.Status != 0 || !strings.Contains(pe.Message, "64 MiB") {
 		t.Fatalf("65 MiB body: %v, want a server_error naming the cap", err)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard/internal/jsonspan"
 	"switchyard/routing"
 )
 
@@ -30,6 +31,9 @@ type sseReader struct {
 	br   *bufio.Reader
 	data []byte // data of the current event; reused, valid until the next call
 	long []byte // assembles a line longer than the bufio buffer
+	// partial: the event next returned last ended with a line the end of
+	// the body cut before its line ending
+	partial bool
 }
 
 func newSSEReader(r io.Reader) sseReader {
@@ -42,6 +46,7 @@ func newSSEReader(r io.Reader) sseReader {
 // a final event that lacked its blank line).
 func (r *sseReader) next() (name string, data []byte, err error) {
 	r.data = r.data[:0]
+	r.partial = false
 	hasData := false
 	for {
 		line, err := r.line()
@@ -101,6 +106,7 @@ func (r *sseReader) line() ([]byte, error) {
 	if err != nil && (err != io.EOF || len(line) == 0) {
 		return nil, err
 	}
+	r.partial = err == io.EOF
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	return bytes.TrimSuffix(line, []byte{'\r'}), nil
 }
@@ -235,6 +241,12 @@ func (s *httpStream) Next() ([]byte, error) {
 		}
 		if err != nil {
 			return nil, s.readError(err)
+		}
+		if s.r.partial && !isDone(data) && !jsonspan.Valid(data) {
+			// the body ended cleanly inside the event's last line: a cut,
+			// not an event (the SSE standard discards it too)
+			s.done = true
+			return nil, &Error{Class: routing.ClassNetwork, Message: "upstream closed the stream mid-event"}
 		}
 		out, done, err := s.conv.event(name, data)
 		if err != nil {

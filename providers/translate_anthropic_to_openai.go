@@ -9,8 +9,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-
-	"switchyard/wire"
 )
 
 // anthropicToOpenAIRequest translates an Anthropic Messages body into an
@@ -212,6 +210,7 @@ func openAIToAnthropicResponse(raw []byte) ([]byte, error) {
 			for _, tc := range m.ToolCalls {
 				out.Content = append(out.Content, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: jsonObjectOr([]byte(tc.Function.Arguments))})
 			}
+			stop = toolStop(stop, len(m.ToolCalls) > 0)
 		}
 	}
 	out.StopReason = &stop
@@ -219,6 +218,18 @@ func openAIToAnthropicResponse(raw []byte) ([]byte, error) {
 		out.Usage = anUsageOf(u)
 	}
 	return json.Marshal(out)
+}
+
+// toolStop is the stop reason of a turn that ended normally (end_turn)
+// having called tools: tool_use, as Anthropic ends every such turn and its
+// SDKs' tool loops expect. OpenAI ends a turn whose tool_choice forced a
+// function with finish_reason "stop", not "tool_calls" (vLLM too, for a
+// named tool_choice). A turn cut by its length or a filter keeps its reason.
+func toolStop(stop string, tools bool) string {
+	if tools && stop == "end_turn" {
+		return "tool_use"
+	}
+	return stop
 }
 
 // anthropicID presents an OpenAI completion id as an Anthropic message id.
@@ -251,6 +262,7 @@ type openAIToAnthropicStream struct {
 	// delta.content; it ends with stop_reason refusal, as the sync
 	// translation of the same answer does (OpenAI ends it with "stop")
 	refused, texted bool
+	tooled          bool // a tool_use block was opened
 	u               Usage
 	buf             []byte
 }
@@ -264,7 +276,7 @@ func (c *openAIToAnthropicStream) event(_ string, data []byte) ([]byte, bool, er
 	if isDone(data) {
 		return c.finish(), true, nil
 	}
-	if _, _, ok := wire.FindTopLevel(data, "error"); ok {
+	if hasError(data) {
 		return nil, false, midStreamError(data)
 	}
 	var ch oaResponseIn
@@ -303,7 +315,7 @@ func (c *openAIToAnthropicStream) event(_ string, data []byte) ([]byte, bool, er
 					head, _ := json.Marshal(anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: json.RawMessage(`{}`)})
 					c.closeBlock()
 					c.openBlock("tool_use", idx, string(head))
-					c.toolID = tc.ID
+					c.toolID, c.tooled = tc.ID, true
 				}
 				if tc.Function.Arguments != "" {
 					c.emit("content_block_delta", anBlockDelta{Type: "content_block_delta", Index: c.block, Delta: anDelta{Type: "input_json_delta", PartialJSON: tc.Function.Arguments}})
@@ -362,6 +374,7 @@ func (c *openAIToAnthropicStream) finish() []byte {
 	case stop == "":
 		stop = "end_turn"
 	}
+	stop = toolStop(stop, c.tooled)
 	c.emit("message_delta", anMessageDelta{
 		Type:  "message_delta",
 		Delta: anStopDelta{StopReason: stop},

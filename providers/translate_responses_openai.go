@@ -7,7 +7,7 @@ package providers
 
 import (
 	"encoding/json"
-	"strings"
+	"bytes"
 
 	"switchyard/wire"
 )
@@ -217,10 +217,8 @@ func (c *chatToResponsesStream) event(_ string, data []byte) ([]byte, bool, erro
 		c.e.finish(c.finish, c.u)
 		return c.e.result(true)
 	}
-	if strings.Contains(string(data), `"error"`) {
-		if _, _, ok := wire.FindTopLevel(data, "error"); ok {
-			return nil, false, midStreamError(data)
-		}
+	if bytes.Contains(data, errorKey) && hasError(data) { // "error": null is no error
+		return nil, false, midStreamError(data)
 	}
 	var ch oaResponse
 	if err := json.Unmarshal(data, &ch); err != nil {
