@@ -58,7 +58,9 @@ type TeamInput struct {
 // are the tier aliases an allowlist may name besides public models.
 // created reports whether the team is new.
 func PutTeam(cur *State, name string, in TeamInput, aliases map[string]bool) (next *State, created bool, err error) {
-	if !validName(name) {
+	// a team the file seeded may bear any name config.ValidTeamName takes;
+	// only a new one is held to the API's narrower alphabet
+	if cur.team(name) < 0 && !validName(name) {
 		return nil, false, errf(http.StatusBadRequest, "name",
 			"name: team name %q must be 1 to %d letters, digits, '.', '_' or '-' (not \".\" or \"..\")", name, maxNameLen)
 	}
@@ -218,11 +220,24 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 	// nothing is copied before it is known to change (SPEC 16: node memory
 	// with 100,000 config keys)
 	index := make(map[string]int, len(cur.Teams))
-	owner := map[Digest]string{} // digest -> team holding it
 	for i, t := range cur.Teams {
 		index[t.Name] = i
+	}
+	inFile := make(map[string]bool, len(cfg.Teams))
+	for _, ft := range cfg.Teams {
+		inFile[ft.Name] = true
+	}
+	// digest -> team holding it once synced: every API key, and the config
+	// keys of the teams the file leaves alone. The config keys of a team
+	// the file lists are replaced by the file's, so one the file moves to
+	// another team is not held against it (in whatever order the teams
+	// come).
+	owner := map[Digest]string{}
+	for _, t := range cur.Teams {
 		for _, k := range t.Keys {
-			owner[k.Digest] = t.Name
+			if k.Source != SourceConfig || !inFile[t.Name] {
+				owner[k.Digest] = t.Name
+			}
 		}
 	}
 	synced := map[int][]Key{} // team index -> its keys after the sync
@@ -253,11 +268,8 @@ func SyncConfigKeys(cur *State, cfg *config.Config, now time.Time) (next *State,
 			n++
 			owner[k.Digest] = ft.Name
 		}
-		for _, k := range was { // config keys the file no longer lists
+		if len(was) > 0 { // config keys the file no longer lists
 			changed = true
-			if d := k.Digest; owner[d] == ft.Name {
-				delete(owner, d)
-			}
 		}
 		kept := slices.Clip(fresh[:n]) // the state keeps it: no slack
 		if api > 0 {
