@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -146,6 +147,7 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.TextUnmarshallerHookFunc(), // budget periods (Period)
 			keySpecHook,                             // a team key written as a plain string
+			wholeNumberHook,                         // an integer is written whole, never empty
 		),
 		// unknown keys are decode errors (unknownKeys), not Metadata:
 		// metadata would also record every decoded and every unset field
@@ -163,9 +165,11 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 		var unknown Problems
 		for _, line := range strings.Split(err.Error(), "\n") {
 			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
+			// mapstructure's header line names no field: v1's "N error(s)
+			// decoding:", v2's "decoding failed due to the following error(s):"
 			if keys, ok := unknownKeys(line); ok {
 				unknown = append(unknown, keys...)
-			} else if line != "" && !strings.HasSuffix(line, "decoding:") {
+			} else if line != "" && !strings.HasSuffix(line, "decoding:") && !strings.HasPrefix(line, "decoding failed due to") {
 				problems = append(problems, line)
 			}
 		}
@@ -493,6 +497,31 @@ func defaultSimulate(tree map[string]any) {
 			}
 		}
 	}
+}
+
+// wholeNumberHook refuses what the decoder would turn into an integer of
+// another meaning: a YAML number with a fraction or beyond int64 (it
+// truncates: max_parallel: 0.5 was 0, no limit), and an empty string (a
+// ${VAR} that is not set: rpm: ${TEAM_RPM} was 0, no limit). Durations
+// arrive here already parsed from their strings.
+func wholeNumberHook(from, to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := reflect.ValueOf(data).Float(); f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+			return nil, fmt.Errorf("must be a whole number, got %v", f)
+		}
+	case reflect.String:
+		if strings.TrimSpace(reflect.ValueOf(data).String()) == "" {
+			return nil, errors.New("is empty (is its ${ENV} variable set?): write a whole number")
+		}
+	}
+	return data, nil
 }
 
 // keySpecHook decodes a team key given as a plain string into a KeySpec.

@@ -269,8 +269,14 @@ func Validate(c *Config) Problems {
 			}
 			checkLimits(add, kf, ks.Level())
 			for mi, m := range ks.Models {
-				if !teamModels["*"] && !teamModels[m] {
+				switch {
+				case teamModels[m]:
+				case !teamModels["*"]:
 					add("%s.models[%d]: %q is not in the team's models: a key can only narrow its team's allowlist", kf, mi, m)
+				case m != "*" && !served(models, m) && !aliases[m]:
+					// the team allows all: a name nothing serves (a typo)
+					// would leave the key able to call nothing
+					add("%s.models[%d]: %q is neither a deployment's public model nor a tier alias", kf, mi, m)
 				}
 			}
 			if key == "" {
@@ -518,6 +524,9 @@ func sharesOperation(a, b []string) bool {
 	}
 	return false
 }
+
+// served reports whether a deployment serves the public model m.
+func served(models map[string][]string, m string) bool { _, ok := models[m]; return ok }
 
 // IsReason reports whether r is a fallback reason of SPEC 7.3.
 func IsReason(r string) bool { return oneOf(r, Reasons) }
