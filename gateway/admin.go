@@ -1,12 +1,17 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -112,12 +117,24 @@ func (a *Admin) applyLocked(ctx context.Context, change func(*catalog.State) (*c
 			a.publish(stored)
 			cur = stored
 		}
+		// the store is the base of the compare-and-set; when it holds
+		// nothing, or a version older than the one served (a Redis that
+		// restarted empty or from an older snapshot; replicas never go
+		// back, SPEC 9), the served catalog is stored again with the
+		// change, its version moving forward, instead of every write
+		// failing as a conflict until each node restarts
+		base := cur.Version
+		if !ok {
+			base = 0
+		} else if stored.Version < cur.Version {
+			base = stored.Version
+		}
 		next, err := change(cur)
 		if err != nil {
 			return nil, err
 		}
 		next.Version = cur.Version + 1
-		err = a.store.Save(ctx, cur.Version, next)
+		err = a.store.Save(ctx, base, next)
 		if errors.Is(err, catalog.ErrConflict) {
 			st, ok, lerr := a.store.Load(ctx)
 			if lerr != nil {
@@ -157,7 +174,8 @@ func (a *Admin) answer(c *gin.Context, status int, v any, err error) {
 // decode reads a JSON body strictly: unknown fields and trailing data are
 // 400 errors naming what is wrong.
 func (a *Admin) decode(c *gin.Context, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, a.maxBody))
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, a.maxBody)
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		msg := "request body is not valid JSON for this endpoint: " + err.Error()
@@ -175,14 +193,25 @@ func (a *Admin) decode(c *gin.Context, v any) bool {
 			param = strings.Trim(f, `"`)
 		} else if errors.As(err, &te) {
 			param = jsonField(te.Field)
-			msg = param + ": must be a JSON " + jsonKind(te.Type.Kind().String()) + ", got a JSON " + te.Value
+			msg = param + ": " + typeFix(te)
+			if param == "" {
+				msg = "request body " + typeFix(te)
+			}
 		} else if errors.Is(err, config.ErrPeriod) {
 			param = "budget.period" // the only period an admin body carries
 		}
 		writeError(c, errBadRequest(param, msg))
 		return false
 	}
-	if dec.More() {
+	// the rest of the body is whitespace only (dec.More takes a closing
+	// ']' or '}' for the end of a list it is not in)
+	rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), body))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(c, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Message: "admin body over 1 MiB"})
+		return false
+	}
+	if len(bytes.Trim(rest, " \t\r\n")) > 0 {
 		writeError(c, errBadRequest("", "request body has data after the JSON object"))
 		return false
 	}
@@ -301,6 +330,40 @@ func jsonField(path string) string {
 		}
 	}
 	return strings.Join(kept, ".")
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// typeFix says what a member of the wrong JSON type must be instead: a
+// budget period is a string (its Go type is a struct), a count a whole
+// number within int64 (1e3 and 2^63 are JSON numbers too), an amount a
+// number within float64's range.
+func typeFix(te *json.UnmarshalTypeError) string {
+	got, number := "a JSON "+te.Value, strings.HasPrefix(te.Value, "number")
+	if lit := strings.TrimSpace(strings.TrimPrefix(te.Value, "number")); number && lit != "" {
+		got = lit
+	}
+	t := te.Type
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem() // a merge patch's member (catalog.Patch) decodes into a pointer
+	}
+	k := t.Kind()
+	switch {
+	case t == reflect.TypeFor[config.Period]():
+		return "must be a string: daily, weekly, monthly or a duration such as \"720h\", got " + got
+	case reflect.PointerTo(t).Implements(textUnmarshaler):
+		return "must be a JSON string, got " + got
+	case k >= reflect.Int && k <= reflect.Uint64:
+		if number {
+			return "must be a whole number (no fraction or exponent) within 0.." + strconv.FormatInt(math.MaxInt64, 10) + ", got " + got
+		}
+		return "must be a whole number, got " + got
+	case k == reflect.Float32 || k == reflect.Float64:
+		if number {
+			return "must be a number within range (at most about 1.8e308), got " + got
+		}
+	}
+	return "must be a JSON " + jsonKind(k.String()) + ", got " + got
 }
 
 func jsonKind(goKind string) string {

@@ -74,6 +74,12 @@ type Reloader struct {
 
 	mu    sync.Mutex // serializes reloads and snapshot publication
 	admin *Admin     // guarded by mu; set once by Assemble: syncs config keys into the store
+	// keysFile is the last applied file (its keys included) while its key
+	// sync is under way, nil once that sync is done; guarded by mu. A
+	// reload's sync reads it when it computes, so the keys stored are
+	// those of the file applied last, even when an earlier reload's sync
+	// finishes after a later reload's.
+	keysFile *config.Config
 }
 
 // NewReloader returns the reloader of a node serving the file at path.
@@ -216,6 +222,7 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 	r.publishLocked(st)
 	rep.Warnings = append(rep.Warnings, catalog.Dangling(st, merged.SmartRouting.Routes)...)
 	admin := r.admin
+	r.keysFile = &merged
 	r.mu.Unlock()
 
 	// idle pooled connections of replaced providers go; in-flight calls keep theirs
@@ -225,7 +232,12 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 		}
 	}
 	if admin != nil {
-		changed, w, err := admin.syncConfigKeys(ctx, &merged)
+		changed, w, err := admin.syncConfigKeysOf(ctx, r.lastKeysFile)
+		r.mu.Lock()
+		if r.keysFile == &merged {
+			r.keysFile = nil // synced: the file's keys are not kept (16 MB with 100,000 keys)
+		}
+		r.mu.Unlock()
 		rep.Warnings = append(rep.Warnings, w...)
 		if changed && !slices.Contains(rep.Applied, "teams") {
 			rep.Applied = append(rep.Applied, "teams") // the file changed keys only
@@ -265,6 +277,38 @@ func keepRestartOnly(cur, next *config.Config) []string {
 	keep("admin.key", cur.Admin.Key != next.Admin.Key, func() { next.Admin = cur.Admin })
 	keep("data_dir", cur.DataDir != next.DataDir, func() { next.DataDir = cur.DataDir })
 	keep("audit", !reflect.DeepEqual(cur.Audit, next.Audit), func() { next.Audit = cur.Audit })
+	// the Go runtime's settings (cmd/switchyard, at start), the tracer,
+	// the Responses store, and the response cache's policy and local store
+	// (NewServer) are built once
+	keep("server.memory_limit", cur.Server.MemoryLimitSpec != next.Server.MemoryLimitSpec,
+		func() { next.Server.MemoryLimitSpec = cur.Server.MemoryLimitSpec })
+	keep("server.procs", cur.Server.Procs != next.Server.Procs, func() { next.Server.Procs = cur.Server.Procs })
+	keep("server.gc_percent", cur.Server.GCPercent != next.Server.GCPercent, func() { next.Server.GCPercent = cur.Server.GCPercent })
+	keep("tracing", cur.Tracing != next.Tracing, func() { next.Tracing = cur.Tracing })
+	keep("responses", cur.Responses != next.Responses, func() { next.Responses = cur.Responses })
+	keep("cache.enabled", cur.Cache.Enabled != next.Cache.Enabled, func() { next.Cache.Enabled = cur.Cache.Enabled })
+	keep("cache.ttl", cur.Cache.TTL != next.Cache.TTL, func() { next.Cache.TTL = cur.Cache.TTL })
+	keep("cache.max_local_bytes", cur.Cache.MaxLocalBytes != next.Cache.MaxLocalBytes,
+		func() { next.Cache.MaxLocalBytes = cur.Cache.MaxLocalBytes })
+	running, file := modelCaches(cur.Models), modelCaches(next.Models)
+	keep("models[].cache", !reflect.DeepEqual(running, file), func() {
+		next.Models = slices.Clone(next.Models)
+		for i := range next.Models {
+			next.Models[i].Cache = running[next.Models[i].Name]
+		}
+	})
+	return out
+}
+
+// modelCaches is each model's cache setting, the models that set none
+// left out.
+func modelCaches(models []config.Model) map[string]config.ModelCache {
+	out := map[string]config.ModelCache{}
+	for _, m := range models {
+		if m.Cache.Enabled != nil || m.Cache.TTL != 0 {
+			out[m.Name] = m.Cache
+		}
+	}
 	return out
 }
 
@@ -319,19 +363,41 @@ func reloadProblems(st *catalog.State, next *config.Config) []string {
 	return out
 }
 
+// lastKeysFile is the file whose keys a sync stores: the one applied last,
+// or nil when a later reload has synced it already.
+func (r *Reloader) lastKeysFile() *config.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keysFile
+}
+
 // syncConfigKeys stores the file's config keys for the teams the catalog
 // holds (catalog.SyncConfigKeys); no write when nothing changed. cfg is
 // not changed: a caller whose cfg is the running configuration publishes
 // it without its keys (withoutKeys).
 func (a *Admin) syncConfigKeys(ctx context.Context, cfg *config.Config) (changed bool, problems []string, err error) {
+	return a.syncConfigKeysOf(ctx, func() *config.Config { return cfg })
+}
+
+// syncConfigKeysOf is syncConfigKeys of the file file returns when the
+// sync computes (nil: nothing left to sync).
+func (a *Admin) syncConfigKeysOf(ctx context.Context, file func() *config.Config) (changed bool, problems []string, err error) {
 	// against the catalog this node holds first: a file that changes no
 	// key (a start on the catalog it just seeded or loaded, most reloads)
 	// costs no read of the stored catalog, which apply makes in full (25 MB
 	// decoded for 100,000 keys)
+	cfg := file()
+	if cfg == nil {
+		return false, nil, nil
+	}
 	if _, ch, p := catalog.SyncConfigKeys(a.holder.Load().State, cfg, a.now()); !ch {
 		return false, p, nil
 	}
 	_, err = a.apply(ctx, func(cur *catalog.State) (*catalog.State, error) {
+		cfg := file() // the file applied last: a later reload may have come meanwhile
+		if cfg == nil {
+			return nil, errUnchanged
+		}
 		next, ch, p := catalog.SyncConfigKeys(cur, cfg, a.now())
 		problems = p
 		if !ch {

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -54,12 +56,25 @@ func (s *Server) handleKeyUsage(c *gin.Context) {
 		writeError(c, errNoTeam(name))
 		return
 	}
+	// by id, else by name; a name several keys of the team share (a key
+	// rotated under its name) names none of them
 	var key *catalog.Key
+	var named []string
 	for i := range spec.Keys {
-		if k := &spec.Keys[i]; k.ID == id || (k.Name != "" && k.Name == id) {
-			key = k
+		k := &spec.Keys[i]
+		if k.ID == id {
+			key, named = k, nil
 			break
 		}
+		if k.Name != "" && k.Name == id {
+			named = append(named, k.ID)
+			key = cmp.Or(key, k)
+		}
+	}
+	if len(named) > 1 {
+		writeError(c, errBadRequest("id", "team \""+name+"\" has "+strconv.Itoa(len(named))+" keys named \""+id+"\" ("+
+			strings.Join(named, ", ")+"): send the key's id"))
+		return
 	}
 	if key == nil {
 		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "key_not_found", Param: "id",

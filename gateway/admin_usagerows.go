@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -215,7 +216,7 @@ func resolveKey(snap *catalog.Snapshot, teams []string, key string) (id, team st
 	for _, t := range teams {
 		in[t] = true
 	}
-	var found []string // team of each match
+	var found, ids []string // team and id of each match
 	for _, t := range snap.State.Teams {
 		if !in[t.Name] {
 			continue
@@ -225,15 +226,25 @@ func resolveKey(snap *catalog.Snapshot, teams []string, key string) (id, team st
 				return k.ID, t.Name, nil
 			}
 			if k.Name == key {
-				id, found = k.ID, append(found, t.Name)
+				found, ids = append(found, t.Name), append(ids, k.ID)
 			}
 		}
 	}
 	switch {
 	case len(found) == 1:
-		return id, found[0], nil
+		return ids[0], found[0], nil
 	case len(found) > 1:
-		return "", "", errBadRequest("key", "key: the name \""+key+"\" is a key of teams "+strings.Join(found, ", ")+"; add team= or send the key's id")
+		// key names are not unique within a team either (a key rotated
+		// under its name): team= helps only when no team has two
+		which := make([]string, len(ids))
+		for i := range ids {
+			which[i] = ids[i] + " of team " + found[i]
+		}
+		fix := "send the key's id"
+		if len(slices.Compact(slices.Clone(found))) == len(found) {
+			fix = "add team= or send the key's id"
+		}
+		return "", "", errBadRequest("key", "key: the name \""+key+"\" names "+strconv.Itoa(len(ids))+" keys ("+strings.Join(which, ", ")+"); "+fix)
 	case strings.HasPrefix(key, "key_") || strings.HasPrefix(key, "cfg_"):
 		return key, "", nil
 	}
