@@ -159,6 +159,10 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 	}
 	ctx, cancel := context.WithCancelCause(cl.ctx)
 	defer cancel(nil)
+	// a no-op after the Done below; on a panic (a gateway bug) it still
+	// gives back the deployment's in-flight count and probe slot, and never
+	// counts the bug against the deployment
+	defer att.Done(routing.Outcome{Class: routing.ClassCanceled, Message: "the gateway failed during the attempt"})
 	ctx, cl.att = cl.span.StartAttempt(ctx, cl.op, att)
 	timer := time.AfterFunc(s.cfg().Server.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
 	t0 := time.Now()
@@ -173,6 +177,7 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 	if err != nil {
 		timer.Stop()
 		cl.upstream += time.Since(t0)
+		err = upstreamTimedOut(ctx, err)
 		o := outcomeOf(err, context.Cause(ctx), time.Since(t0))
 		s.Metrics.Attempts.WithLabelValues(d.ID, o.Class.String()).Inc()
 		att.Done(o)
@@ -213,13 +218,25 @@ func (cl *call) attempt(att *routing.Attempt) (served bool, err error) {
 		}
 		return true, nil
 	}
-	return cl.relay(att, resp, t0, timer)
+	return cl.relay(ctx, att, resp, t0, timer)
+}
+
+// upstreamTimedOut is err, or when ctx (the attempt's) ended by our own
+// first-byte timer, a timeout saying so: the adapter sees only a canceled
+// context and reports "request canceled by the client", which the client
+// would otherwise be answered with (a 502 instead of a 504, SPEC 14).
+func upstreamTimedOut(ctx context.Context, err error) error {
+	if !errors.Is(context.Cause(ctx), errUpstreamTimeout) {
+		return err
+	}
+	return &providers.Error{Class: routing.ClassTimeout,
+		Message: "the upstream sent no first byte within server.upstream_timeout"}
 }
 
 // relay streams an upstream SSE response event by event, flushing each as
 // it arrives. The first event is read before any byte is written, so a
 // stream that fails before its first event still fails over.
-func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Time, timer *time.Timer) (bool, error) {
+func (cl *call) relay(ctx context.Context, att *routing.Attempt, resp *providers.Response, t0 time.Time, timer *time.Timer) (bool, error) {
 	s := cl.s
 	d := att.Deployment
 	st := resp.Stream
@@ -232,7 +249,8 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 			err = &providers.Error{Class: routing.ClassServerError, Status: http.StatusBadGateway, Message: "upstream closed the stream before any event"}
 		}
 		cl.upstream += ttfb
-		o := outcomeOf(err, nil, ttfb)
+		err = upstreamTimedOut(ctx, err)
+		o := outcomeOf(err, context.Cause(ctx), ttfb)
 		s.Metrics.Attempts.WithLabelValues(d.ID, o.Class.String()).Inc()
 		att.Done(o)
 		cl.att.End(o, tracing.Usage{Stream: true})
@@ -270,7 +288,7 @@ func (cl *call) relay(att *routing.Attempt, resp *providers.Response, t0 time.Ti
 	fields := contentFields(cl.format, true)
 	for {
 		if st.Ended() {
-			s.Edge.Release(cl.ctx, &cl.begun) // before the client can see the end (SPEC 3)
+			s.Edge.Release(cl.releaseCtx(), &cl.begun) // before the client can see the end (SPEC 3)
 		}
 		if werr := ew.write(ev); werr != nil {
 			o.Class = routing.ClassCanceled

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -127,16 +128,57 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 	cl.ctx, cl.span = s.Tracer.StartRequest(ctx, c.Request, c.FullPath())
 	defer cl.body.release() // after finish: the body is referenced until the request ends
 	defer cl.finish()
+	defer cl.recoverPanic() // first: finish then records and releases the request as on any exit
 
 	_ = cl.authenticate() && cl.parse() && cl.endUser() && cl.conversation() && cl.begin() && cl.edgeLimit() && cl.tierRoute() && cl.allow() && cl.route()
+}
+
+// recoverPanic answers a request whose handling panicked (a gateway bug)
+// the way the pipeline answers any failure: in the client's format, with
+// the request's headers (the X-Request-Id the message tells the client to
+// quote, and the panic is logged under it), or, once a stream has begun, by
+// ending it with an error event (SPEC 7.1) so the cut never reads as a
+// complete answer. gin's recovery, outside the handler, knew neither the
+// format nor the headers, and appended a bare JSON body to a stream that
+// then ended cleanly.
+func (cl *call) recoverPanic() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if r == http.ErrAbortHandler {
+		panic(r) // net/http's own way to cut the connection
+	}
+	cl.s.Logger.Error("panic in handler", "request_id", cl.reqID, "error", r, "path", cl.c.Request.URL.Path,
+		"stack", string(debug.Stack()))
+	w := cl.c.Writer
+	if !w.Written() {
+		cl.fail(errInternal)
+		return
+	}
+	cl.entry.Error = "internal error after the first byte: " + errInternal.Message
+	if ct := w.Header()["Content-Type"]; len(ct) == 1 && ct[0] == "text/event-stream" {
+		ew := cl.s.newEventWriter(w, cl.end)
+		_ = ew.write(errInternal.streamEvent(cl.format))
+	}
 }
 
 // fail answers the client with e and records it.
 func (cl *call) fail(e *apiError) bool {
 	cl.entry.Status = e.Status
 	cl.entry.Error = e.Message
-	cl.hdr.flush(cl.c.Writer.Header())
-	cl.s.renewWriteDeadline(cl.c.Writer, cl.end)
+	w := cl.c.Writer
+	cl.hdr.flush(w.Header())
+	if now := time.Now(); cl.end.IsZero() || now.Before(cl.end) {
+		cl.s.renewWriteDeadline(w, cl.end)
+	} else if d := connDeadlines(w); d != nil {
+		// the request's deadline has passed (its 504, SPEC 14): capped at
+		// it, the write would fail at once and the client would get the
+		// connection closed instead of the answer. An error body is small
+		// and the first bytes of the response, so it does not block on a
+		// client that does not read: write_timeout alone bounds it
+		_ = d.SetWriteDeadline(writeDeadline(now, cl.s.cfg().Server.WriteTimeout, time.Time{}))
+	}
 	writeErrorFormat(cl.c, e, cl.format)
 	return false
 }
@@ -438,7 +480,7 @@ func (cl *call) finish() {
 	// the slot is free before the answer's last byte leaves, so a
 	// sequential client's next request finds it free on any replica (SPEC 3;
 	// a stream released it before its terminal event)
-	s.Edge.Release(cl.ctx, &cl.begun)
+	s.Edge.Release(cl.releaseCtx(), &cl.begun)
 	if cl.sized {
 		// the answer (with its Content-Length) goes to the client now: the
 		// bookkeeping below (edge hand-off, metrics, log line) is not part
@@ -464,6 +506,18 @@ func (cl *call) finish() {
 	o.CachedTokens, o.Cached, o.SavedUSD = e.CachedTokens, e.Cached, e.SavedUSD
 	s.Edge.Finish(&cl.begun, &cl.out)
 	s.RequestLog.Write(e, cl.start.Add(dur)) // the audit entry as one structured log line (SPEC 12.2)
+}
+
+// releaseCtx is the context the slot's release runs under: the request's,
+// or when that has ended (the client went away, request_timeout passed)
+// one without its end, so the edge state's ZREM (bounded by redis.timeout)
+// still runs now instead of failing at once and waiting for the writer,
+// and the client's next request finds the slot free (SPEC 3).
+func (cl *call) releaseCtx() context.Context {
+	if cl.ctx.Err() != nil {
+		return context.WithoutCancel(cl.ctx)
+	}
+	return cl.ctx
 }
 
 // requestSeries is the switchyard_requests_total series of this request,
