@@ -122,8 +122,10 @@ func upstreamType(c routing.Class) string {
 // anthropicType maps an error to the Anthropic error type names.
 func anthropicType(e *apiError) string {
 	switch e.Status {
-	case 400, 413:
+	case 400:
 		return "invalid_request_error"
+	case 413:
+		return "request_too_large" // the Messages API's type for its 413
 	case 401:
 		return "authentication_error"
 	case 403:

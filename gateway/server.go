@@ -33,6 +33,7 @@ import (
 	"switchyard/routing/tier"
 	"switchyard/telemetry"
 	"switchyard/tracing"
+	"switchyard/wire"
 )
 
 // Deps is everything a Server is built from. Nil optional fields get
@@ -181,6 +182,9 @@ func (s *Server) routes() {
 		e.GET("/metrics", gin.WrapH(s.MetricsHandler()))
 	}
 	e.NoRoute(func(c *gin.Context) {
+		id := s.newRequestID(c.Request) // every response carries it (SPEC 10)
+		c.Header("X-Request-Id", id)
+		c.Header("Request-Id", id)
 		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path})
 	})
@@ -243,12 +247,13 @@ func apiKey(r *http.Request) string {
 }
 
 func (s *Server) handleModels(c *gin.Context) {
-	snap := s.Catalog.Load()
-	team, key := snap.AuthenticateKey(apiKey(c.Request), time.Now())
+	// teamOf also gives the answer its X-Request-Id and request-id, as
+	// every response carries (SPEC 10, 12.2)
+	team, key := s.teamOf(c, wire.FormatOpenAI)
 	if team == nil {
-		writeError(c, errNoKeyOr(c.Request))
 		return
 	}
+	snap := s.Catalog.Load()
 	type entry struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
