@@ -6,8 +6,8 @@ package providers
 // a Responses object or event stream (SPEC 10.1).
 
 import (
-	"encoding/json"
 	"bytes"
+	"encoding/json"
 
 	"switchyard/wire"
 )
