@@ -85,6 +85,13 @@ func fromUpstream(err error, deadline bool) *apiError {
 	if errors.As(err, &pe) {
 		status := pe.Status
 		typ := pe.Type
+		if status < 400 || status > 599 {
+			// no error status arrived: an upstream's 2xx that failed (a
+			// stream that ended before its first event, a body that was
+			// no answer) is a failure the client must not read as a
+			// success (SPEC 14)
+			status = 0
+		}
 		if status == 0 {
 			status = http.StatusBadGateway
 			if pe.Class == routing.ClassTimeout {
