@@ -184,17 +184,24 @@ func (s *DeploymentState) backoffLocked(now int64, r *healthRules) int64 {
 
 // coolLocked starts a cooldown of d ticks at now and returns its trigger.
 // An upstream Retry-After (0 if none) holds off its probes until it has
-// passed (SPEC 6), whatever the outcome's class.
+// passed (SPEC 6), whatever the outcome's class. A cooldown re-armed while
+// it runs (a last resort's failures, a probe's 429 without Retry-After)
+// never ends, or lets probes in, before what was decided already: the
+// upstream's earlier Retry-After still stands.
 func (s *DeploymentState) coolLocked(now, d int64, retryAfter time.Duration, trigger string) string {
 	s.coolSince.Store(now)
-	s.coolUntil.Store(now + d)
-	s.probeFrom.Store(0)
+	s.coolUntil.Store(max(now+d, s.coolUntil.Load()))
+	from := s.probeFrom.Load()
+	if from <= now {
+		from = 0
+	}
 	if retryAfter > 0 {
 		// Saturating: a Retry-After as an HTTP date in the far future
 		// parses to the largest Duration, and now+ra would wrap negative
 		// and let probes in at once.
-		s.probeFrom.Store(now + min(int64(retryAfter), math.MaxInt64-now))
+		from = max(from, now+min(int64(retryAfter), math.MaxInt64-now))
 	}
+	s.probeFrom.Store(from)
 	s.trigger = trigger
 	return trigger
 }
