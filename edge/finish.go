@@ -111,16 +111,17 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		}
 	}
 	var tierKey, depKey string
+	tierTTL, depTTL := pinLife(o.TierTTL), pinLife(o.DepTTL)
 	if s := b.q.Session; s != "" {
 		if o.TierPin != "" && b.q.TierAlias != "" {
-			tierKey = r.keepPin(b, tierPinKey(s, b.q.TierAlias), o.TierPin, b.Pins.Tier, o.TierTTL)
+			tierKey = r.keepPin(b, tierPinKey(s, b.q.TierAlias), o.TierPin, b.Pins.Tier, tierTTL)
 		}
 		if o.DepPin != "" && o.DepModel != "" {
-			depKey = r.keepPin(b, depPinKey(s, o.DepModel), o.DepPin, b.Deployment(o.DepModel), o.DepTTL)
+			depKey = r.keepPin(b, depPinKey(s, o.DepModel), o.DepPin, b.Deployment(o.DepModel), depTTL)
 		}
 	}
-	w.tierKey, w.tier, w.tierTTL = tierKey, o.TierPin, o.TierTTL
-	w.depKey, w.dep, w.depTTL = depKey, o.DepPin, o.DepTTL
+	w.tierKey, w.tier, w.tierTTL = tierKey, o.TierPin, tierTTL
+	w.depKey, w.dep, w.depTTL = depKey, o.DepPin, depTTL
 	if o.CacheKey != "" && o.CacheTTL > 0 {
 		w.cacheKey, w.cacheVal, w.cacheTTL = o.CacheKey, string(o.CacheValue), o.CacheTTL
 	}
@@ -160,13 +161,20 @@ func (w *finishWrite) lazy() bool {
 		(w.nsub == 0 || w.subs[0].slot == "") && (w.nsub < 2 || w.subs[1].slot == "")
 }
 
+// pinLife is the TTL a pin kept for ttl of inactivity is set with: 9/8 of
+// it. keepPin skips renewing a pin set under a ninth of that ago, so every
+// pin lives at least ttl after its session's last request (SPEC 8: it
+// expires after session_ttl of inactivity) and at most an eighth more;
+// set for ttl, a skipped renewal left it to expire a quarter early.
+func pinLife(ttl time.Duration) time.Duration { return ttl + ttl/8 }
+
 // keepPin stores the pin key = value in the local copy and returns the key
 // the writer is to send to Redis, or "" when Redis already has it: Begin
-// read the same value there (read), and this node wrote it under a quarter
+// read the same value there (read), and this node wrote it under a ninth
 // of its TTL ago (then neither copy is touched, so the local one keeps the
-// expiry it has in Redis). A busy session costs one renewal per quarter
-// TTL instead of a write per request (SPEC 9: only the writes the request
-// needs).
+// expiry it has in Redis). A busy session costs one renewal per ninth of
+// the TTL instead of a write per request (SPEC 9: only the writes the
+// request needs).
 func (r *Redis) keepPin(b *Begun, key, value, read string, ttl time.Duration) string {
 	if !b.Local && read == value {
 		if r.pins.RenewTier(key, value, ttl) {

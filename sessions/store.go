@@ -148,10 +148,12 @@ func (l *Local) SetTier(_ context.Context, key string, tier string, ttl time.Dur
 }
 
 // RenewTier pins key to tier for ttl, as SetTier, unless key already holds
-// tier set at most a quarter of ttl ago: then it is left as it is and
+// tier set at most a ninth of ttl ago: then it is left as it is and
 // RenewTier reports true. A writer that keeps a shared copy of the pin
-// alive uses it to skip renewals: the copy it wrote then still has three
-// quarters of ttl to live, and this one keeps the same expiry.
+// alive uses it to skip renewals: the copy it wrote then still has eight
+// ninths of ttl to live, and this one keeps the same expiry (a writer that
+// sets pins for 9/8 of the inactivity they are kept for keeps each at
+// least that long after its last request: edge's pinLife).
 func (l *Local) RenewTier(key, tier string, ttl time.Duration) (kept bool) {
 	return l.set(kindTier, key, tier, ttl, true)
 }
@@ -215,7 +217,7 @@ func (l *Local) get(kd kind, k string) (string, bool) {
 }
 
 // set stores value under k for ttl (ttl <= 0 deletes). With keepRecent
-// an entry that already holds value, set at most ttl/4 ago, is left as it
+// an entry that already holds value, set at most ttl/9 ago, is left as it
 // is, and set reports kept.
 func (l *Local) set(kd kind, k, value string, ttl time.Duration, keepRecent bool) (kept bool) {
 	key, check := l.hashes(kd, k)
@@ -244,7 +246,7 @@ func (l *Local) set(kd kind, k, value string, ttl time.Duration, keepRecent bool
 	exp := now + int64(ttl)
 	if found {
 		e := &s.ents[i]
-		if keepRecent && e.value == id && e.expires-now >= int64(ttl-ttl/4) {
+		if keepRecent && e.value == id && e.expires-now >= int64(ttl-ttl/9) {
 			return true
 		}
 		e.value, e.expires = id, exp

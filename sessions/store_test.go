@@ -187,7 +187,7 @@ func BenchmarkLocal(b *testing.B) {
 }
 
 // TestLocalRenewTierKeepsARecentPin: RenewTier leaves a pin of the same
-// value set under a quarter of its TTL ago as it is (its expiry too), and
+// value set under a ninth of its TTL ago as it is (its expiry too), and
 // sets it otherwise.
 func TestLocalRenewTierKeepsARecentPin(t *testing.T) {
 	clk := newFakeClock()
@@ -199,8 +199,8 @@ func TestLocalRenewTierKeepsARecentPin(t *testing.T) {
 		kept  bool
 	}{
 		{0, "d1", false},               // new: set
-		{10 * time.Minute, "d1", true}, // 10m after the set: kept, expiry unchanged
-		{6 * time.Minute, "d1", false}, // 16m after the set: renewed
+		{5 * time.Minute, "d1", true},  // 5m after the set: kept, expiry unchanged
+		{3 * time.Minute, "d1", false}, // 8m after the set (past 6m40s): renewed
 		{time.Minute, "d2", false},     // another value: set
 		{2 * time.Hour, "d2", false},   // expired: set again
 	} {
@@ -212,14 +212,14 @@ func TestLocalRenewTierKeepsARecentPin(t *testing.T) {
 			t.Fatalf("step %d: pin %q %v", i, v, ok)
 		}
 	}
-	// a kept pin keeps its expiry: set, kept 10 minutes later, gone an
+	// a kept pin keeps its expiry: set, kept 5 minutes later, gone an
 	// hour after the set
 	s.SetTier(context.Background(), "e", "d1", ttl)
-	clk.Advance(10 * time.Minute)
+	clk.Advance(5 * time.Minute)
 	if !s.RenewTier("e", "d1", ttl) {
-		t.Fatal("a pin set 10 minutes ago was not kept")
+		t.Fatal("a pin set 5 minutes ago was not kept")
 	}
-	clk.Advance(51 * time.Minute)
+	clk.Advance(56 * time.Minute)
 	if _, ok := mustGetTier(t, s, "e"); ok {
 		t.Fatal("a kept pin's expiry moved: still there 61 minutes after it was set")
 	}
