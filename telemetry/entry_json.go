@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"switchyard/redact"
 	"switchyard/wire"
 )
 
@@ -12,9 +13,14 @@ import (
 // same field names and omissions), without reflection: the writer encodes
 // one entry per request for the audit stream, and json.Marshal was most of
 // that cost. Readers decode it with encoding/json.
+//
+// The values a client chooses (its X-Request-Id, its end user id, the
+// model it names) are masked where they are shaped like a credential
+// (SPEC 15: audit entries), as the request log masks them; the entry keeps
+// them as given, so a lookup by the id still finds it.
 func (e *Entry) AppendJSON(b []byte) []byte {
 	b = append(b, `{"request_id":`...)
-	b = wire.AppendString(b, e.RequestID)
+	b = wire.AppendString(b, redact.Credentials(e.RequestID))
 	b = append(b, `,"node":`...)
 	b = wire.AppendString(b, e.Node)
 	b = append(b, `,"time":`...)
@@ -22,13 +28,13 @@ func (e *Entry) AppendJSON(b []byte) []byte {
 	b = append(b, `,"team":`...)
 	b = wire.AppendString(b, e.Team)
 	b = appendOptString(b, `,"key":`, e.Key)
-	b = appendOptString(b, `,"user":`, e.User)
+	b = appendOptString(b, `,"user":`, redact.Credentials(e.User))
 	b = append(b, `,"operation":`...)
 	b = wire.AppendString(b, e.Operation)
 	b = append(b, `,"stream":`...)
 	b = strconv.AppendBool(b, e.Stream)
 	b = append(b, `,"requested_model":`...)
-	b = wire.AppendString(b, e.RequestedModel)
+	b = wire.AppendString(b, redact.Credentials(e.RequestedModel))
 	b = appendOptString(b, `,"routed_model":`, e.RoutedModel)
 	b = appendOptString(b, `,"deployment":`, e.Deployment)
 	if t := e.Tier; t != nil {

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,4 +88,23 @@ func BenchmarkEntryJSON(b *testing.B) {
 			_, _ = json.Marshal(e)
 		}
 	})
+}
+
+// TestAppendJSONMasksClientCredentials: a credential a client put in the
+// values it chooses (X-Request-Id, the end user id, the model name) does
+// not reach the audit entry in clear (SPEC 15); ordinary values stay as
+// they are.
+func TestAppendJSONMasksClientCredentials(t *testing.T) {
+	const secret = "sk-proj-SECRETSECRETSECRET1234"
+	e := &Entry{RequestID: "req-" + secret, User: "u " + secret, RequestedModel: "gpt " + secret, Team: "t", Operation: "chat"}
+	if got := string(e.AppendJSON(nil)); strings.Contains(got, "SECRETSECRET") {
+		t.Fatalf("a client-chosen credential reached the entry in clear: %s", got)
+	}
+	e = &Entry{RequestID: "req-1", User: "alice", RequestedModel: "gpt-4o", Team: "t", Operation: "chat"}
+	got := string(e.AppendJSON(nil))
+	for _, v := range []string{`"request_id":"req-1"`, `"user":"alice"`, `"requested_model":"gpt-4o"`} {
+		if !strings.Contains(got, v) {
+			t.Fatalf("%s: %s missing", got, v)
+		}
+	}
 }
