@@ -196,6 +196,24 @@ type errorInfo struct {
 // message when the body is not an error object.
 const errorTextMax = 512
 
+// errorMessageMax bounds an upstream error's message as the client, the
+// audit entry and the log get it (an error object's message may be as
+// long as its body, maxErrorBody); errorFieldMax bounds its type and
+// code. Classification reads the whole message first.
+const (
+	errorMessageMax = 1024
+	errorFieldMax   = 128
+)
+
+// bounded is info cut to what is relayed (never inside a key: truncateText).
+func (info errorInfo) bounded() errorInfo {
+	info.Message = truncateText(info.Message, errorMessageMax)
+	info.Type = truncateText(info.Type, errorFieldMax)
+	info.Code = truncateText(info.Code, errorFieldMax)
+	info.InnerCode = truncateText(info.InnerCode, errorFieldMax)
+	return info
+}
+
 // truncateText is wire.Truncate(s, n), except that a cut inside a run of
 // the characters keys and tokens are made of drops the whole run: the
 // scrubber masks a credential by its shape and a configured secret by its
@@ -295,13 +313,15 @@ func scalar(raw json.RawMessage) string {
 // newStatusError classifies a non-2xx upstream response once.
 func newStatusError(kind string, status int, body []byte, h http.Header) *Error {
 	info := parseErrorBody(body)
+	class := classifyInfo(kind, status, info) // on the whole message
+	info = info.bounded()
 	msg := info.Message
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
 	return &Error{
 		Status:     status,
-		Class:      classifyInfo(kind, status, info),
+		Class:      class,
 		Type:       info.Type,
 		Code:       info.Code,
 		Message:    msg,
@@ -415,7 +435,7 @@ func midStreamError(data []byte) *Error {
 // event of a started stream, or a 2xx body): a server error, with the
 // upstream's type and message (fallback when it has none).
 func errorInBody(data []byte, fallback string) *Error {
-	info := parseErrorBody(data)
+	info := parseErrorBody(data).bounded()
 	msg := info.Message
 	if msg == "" {
 		msg = fallback

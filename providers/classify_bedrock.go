@@ -112,7 +112,9 @@ func newBedrockError(status int, h http.Header, body []byte) *Error {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &Error{Status: status, Class: bedrockClass(status, typ, msg), Type: typ, Message: redact.Credentials(msg),
+	class := bedrockClass(status, typ, msg) // on the whole message
+	typ, msg = truncateText(typ, errorFieldMax), truncateText(msg, errorMessageMax)
+	return &Error{Status: status, Class: class, Type: typ, Message: redact.Credentials(msg),
 		RetryAfter: parseRetryAfter(h, time.Now()), body: []byte(redact.Credentials(string(body)))}
 }
 
@@ -124,7 +126,7 @@ func bedrockStreamException(exceptionType string, payload []byte) *Error {
 	if msg == "" {
 		msg = "upstream sent " + exceptionType + " mid-stream"
 	}
-	e := &Error{Class: bedrockClass(0, typ, msg), Type: typ, Message: redact.Credentials(msg)}
+	e := &Error{Class: bedrockClass(0, typ, msg), Type: truncateText(typ, errorFieldMax), Message: redact.Credentials(truncateText(msg, errorMessageMax))}
 	// the status the exception carries in the API reference, so a client
 	// that gets it as the last error sees 429 or 400 rather than 502
 	switch e.Class {
