@@ -186,7 +186,7 @@ func (cl *call) fail(e *apiError) bool {
 // parse reads the bounded body once and parses it under the shape limits
 // (SPEC 2.2, 14).
 func (cl *call) parse() bool {
-	body, e := cl.s.readBody(cl.c, &cl.body)
+	body, e := cl.s.readBody(cl.c, &cl.body, cl.end)
 	if e != nil {
 		return cl.fail(e)
 	}

@@ -280,7 +280,11 @@ func (s *Server) handleCountTokens(c *gin.Context) {
 	}
 	var lease bodyLease
 	defer lease.release()
-	body, e := s.readBody(c, &lease)
+	var end time.Time // the request's deadline, as the pipeline's
+	if rt := s.cfg().Server.RequestTimeout; rt > 0 {
+		end = time.Now().Add(rt)
+	}
+	body, e := s.readBody(c, &lease, end)
 	if e != nil {
 		writeErrorFormat(c, e, wire.FormatAnthropic)
 		return
