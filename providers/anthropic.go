@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchyard/catalog"
+	"switchyard/routing"
 	"switchyard/wire"
 )
 
@@ -158,6 +159,9 @@ func anthropicUsageOf(body []byte) Usage {
 // client, recording usage from message_start and message_delta.
 type anthropicRelay struct {
 	u Usage
+	// stopped: a message_delta carried the stop_reason, so the message is
+	// complete but for its message_stop
+	stopped bool
 }
 
 func (c *anthropicRelay) event(name string, data []byte) ([]byte, bool, error) {
@@ -177,10 +181,32 @@ func (c *anthropicRelay) event(name string, data []byte) ([]byte, bool, error) {
 				c.u.mergeDelta(u)
 			}
 		}
+		if s, e, ok := wire.FindTopLevel(data, "delta"); ok {
+			d := data[s:e]
+			if s, _, ok := wire.FindTopLevel(d, "stop_reason"); ok && d[s] == '"' {
+				c.stopped = true
+			}
+		}
 	case "message_stop":
 		done = true
+	case "":
+		if isDone(data) {
+			return c.done()
+		}
 	}
 	return appendEvent(make([]byte, 0, len(name)+len(data)+17), name, data), done, nil
+}
+
+// done handles OpenAI's data: [DONE], which an Anthropic-compatible proxy
+// may send: Anthropic's stream has no such event (its event flow ends with
+// message_stop: docs.claude.com/en/docs/build-with-claude/streaming), so
+// it is never relayed. After the stop_reason it ends the message with the
+// message_stop the client waits for; before it, the answer was cut.
+func (c *anthropicRelay) done() ([]byte, bool, error) {
+	if !c.stopped {
+		return nil, false, &Error{Class: routing.ClassNetwork, Message: "upstream ended the stream with [DONE] before the message's stop_reason"}
+	}
+	return appendEvent(nil, "message_stop", messageStopData), true, nil
 }
 
 // eof: Anthropic ends every complete stream with message_stop.

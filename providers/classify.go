@@ -426,7 +426,9 @@ func ctxError(ctx context.Context) *Error {
 }
 
 // midStreamError is an error event inside a stream that already started:
-// always a server error (SPEC 7.1), with the upstream's type and message.
+// a server error (SPEC 7.1), with the upstream's type and message. A
+// Gemini event names its HTTP status and is classified by it instead
+// (googleEventError).
 func midStreamError(data []byte) *Error {
 	return errorInBody(data, "upstream sent an error event mid-stream")
 }

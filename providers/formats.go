@@ -43,6 +43,15 @@ type oaPart struct {
 	Type     string      `json:"type"`
 	Text     string      `json:"text,omitempty"`
 	ImageURL *oaImageURL `json:"image_url,omitempty"`
+	File     *oaFile     `json:"file,omitempty"`
+}
+
+// oaFile is a "file" content part's file: a user message's document (a
+// PDF) as a data: URL with its name, or an uploaded file's id.
+type oaFile struct {
+	Filename string `json:"filename,omitempty"`
+	FileData string `json:"file_data,omitempty"`
+	FileID   string `json:"file_id,omitempty"`
 }
 
 type oaImageURL struct {
@@ -191,13 +200,17 @@ type anBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"` // tool_result: string or blocks
 	IsError   bool            `json:"is_error,omitempty"`
+	Title     string          `json:"title,omitempty"` // document
 }
 
+// anSource is an image's or a document's source. A document's may also be
+// text (Data holds the text), content (Content holds blocks) or file.
 type anSource struct {
-	Type      string `json:"type"` // base64 | url
-	MediaType string `json:"media_type,omitempty"`
-	Data      string `json:"data,omitempty"`
-	URL       string `json:"url,omitempty"`
+	Type      string          `json:"type"` // base64 | url | text | content | file
+	MediaType string          `json:"media_type,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	URL       string          `json:"url,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
 }
 
 type anTool struct {

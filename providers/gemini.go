@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -180,6 +181,37 @@ func googleError(err error) error {
 		c.Type = "upstream_error"
 	}
 	return &c
+}
+
+// googleEventError is a Google error object where an answer belongs: an
+// event of streamGenerateContent (the API reports a failure after its 200
+// that way, a quota exhausted in the first event included) or a 2xx body.
+// It is classified as the HTTP error it stands for (SPEC 7.4, 10 gemini),
+// its error.code the status and its error.status the type, by geminiTable:
+// RESOURCE_EXHAUSTED (429) is rate_limited, with status 429 and Gemini's
+// RetryInfo delay, so before the first byte the gateway fails over and
+// cools the deployment as for an HTTP 429 (Gemini's error codes:
+// https://ai.google.dev/gemini-api/docs/troubleshooting). An error naming
+// neither a code nor a status the table knows stays a server error.
+func googleEventError(data []byte) *Error {
+	info := parseErrorBody(data)
+	status := 0
+	if n, err := strconv.Atoi(info.Code); err == nil && n >= 400 && n <= 599 {
+		status = n
+	}
+	class := classifyInfo(KindGemini, status, info) // on the whole message
+	if status == 0 && class == routing.ClassRateLimited {
+		status = http.StatusTooManyRequests // the status RESOURCE_EXHAUSTED maps to
+	}
+	info = info.bounded()
+	e := &Error{Status: status, Class: class, Type: info.Type, Code: info.Code, Message: info.Message, body: append([]byte(nil), data...)}
+	if e.Message == "" {
+		e.Message = "upstream sent an error event mid-stream"
+	}
+	if e.Code == "" && status != 0 {
+		e.Code = strconv.Itoa(status)
+	}
+	return googleError(e).(*Error)
 }
 
 // maxRetryDelay caps a retryDelay an upstream asks for.

@@ -15,7 +15,13 @@ import (
 // anthropicToGeminiRequest translates a Messages body into a
 // generateContent body for model.
 func anthropicToGeminiRequest(raw []byte, model string) ([]byte, error) {
-	chat, err := anthropicToOpenAIRequest(raw, "", false)
+	// the chat mapping without OpenAI's limits: Gemini takes up to 5 stop
+	// sequences, not 4
+	c, err := anthropicToChat(raw, "", false)
+	if err != nil {
+		return nil, err
+	}
+	chat, err := marshalOpenAI(&c.oaRequest)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,12 @@ package providers
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -21,8 +26,69 @@ func anthropicToOpenAIRequest(raw []byte, model string, stream bool) ([]byte, er
 	return marshalOpenAI(out)
 }
 
-// anthropicToOpenAIChat is the chat request for an Anthropic Messages body.
+// maxOpenAIStop is how many stop sequences OpenAI's chat completions take:
+// "up to 4 sequences" (platform.openai.com/docs/api-reference/chat/create,
+// stop); a fifth makes it answer 400.
+const maxOpenAIStop = 4
+
+// anthropicToOpenAIChat is the chat request an OpenAI-compatible upstream
+// gets for an Anthropic Messages body, within what OpenAI's chat reference
+// accepts:
+//   - max_tokens is sent as max_completion_tokens to an OpenAI reasoning
+//     model (openAIReasoningModel), as max_tokens to any other. The chat
+//     reference says max_tokens "is now deprecated in favor of
+//     max_completion_tokens, and is not compatible with o1 series models"
+//     (gpt-5 refuses it the same way), while vLLM, Ollama, Mistral,
+//     DeepSeek and older servers know max_tokens only, and OpenAI still
+//     takes it from its other models. The translation does not see the
+//     deployment's base_url, so the model name decides: a reasoning model
+//     behind another server (vLLM knows max_completion_tokens too) gets the
+//     current field; the limit is an Azure reasoning deployment whose
+//     upstream model is not named after its model, which gets max_tokens.
+//   - more than 4 stop_sequences are sent as their first 4 (maxOpenAIStop):
+//     a 400 the client did not cause would fail every OpenAI deployment,
+//     while a dropped sequence only lets the answer run on past it, within
+//     max_tokens.
 func anthropicToOpenAIChat(raw []byte, model string, stream bool) (*oaRequest, error) {
+	out, err := anthropicToChat(raw, model, stream)
+	if err != nil {
+		return nil, err
+	}
+	if out.MaxTokens != nil && openAIReasoningModel(model) {
+		out.MaxCompletionTokens, out.MaxTokens = out.MaxTokens, nil
+	}
+	if len(out.stops) > maxOpenAIStop {
+		out.Stop, _ = json.Marshal(out.stops[:maxOpenAIStop])
+	}
+	return &out.oaRequest, nil
+}
+
+// openAIReasoningModel reports an OpenAI reasoning model by its name: the
+// o-series (o1, o3-mini, o4-mini-2025-04-16...) and gpt-5 (gpt-5,
+// gpt-5-mini, gpt-5.1...), which refuse max_tokens. A routed name
+// ("openai/o3") is left to its router, which maps max_tokens itself.
+func openAIReasoningModel(model string) bool {
+	m := strings.ToLower(model)
+	for _, family := range [...]string{"o1", "o3", "o4", "gpt-5"} {
+		if rest, ok := strings.CutPrefix(m, family); ok && (rest == "" || rest[0] == '-' || rest[0] == '.') {
+			return true
+		}
+	}
+	return false
+}
+
+// chatOfAnthropic is the chat request of an Anthropic Messages body before
+// the limits of a particular upstream (anthropicToOpenAIChat), with the
+// client's stop sequences.
+type chatOfAnthropic struct {
+	oaRequest
+	stops []string
+}
+
+// anthropicToChat maps an Anthropic Messages body onto the chat request
+// shape: the OpenAI translation and the Gemini one (through the chat
+// mapping) share it.
+func anthropicToChat(raw []byte, model string, stream bool) (*chatOfAnthropic, error) {
 	var in struct {
 		anRequest
 		TopK *int `json:"top_k"` // no OpenAI equivalent; dropped
@@ -30,7 +96,7 @@ func anthropicToOpenAIChat(raw []byte, model string, stream bool) (*oaRequest, e
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, badRequest("anthropic request: %v", err)
 	}
-	out := oaRequest{Model: model, Temperature: in.Temperature, TopP: in.TopP, Stream: stream}
+	out := chatOfAnthropic{oaRequest: oaRequest{Model: model, Temperature: in.Temperature, TopP: in.TopP, Stream: stream}, stops: in.StopSequences}
 	if in.MaxTokens > 0 {
 		mt := in.MaxTokens
 		out.MaxTokens = &mt
@@ -91,7 +157,11 @@ func marshalOpenAI(out *oaRequest) ([]byte, error) {
 
 // anthropicMessageToOpenAI maps one Anthropic message to OpenAI messages:
 // tool_result blocks become role "tool" messages (placed first, right after
-// the assistant turn that called them), tool_use blocks become tool_calls.
+// the assistant turn that called them), tool_use blocks become tool_calls,
+// images and documents become content parts (anthropicMediaParts). A tool
+// message takes text only (the chat reference's tool message content parts
+// are text parts), so a tool_result's images and PDFs follow the tool
+// messages at the head of this message, each result's introduced by its id.
 func anthropicMessageToOpenAI(m anMessage) ([]oaMessage, error) {
 	if len(m.Content) > 0 && m.Content[0] == '"' {
 		return []oaMessage{{Role: m.Role, Content: m.Content}}, nil
@@ -101,44 +171,48 @@ func anthropicMessageToOpenAI(m anMessage) ([]oaMessage, error) {
 		return nil, err
 	}
 	var out []oaMessage
-	var parts []oaPart
+	var parts, attached []oaPart
 	var calls []oaToolCall
-	hasImage := false
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
 			parts = append(parts, oaPart{Type: "text", Text: b.Text})
-		case "image":
-			if b.Source == nil {
-				continue
+		case "image", "document":
+			var err error
+			if parts, err = anthropicMediaParts(parts, b); err != nil {
+				return nil, err
 			}
-			u := b.Source.URL
-			if b.Source.Type == "base64" {
-				u = "data:" + b.Source.MediaType + ";base64," + b.Source.Data
-			}
-			parts = append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: u}})
-			hasImage = true
 		case "tool_use":
 			calls = append(calls, oaToolCall{ID: b.ID, Type: "function", Function: oaFunctionCall{Name: b.Name, Arguments: string(jsonObjectOr(b.Input))}})
 		case "tool_result":
-			text, err := anthropicText(b.Content)
+			text, media, err := toolResultContent(b.Content)
 			if err != nil {
 				return nil, err
+			}
+			if len(media) > 0 {
+				attached = append(attached, oaPart{Type: "text", Text: "Content of tool result " + b.ToolUseID + ":"})
+				attached = append(attached, media...)
+				if text == "" {
+					text = toolResultAttached
+				}
 			}
 			if b.IsError && !strings.HasPrefix(text, "Error") {
 				text = "Error: " + text
 			}
 			out = append(out, oaMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: rawString(text)})
 		default:
-			// thinking, redacted_thinking, documents...: nothing OpenAI can take
+			// thinking, redacted_thinking...: nothing OpenAI can take
 		}
+	}
+	if len(attached) > 0 {
+		parts = append(attached, parts...)
 	}
 	if len(parts) == 0 && len(calls) == 0 {
 		return out, nil
 	}
 	msg := oaMessage{Role: m.Role, ToolCalls: calls}
 	switch {
-	case hasImage:
+	case !textOnly(parts):
 		msg.Content, _ = json.Marshal(parts)
 	case len(parts) > 0:
 		texts := make([]string, len(parts))
@@ -150,6 +224,119 @@ func anthropicMessageToOpenAI(m anMessage) ([]oaMessage, error) {
 		msg.Content = json.RawMessage("null")
 	}
 	return append(out, msg), nil
+}
+
+// toolResultAttached is the text of a tool message whose result is only
+// images or documents, sent in the user message after it.
+const toolResultAttached = "(the result's content follows in the next user message)"
+
+// textOnly reports parts that are all text (sent as one string).
+func textOnly(parts []oaPart) bool {
+	for _, p := range parts {
+		if p.Type != "text" {
+			return false
+		}
+	}
+	return true
+}
+
+// toolResultContent splits a tool_result's content (a string or blocks)
+// into its text and its images and documents as content parts.
+func toolResultContent(raw json.RawMessage) (string, []oaPart, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		text, err := anthropicText(raw)
+		return text, nil, err
+	}
+	var blocks []anBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", nil, err
+	}
+	var texts []string
+	var media []oaPart
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				texts = append(texts, b.Text)
+			}
+		case "image", "document":
+			parts, err := anthropicMediaParts(nil, b)
+			if err != nil {
+				return "", nil, err
+			}
+			for _, p := range parts {
+				if p.Type == "text" { // a text document: a tool message takes it
+					texts = append(texts, p.Text)
+				} else {
+					media = append(media, p)
+				}
+			}
+		}
+	}
+	return strings.Join(texts, "\n"), media, nil
+}
+
+// anthropicMediaParts appends the OpenAI content parts of an image or
+// document block to dst: an image an image_url part (a data: URL for
+// base64); a PDF (base64 source) a "file" part with file_data as a data:
+// URL and a filename (its title, else document.pdf), as the chat reference
+// documents file inputs; a plain-text document text, after its title; a
+// content document its text and image blocks. A document OpenAI has no way
+// to take (a url source, a Files API file) is a bad request naming it:
+// answering without it would be a silent drop, and the gateway still tries
+// deployments that can read it.
+func anthropicMediaParts(dst []oaPart, b anBlock) ([]oaPart, error) {
+	src := b.Source
+	if src == nil {
+		return dst, nil
+	}
+	if b.Type == "image" {
+		u := src.URL
+		if src.Type == "base64" {
+			u = "data:" + src.MediaType + ";base64," + src.Data
+		}
+		return append(dst, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: u}}), nil
+	}
+	switch src.Type {
+	case "base64":
+		name := b.Title
+		if name == "" {
+			name = "document.pdf"
+		}
+		return append(dst, oaPart{Type: "file", File: &oaFile{Filename: name, FileData: "data:" + src.MediaType + ";base64," + src.Data}}), nil
+	case "text":
+		text := src.Data
+		if b.Title != "" {
+			text = b.Title + "\n\n" + text
+		}
+		return append(dst, oaPart{Type: "text", Text: text}), nil
+	case "content":
+		if len(src.Content) > 0 && src.Content[0] == '"' {
+			text, err := anthropicText(src.Content)
+			if err != nil {
+				return nil, err
+			}
+			return append(dst, oaPart{Type: "text", Text: text}), nil
+		}
+		var blocks []anBlock
+		if err := json.Unmarshal(src.Content, &blocks); err != nil {
+			return nil, err
+		}
+		for _, c := range blocks {
+			switch c.Type {
+			case "text":
+				dst = append(dst, oaPart{Type: "text", Text: c.Text})
+			case "image":
+				var err error
+				if dst, err = anthropicMediaParts(dst, c); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return dst, nil
+	}
+	return nil, fmt.Errorf("a document with a %q source cannot be sent to an OpenAI-compatible deployment", src.Type)
 }
 
 // anthropicText flattens a string or an array of text blocks.
@@ -208,7 +395,11 @@ func openAIToAnthropicResponse(raw []byte) ([]byte, error) {
 				stop = "refusal"
 			}
 			for _, tc := range m.ToolCalls {
-				out.Content = append(out.Content, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: jsonObjectOr([]byte(tc.Function.Arguments))})
+				id := tc.ID
+				if id == "" {
+					id = toolUseID(in.ID, len(out.Content))
+				}
+				out.Content = append(out.Content, anBlock{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: jsonObjectOr([]byte(tc.Function.Arguments))})
 			}
 			stop = toolStop(stop, len(m.ToolCalls) > 0)
 		}
@@ -230,6 +421,24 @@ func toolStop(stop string, tools bool) string {
 		return "tool_use"
 	}
 	return stop
+}
+
+// toolUseID is the id of the tool_use block at index of an answer whose
+// OpenAI tool call came without one (some OpenAI-compatible servers send
+// none): Anthropic requires tool_use.id (^[a-zA-Z0-9_-]+$), and the
+// client's next turn names it in tool_result.tool_use_id. It derives from
+// the completion id and the block's index, so the same answer (a replay,
+// SPEC 18) names its calls the same; an answer without an id gets a random
+// one, unique in the conversation.
+func toolUseID(completionID string, index int) string {
+	var b [12]byte
+	if completionID == "" {
+		_, _ = rand.Read(b[:])
+	} else {
+		sum := sha256.Sum256([]byte(completionID + "/" + strconv.Itoa(index)))
+		copy(b[:], sum[:])
+	}
+	return "toolu_" + hex.EncodeToString(b[:])
 }
 
 // anthropicID presents an OpenAI completion id as an Anthropic message id.
@@ -257,6 +466,10 @@ type openAIToAnthropicStream struct {
 	next    int    // index of the next block
 	toolIdx int    // OpenAI tool_calls index of the open tool block
 	toolID  string // id of the open tool block
+	// toolGen: toolID was generated (the call came without an id), so a
+	// later delta of the call that names one does not open a new block
+	toolGen bool
+	id      string // the completion id, from the first chunk
 	stop    string
 	// refused: the answer's text came as delta.refusal and none as
 	// delta.content; it ends with stop_reason refusal, as the sync
@@ -311,11 +524,15 @@ func (c *openAIToAnthropicStream) event(_ string, data []byte) ([]byte, bool, er
 				}
 				// A new call has a new index; some servers repeat the id on
 				// every delta, and some reuse index 0 with a fresh id.
-				if c.kind != "tool_use" || idx != c.toolIdx || (tc.ID != "" && tc.ID != c.toolID) {
-					head, _ := json.Marshal(anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: json.RawMessage(`{}`)})
+				if c.kind != "tool_use" || idx != c.toolIdx || (tc.ID != "" && tc.ID != c.toolID && !c.toolGen) {
 					c.closeBlock()
+					id, gen := tc.ID, tc.ID == ""
+					if gen {
+						id = toolUseID(c.id, c.next)
+					}
+					head, _ := json.Marshal(anBlock{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: json.RawMessage(`{}`)})
 					c.openBlock("tool_use", idx, string(head))
-					c.toolID, c.tooled = tc.ID, true
+					c.toolID, c.toolGen, c.tooled = id, gen, true
 				}
 				if tc.Function.Arguments != "" {
 					c.emit("content_block_delta", anBlockDelta{Type: "content_block_delta", Index: c.block, Delta: anDelta{Type: "input_json_delta", PartialJSON: tc.Function.Arguments}})
@@ -334,7 +551,7 @@ func (c *openAIToAnthropicStream) start(id, model string) {
 	if c.started {
 		return
 	}
-	c.started = true
+	c.started, c.id = true, id
 	if model == "" {
 		model = c.model
 	}
@@ -359,7 +576,7 @@ func (c *openAIToAnthropicStream) closeBlock() {
 		return
 	}
 	c.emit("content_block_stop", anBlockStop{Type: "content_block_stop", Index: c.block})
-	c.block, c.kind, c.toolIdx, c.toolID = -1, "", -1, ""
+	c.block, c.kind, c.toolIdx, c.toolID, c.toolGen = -1, "", -1, "", false
 }
 
 // finish closes the message: message_delta with the stop reason and the

@@ -252,6 +252,18 @@ func geminiParts(raw json.RawMessage) ([]gmPart, error) {
 			if p.ImageURL != nil {
 				out = append(out, imagePart(p.ImageURL.URL))
 			}
+		case "file":
+			// a document inline (a PDF as a data: URL: inlineData takes it,
+			// https://ai.google.dev/gemini-api/docs/document-processing); an
+			// uploaded OpenAI file id means nothing to Gemini
+			var s *anSource
+			if p.File != nil {
+				s = imageSource(p.File.FileData)
+			}
+			if s == nil || s.Type != "base64" {
+				return nil, fmt.Errorf("a file part without file_data as a data: URL cannot be sent to a Gemini deployment")
+			}
+			out = append(out, gmPart{InlineData: &gmBlob{MimeType: s.MediaType, Data: s.Data}})
 		default:
 			return nil, fmt.Errorf("content part type %q cannot be sent to a Gemini deployment", p.Type)
 		}
@@ -324,7 +336,7 @@ type gmChoice struct {
 // candidate at all is the upstream's fault.
 func readGeminiAnswer(raw []byte, model string) (*gmAnswer, error) {
 	if s, _, ok := wire.FindTopLevel(raw, "error"); ok && raw[s] == '{' {
-		return nil, midStreamError(raw)
+		return nil, googleEventError(raw)
 	}
 	var in gmResponse
 	if err := json.Unmarshal(raw, &in); err != nil {
@@ -472,7 +484,7 @@ type geminiChunker struct {
 func (c *geminiChunker) feed(data []byte) ([][]byte, error) {
 	c.out = nil
 	if s, _, ok := wire.FindTopLevel(data, "error"); ok && data[s] == '{' {
-		return nil, midStreamError(data)
+		return nil, googleEventError(data)
 	}
 	var ev gmResponse
 	if err := json.Unmarshal(data, &ev); err != nil {
