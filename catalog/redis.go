@@ -2,9 +2,11 @@ package catalog
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -21,19 +23,31 @@ type RedisClient interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
+// ErrSaveUnknown is returned by RedisStore.Save when the save's reply was
+// lost (a timeout or a cut connection after the script may have run) and
+// the read that follows could not tell whether it landed: the change may
+// be live. It is not ErrUnavailable, which says nothing was changed.
+var ErrSaveUnknown = errors.New("catalog store did not confirm the save, and reading it back failed: the change may have been applied")
+
 // RedisStore keeps the State in Redis, shared by every replica (SPEC 9,
 // 11). A save is one script: compare the stored version with the base,
 // write state and version, publish the new version on the change channel,
 // so a reader sees the old state or the new one and every replica hears of
-// it. The two keys share the {catalog} hash tag. They carry no TTL on
+// it. The script also writes the save's own random token, so a save whose
+// reply was lost can find out whether it landed (Save), and a resent one
+// (go-redis retries on a cut connection) is not taken for a concurrent
+// change. The keys share the {catalog} hash tag. They carry no TTL on
 // purpose: the catalog is the operator's configuration, not a cache.
 type RedisStore struct {
+	// immutable after NewRedisStore
 	c          RedisClient
 	versionKey string
 	stateKey   string
+	savedKey   string // the token of the last save
 	channel    string
 	timeout    time.Duration
-	seen       atomic.Int64 // the largest state read or written, bytes
+
+	seen atomic.Int64 // the largest state read or written, bytes
 }
 
 // NewRedisStore returns the shared store under prefix. timeout bounds each
@@ -41,18 +55,23 @@ type RedisStore struct {
 func NewRedisStore(c RedisClient, prefix string, timeout time.Duration) *RedisStore {
 	return &RedisStore{
 		c: c, versionKey: prefix + "{catalog}:version", stateKey: prefix + "{catalog}:state",
-		channel: prefix + "catalog:changed", timeout: timeout,
+		savedKey: prefix + "{catalog}:saved", channel: prefix + "catalog:changed", timeout: timeout,
 	}
 }
 
 // Channel is the pub/sub channel carrying change notices (the new version).
 func (r *RedisStore) Channel() string { return r.channel }
 
+// saveScript: KEYS version, state, saved token; ARGV base, version, state,
+// channel, token. A save already applied under the same token (the same
+// call resent after its reply was lost) answers as it did the first time.
 var saveScript = redis.NewScript(`
+if redis.call('GET', KEYS[3]) == ARGV[5] then return -1 end
 local v = tonumber(redis.call('GET', KEYS[1]) or '0')
 if v ~= tonumber(ARGV[1]) then return v end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3])
+redis.call('SET', KEYS[3], ARGV[5])
 redis.call('PUBLISH', ARGV[4], ARGV[2])
 return -1
 `)
@@ -126,17 +145,74 @@ func (r *RedisStore) Save(ctx context.Context, base int64, next *State) error {
 	if n := int64(len(b)); n > r.seen.Load() {
 		r.seen.Store(n)
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.bulkTimeout(len(b)))
-	defer cancel()
-	res, err := saveScript.Run(ctx, r.c, []string{r.versionKey, r.stateKey},
-		base, strconv.FormatInt(next.Version, 10), b, r.channel).Int64()
+	token := rand.Text()
+	sctx, cancel := context.WithTimeout(ctx, r.bulkTimeout(len(b)))
+	res, err := saveScript.Run(sctx, r.c, []string{r.versionKey, r.stateKey, r.savedKey},
+		base, strconv.FormatInt(next.Version, 10), b, r.channel, token).Int64()
+	cancel()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		if !mayHaveRun(err) {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		return r.landed(ctx, base, next.Version, token, err)
 	}
 	if res != -1 {
 		return ErrConflict
 	}
 	return nil
+}
+
+// mayHaveRun reports whether a failed script call may have run in Redis:
+// anything but an error Redis answered or a connection never made (a
+// timeout, a connection cut after the call was sent, the caller's context
+// ending meanwhile).
+func mayHaveRun(err error) bool {
+	var re redis.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &re), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return false
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return false
+	}
+	return true
+}
+
+// landed finds out, in one read bounded by r.timeout, whether the save of
+// version under token whose reply was lost (cause) took effect, so the
+// admin API answers what happened (SPEC 11) instead of "nothing was
+// changed" for a change that is live: nil when the stored token is this
+// save's (it landed; a later save on top of it was based on it),
+// ErrUnavailable when the version is still base (nothing changed),
+// ErrConflict when another writer's version up to this one is stored
+// (this change is not in it, and is to be recomputed on the newer state),
+// and ErrSaveUnknown otherwise: the read failed, or a newer version hides
+// whether this one came first. It reads even when the caller's context
+// has ended: a change that landed is published on this node too.
+func (r *RedisStore) landed(ctx context.Context, base, version int64, token string, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	defer cancel()
+	vals, err := r.c.MGet(ctx, r.versionKey, r.savedKey).Result()
+	if err != nil {
+		return fmt.Errorf("%w (saving: %v; reading back: %v)", ErrSaveUnknown, cause, err)
+	}
+	stored, _ := vals[0].(string)
+	saved, _ := vals[1].(string)
+	v, perr := strconv.ParseInt(stored, 10, 64)
+	if stored == "" {
+		v, perr = 0, nil
+	}
+	switch {
+	case saved == token:
+		return nil
+	case perr != nil:
+		return fmt.Errorf("%w (saving: %v; stored version %q)", ErrSaveUnknown, cause, stored)
+	case v == base:
+		return fmt.Errorf("%w: %v", ErrUnavailable, cause)
+	case v <= version:
+		return ErrConflict
+	}
+	return fmt.Errorf("%w (saving: %v; a newer version %d is stored)", ErrSaveUnknown, cause, v)
 }
 
 // Watch reloads the catalog whenever another replica publishes a change,

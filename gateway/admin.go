@@ -134,6 +134,11 @@ func (a *Admin) applyLocked(ctx context.Context, change func(*catalog.State) (*c
 			return nil, err
 		}
 		next.Version = cur.Version + 1
+		// a save whose reply was lost is read back by the store (one
+		// bounded read): landed is nil (the change is answered as made, a
+		// key issue with its key: a client retrying after a false 503
+		// would make a second key whose secret nobody saw), never sent is
+		// ErrUnavailable, not found out is ErrSaveUnknown (SPEC 11)
 		err = a.store.Save(ctx, base, next)
 		if errors.Is(err, catalog.ErrConflict) {
 			st, ok, lerr := a.store.Load(ctx)
@@ -144,6 +149,9 @@ func (a *Admin) applyLocked(ctx context.Context, change func(*catalog.State) (*c
 				a.publish(st)
 			}
 			continue
+		}
+		if errors.Is(err, catalog.ErrSaveUnknown) {
+			return nil, catalog.ErrSaveUnknown
 		}
 		if err != nil {
 			return nil, catalog.ErrUnavailable
@@ -160,6 +168,9 @@ func (a *Admin) answer(c *gin.Context, status int, v any, err error) {
 		switch {
 		case errors.As(err, &ce):
 			writeError(c, &apiError{Status: ce.Status, Type: "invalid_request_error", Param: ce.Field, Message: ce.Message})
+		case errors.Is(err, catalog.ErrSaveUnknown):
+			writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "store_unavailable", Code: "catalog_save_unconfirmed",
+				Message: "the catalog store did not confirm the change and could not be read back: it may have been applied; read the catalog (GET) before retrying"})
 		case errors.Is(err, catalog.ErrUnavailable):
 			writeError(c, &apiError{Status: http.StatusServiceUnavailable, Type: "store_unavailable", Code: "catalog_store_unavailable",
 				Message: "the catalog store is unreachable: nothing was changed; retry when it is back"})
