@@ -335,10 +335,21 @@ func (cl *call) followStream(fl *cache.Follower, wait time.Duration) bool {
 	ew := s.newEventWriter(w, cl.end)
 	write := func(b []byte) error {
 		if !w.Written() {
+			// the headers go out with the first event, as soon as the
+			// leader's first delta is here: what a hit carries (SPEC 18,
+			// 12.3). A sync leader's follower streams its entry; a
+			// streaming leader's answer is live, Age 0, and served by the
+			// public model of the key the two share: an answer served by
+			// any other (a fallback: degraded) is never shared, its
+			// followers released before its first delta (SPEC 18).
+			now := time.Now()
+			e := fl.Entry()
+			if e == nil {
+				e = &cache.Entry{Model: cl.cacheModel, StoredAt: now}
+			}
 			h := w.Header()
 			cl.hdr.flush(h)
-			setCacheHeaders(h, cacheCoalesced, nil, time.Now())
-			h["X-Switchyard-Attempts"] = []string{"0"}
+			setCacheHeaders(h, cacheCoalesced, e, now)
 			h["Content-Type"] = []string{"text/event-stream"}
 			h["Cache-Control"] = []string{"no-cache"}
 			w.WriteHeader(http.StatusOK)
