@@ -137,6 +137,8 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 	tree := maps.Unflatten(defaults(), ".")
 	maps.Merge(file, tree)
 	maps.Merge(maps.Unflatten(overrides, "."), tree)
+	unset := unsetCredentials(tree, env)
+	problems = append(problems, unset...)
 	expandSecrets(tree, env)
 	defaultSimulate(tree)
 
@@ -177,7 +179,7 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 		problems = append(problems, unknown...)
 	}
 	applyItemDefaults(&cfg)
-	problems = append(problems, Validate(&cfg)...)
+	problems = append(problems, withoutFields(Validate(&cfg), unset)...)
 	if len(problems) > 0 {
 		return nil, problems
 	}
@@ -367,7 +369,8 @@ var secretRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandSecrets replaces ${NAME} in every string of the tree, in place. A
 // reference to an unset variable is left empty; validation then names the
-// empty field.
+// empty field where empty is wrong, and unsetCredentials, before, names an
+// unset variable in a provider's credentials, where empty is often valid.
 func expandSecrets(v any, env map[string]string) any {
 	switch t := v.(type) {
 	case map[string]any:
