@@ -161,7 +161,19 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 	})
 	gn.OnClose(func(ctx context.Context) error { return es.Close(ctx) })
 	gn.OnClose(rstore.Close)
-	gn.OnClose(func(context.Context) error { cancel(); return nil })
+	// the heartbeat leaves (takes this process out of the live set) when
+	// its loop ends: the loops stop first, and the client is closed only
+	// once that leave has run (or ctx ends), else it fails on a closed
+	// client and the node is counted live for three more intervals
+	hbDone := make(chan struct{})
+	gn.OnClose(func(ctx context.Context) error {
+		cancel()
+		select {
+		case <-hbDone:
+		case <-ctx.Done():
+		}
+		return nil
+	})
 	if rstore, ok := store.(*catalog.RedisStore); ok {
 		subscribed := make(chan struct{})
 		go rstore.Watch(ctx, func() int64 { return gn.Catalog.Load().Version }, func(st *catalog.State) {
@@ -190,7 +202,7 @@ func Assemble(cfg *config.Config, opt Options) (*Node, error) {
 		hb.OnLive(func(n int) { es.SetDivisor(n); usage.SetDivisor(n) })
 	}
 	n.hb = hb
-	go hb.Run(ctx)
+	go func() { hb.Run(ctx); close(hbDone) }()
 	gn.SetCluster(func(ctx context.Context) (any, error) {
 		ns, err := hb.Nodes(ctx)
 		for i := range ns {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -213,8 +214,10 @@ func demoAdminKey() string {
 // SIGHUP re-reads ("" for the demo: a SIGHUP then logs that there is
 // nothing to reload). requests writes the request lines (nil: through log).
 func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *slog.Logger, requests *telemetry.RequestLog, ready func(addr string)) int {
+	ctx, cancel := context.WithCancel(ctx) // the tuners and the SIGHUP loop end with the process's serving, on every way out
+	defer cancel()
 	applyMemoryLimit(cfg.Server, os.Getenv("GOMEMLIMIT"), "/sys/fs/cgroup", log)
-	node, err := node.Assemble(cfg, node.Options{Logger: log, RequestLog: requests, ConfigPath: path, Version: version})
+	n, err := node.Assemble(cfg, node.Options{Logger: log, RequestLog: requests, ConfigPath: path, Version: version})
 	if err != nil {
 		log.Error("starting gateway", "error", err)
 		return 1
@@ -226,44 +229,63 @@ func listenAndServe(ctx context.Context, cfg *config.Config, path string, log *s
 	debug.FreeOSMemory()
 	startGCTuner(ctx, cfg.Server, os.Getenv("GOGC"), log) // after the start's transient heap is gone
 	startProcs(ctx, cfg.Server, os.Getenv("GOMAXPROCS"), log)
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	return serveNode(ctx, cfg, n, net.Listen, stopBounds{drain: drainTimeout, flush: flushTimeout}, log, ready)
+}
+
+// serveNode serves an assembled node on server.listen (and
+// server.metrics_listen) until ctx ends or a server fails, and returns the
+// exit code. Every way out closes the node within b.flush (after the drain
+// of b.drain when it served): the heartbeat is left and the pending usage,
+// spend and audit entries are sent (SPEC 9, 12), whether a listen failed,
+// a server failed at runtime or the process was told to stop.
+func serveNode(ctx context.Context, cfg *config.Config, n *node.Node, listen func(network, addr string) (net.Listener, error), b stopBounds, log *slog.Logger, ready func(addr string)) int {
+	ln, err := listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		log.Error("listening", "addr", cfg.Server.Listen, "error", err)
+		closeNode(n.Close, b.flush, log)
 		return 1
 	}
-	srv := node.HTTPServer()
+	msrv := n.MetricsServer()
+	var mln net.Listener
+	if msrv != nil {
+		if mln, err = listen("tcp", cfg.Server.MetricsListen); err != nil {
+			log.Error("listening for metrics", "addr", cfg.Server.MetricsListen, "error", err)
+			_ = ln.Close()
+			closeNode(n.Close, b.flush, log)
+			return 1
+		}
+	}
+	srv := newServer(n.HTTPServer())
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go reloadOnHUP(ctx, hup, node.Reloader, log)
+	go reloadOnHUP(ctx, hup, n.Reloader, log)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	if msrv := node.MetricsServer(); msrv != nil {
-		mln, err := net.Listen("tcp", cfg.Server.MetricsListen)
-		if err != nil {
-			log.Error("listening for metrics", "addr", cfg.Server.MetricsListen, "error", err)
-			_ = srv.Close()
-			return 1
-		}
+	if msrv != nil {
 		go func() { errc <- msrv.Serve(mln) }()
 		defer func() { _ = msrv.Close() }()
 		log.Info("metrics listening", "addr", mln.Addr().String())
 	}
 	log.Info("switchyard listening", "addr", ln.Addr().String(), "node", cfg.Server.NodeID, "version", version,
-		"redis", cfg.Redis.Enabled(), "deployments", len(node.Catalog.Load().Deployments))
+		"redis", cfg.Redis.Enabled(), "deployments", len(n.Catalog.Load().Deployments))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	code := 0
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
-			log.Error("server failed", "error", err)
-			return 1
+			// the requests in flight on the main listener still end
+			// (drained) and their usage is flushed; the exit code says
+			// the process failed
+			log.Error("server failed: stopping", "error", err)
+			code = 1
 		}
 	case <-ctx.Done():
 		log.Info("shutting down: draining requests")
 	}
-	return gracefulStop(srv, node.Close, stopBounds{drain: drainTimeout, flush: flushTimeout}, log)
+	return max(code, gracefulStop(srv, n.Close, b, log))
 }
 
 // A graceful stop (SIGINT, SIGTERM) drains for at most drainTimeout, then
@@ -277,13 +299,19 @@ const (
 // stopBounds bound the two steps of a graceful stop.
 type stopBounds struct {
 	drain time.Duration // requests in flight may finish for this long
-	flush time.Duration // then the node's pending writes are sent for this long
+	// then the handlers that the drain left running may return, for half
+	// of this at most, and the node's pending writes are sent, until all
+	// of it has passed
+	flush time.Duration
 }
 
 // drainer is what gracefulStop needs of the HTTP server.
 type drainer interface {
 	Shutdown(ctx context.Context) error
 	Close() error
+	// Wait returns once every handler has returned (0), or when ctx ends
+	// with the number still running.
+	Wait(ctx context.Context) int
 }
 
 // gracefulStop drains srv, then flushes the node (flush: Node.Close) and
@@ -291,24 +319,95 @@ type drainer interface {
 // a deadline of its own: a drain that used all its time (a stream longer
 // than it) must not leave the pending usage, spend and audit entries an
 // expired context, which sends nothing. Connections still open after the
-// drain are closed first, so their requests end and their usage is queued
-// before the flush.
+// drain are closed first, and the flush waits for their handlers to
+// return, so that their requests' usage is queued before it (Close does
+// not wait for them); a handler that does not return within half of
+// b.flush is left behind, so the flush keeps at least the other half.
 func gracefulStop(srv drainer, flush func(context.Context) error, b stopBounds, log *slog.Logger) int {
 	drainCtx, cancel := context.WithTimeout(context.Background(), b.drain)
 	err := srv.Shutdown(drainCtx)
 	cancel()
+	flushCtx, cancel := context.WithTimeout(context.Background(), b.flush)
+	defer cancel()
 	if err != nil {
 		log.Warn("drain did not finish in time: closing the connections still open", "drain", b.drain.String(), "error", err)
 		_ = srv.Close()
+		waitCtx, cancelWait := context.WithTimeout(flushCtx, b.flush/2)
+		if running := srv.Wait(waitCtx); running > 0 {
+			log.Error("handlers still running after their connections were closed: flushing without their usage",
+				"handlers", running, "waited", (b.flush / 2).String())
+		}
+		cancelWait()
 	}
-	flushCtx, cancel := context.WithTimeout(context.Background(), b.flush)
-	defer cancel()
 	if err := flush(flushCtx); err != nil {
 		log.Error("flushing on shutdown", "error", err)
 		return 1
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// closeNode closes a node that serves nothing (a listen failed) within
+// bound: its heartbeat is left and its pending writes are sent.
+func closeNode(flush func(context.Context) error, bound time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if err := flush(ctx); err != nil {
+		log.Error("flushing on shutdown", "error", err)
+	}
+}
+
+// server is the node's http.Server with its running handlers counted:
+// Close ends every connection but returns without waiting for the handlers
+// on them, whose Finish queues the usage, spend and audit entries that the
+// stop then flushes (SPEC 12).
+type server struct {
+	*http.Server
+
+	running atomic.Int64  // handlers running
+	waiting atomic.Bool   // a Wait is pending: the handler that brings running to 0 signals idle
+	idle    chan struct{} // buffered 1: a handler ended with none running
+}
+
+// newServer counts the handlers of s (its Handler is wrapped).
+func newServer(s *http.Server) *server {
+	srv := &server{Server: s, idle: make(chan struct{}, 1)}
+	h := s.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.running.Add(1)
+		defer srv.done()
+		h.ServeHTTP(w, r)
+	})
+	return srv
+}
+
+func (s *server) done() {
+	if s.running.Add(-1) == 0 && s.waiting.Load() {
+		select {
+		case s.idle <- struct{}{}:
+		default: // a signal is pending already
+		}
+	}
+}
+
+// Wait implements drainer.
+func (s *server) Wait(ctx context.Context) int {
+	s.waiting.Store(true)
+	defer s.waiting.Store(false)
+	for {
+		n := s.running.Load()
+		if n == 0 {
+			return 0
+		}
+		select {
+		case <-s.idle: // recheck: a handler may have started since
+		case <-ctx.Done():
+			return int(s.running.Load())
+		}
+	}
 }
 
 // reloadOnHUP re-reads the config file on every SIGHUP (SPEC 11). A bad

@@ -26,6 +26,8 @@ func (f *fakeServer) Shutdown(ctx context.Context) error {
 
 func (f *fakeServer) Close() error { f.closed = true; return nil }
 
+func (f *fakeServer) Wait(context.Context) int { return 0 } // no handler runs
+
 // TestGracefulStopFlushesAfterALongDrain: a drain that used all its time
 // (a stream longer than it, common for LLM answers) still leaves the flush
 // of the node's pending writes (usage, spend, audit) a live deadline of its
