@@ -340,6 +340,29 @@ func (a *Attempt) Done(o Outcome) {
 	}
 }
 
+// Withdraw takes back the attempt Next just handed out, which the gateway
+// gives up before sending: the retry_after wait before it would pass the
+// request's deadline, or the request ended during that wait (SPEC 7.1). It
+// was never an attempt of the request, so it leaves no trace in the plan's
+// count or timeline (X-Switchyard-Attempts counts attempts sent, SPEC 12.3)
+// and no outcome on the deployment; its in-flight count and probe slot are
+// given back, and the plan is over. It must be the plan's latest attempt and
+// not Done; otherwise, or called twice, it does nothing.
+func (a *Attempt) Withdraw() {
+	p := a.plan
+	if a.done || p == nil || p.pending != a || a.N != len(p.attempts) {
+		return
+	}
+	a.done = true
+	p.pending, p.finished = nil, true
+	a.state.inflight.Add(-1)
+	if a.Probe {
+		a.state.releaseProbe()
+	}
+	p.attempts = p.attempts[:a.N-1]
+	p.timeline = p.timeline[:a.N-1]
+}
+
 // SessionDeployment is PlanResult.SessionDeployment without the rest of
 // the result: the deployment the session is to be pinned to now.
 func (p *Plan) SessionDeployment() string {

@@ -126,7 +126,7 @@ func (r *Router) State(id string) *DeploymentState {
 	if v, ok := r.states.Load(id); ok {
 		return v.(*DeploymentState)
 	}
-	v, _ := r.states.LoadOrStore(id, &DeploymentState{id: id})
+	v, _ := r.states.LoadOrStore(id, &DeploymentState{id: id, key: idKey(id)})
 	return v.(*DeploymentState)
 }
 

@@ -18,7 +18,8 @@ import (
 // evaluated lazily (CONVENTIONS 7): no timer or goroutine exists per failure.
 type DeploymentState struct {
 	// Immutable after construction.
-	id string
+	id  string
+	key uint64 // idKey(id): what round robin keys candidate sets by
 
 	// Lock-free: read on the selection path without mu. inflight is
 	// written with atomic adds; estimate, coolSince, coolUntil and
