@@ -57,7 +57,9 @@ func (cl *call) route() bool {
 			break
 		}
 		if att.N > 1 && s.cfg().Routing.RetryAfter > 0 && !cl.wait(s.cfg().Routing.RetryAfter) {
-			att.Done(routing.Outcome{Class: routing.ClassCanceled})
+			// never sent: not an attempt of the request (X-Switchyard-Attempts
+			// and the audit timeline count what went upstream, SPEC 12.3)
+			att.Withdraw()
 			break
 		}
 		served, err := cl.attempt(att)
@@ -270,12 +272,22 @@ func (cl *call) relay(ctx context.Context, att *routing.Attempt, resp *providers
 	w.WriteHeader(http.StatusOK)
 	cl.entry.Status = http.StatusOK
 	o := routing.Outcome{Status: http.StatusOK, Class: routing.ClassOK, TTFB: ttfb}
+	var relayed int64 // content characters: the charge when the upstream reports no usage
+	defer func() {
+		if !cl.out.Served {
+			// a panic (a gateway bug, answered by recoverPanic) cut the
+			// stream after its first byte: the content relayed reached the
+			// client and is charged as any stream cut before its end, not
+			// refunded as a request never served
+			cl.settleStream(d, st.Usage(), false, relayed)
+			cl.entry.Deployment = d.ID
+		}
+	}()
 	// Every write and flush gets write_timeout to make progress: a client
 	// that stops reading is cut off then, and the deferred Close releases
 	// the upstream call at once (SPEC 14).
 	ew := s.newEventWriter(w, cl.end)
 	ev := first
-	var relayed int64 // content characters: the charge when the upstream reports no usage
 	complete := false // the upstream's stream reached its end
 	var tap *cacheTap // the response cache's view of the stream (SPEC 18)
 	if cl.cv != nil && cl.cv.dir.Store() && !res.Degraded {
@@ -327,15 +339,7 @@ func (cl *call) relay(ctx context.Context, att *routing.Attempt, resp *providers
 	att.Done(o)
 	u := st.Usage()
 	cl.att.End(o, tracing.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Body: first, Stream: true})
-	if !complete && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
-		// a stream cut before its end (by the client or the upstream)
-		// reported at most the usage of its start (Anthropic's
-		// message_start: output_tokens 1; the count comes at the end): the
-		// content relayed is the least its output cost (SPEC 10.2, 14)
-		_, est := edge.Charge(cl.promptTokens, 0, 0, relayed, cl.outputTokens)
-		u.CompletionTokens = max(u.CompletionTokens, est)
-	}
-	cl.settle(d, u, relayed)
+	cl.settleStream(d, u, complete, relayed)
 	if tap != nil && o.Class == routing.ClassOK {
 		tap.finish(cl.cacheMeta(d), cacheUsage(u), s.cfg().Cache.MaxEntryBytes, res.Degraded, cl.cacheStore)
 	}
@@ -375,6 +379,20 @@ func (cl *call) setDecisionHeaders(res routing.PlanResult, served *catalog.Deplo
 		h.str("X-Switchyard-Degraded", "true")
 	}
 	h.millis("X-Switchyard-Overhead-Ms", time.Since(cl.start)-cl.upstream)
+}
+
+// settleStream settles a stream that reached the client with the usage
+// its upstream reported (u) and the content characters relayed. A stream
+// cut before its end (by the client, the upstream or a gateway panic)
+// reported at most the usage of its start (Anthropic's message_start:
+// output_tokens 1; the count comes at the end): the content relayed is the
+// least its output cost (SPEC 10.2, 14).
+func (cl *call) settleStream(d *catalog.Deployment, u providers.Usage, complete bool, relayed int64) {
+	if !complete && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+		_, est := edge.Charge(cl.promptTokens, 0, 0, relayed, cl.outputTokens)
+		u.CompletionTokens = max(u.CompletionTokens, est)
+	}
+	cl.settle(d, u, relayed)
 }
 
 // settle fills the outcome of a served request: the tokens charged (the

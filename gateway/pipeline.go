@@ -140,7 +140,8 @@ func (s *Server) serve(c *gin.Context, op catalog.Operation, format wire.Format)
 // ending it with an error event (SPEC 7.1) so the cut never reads as a
 // complete answer. gin's recovery, outside the handler, knew neither the
 // format nor the headers, and appended a bare JSON body to a stream that
-// then ended cleanly.
+// then ended cleanly. A stream cut so is charged for what it relayed
+// (relay settles it while the panic unwinds), not refunded.
 func (cl *call) recoverPanic() {
 	r := recover()
 	if r == nil {
