@@ -4,9 +4,13 @@ package edge
 // into Redis by the team's next admission scripts once it answers again
 // (SPEC 3, 9: shared or local, never both): the key and user levels whose
 // local TATs Redis has not heard of, and the max_parallel slots of the
-// requests still running.
+// requests still running. And what Redis admitted for this node's requests
+// still running, which the fallback counts once Redis is gone: their slots
+// (sharedSlots) and their budget reservations (sharedSpend).
 
 import (
+	"math"
+	"sync/atomic"
 	"time"
 
 	"switchyard/catalog"
@@ -129,6 +133,99 @@ func (ts *teamState) sharedSlots(bases [2]string) (team int, subs [2]int) {
 	}
 	return team, subs
 }
+
+// heldSpend is what a team's requests that this node runs reserved in
+// Redis against the budgets: team at the team level, subs at the key and
+// user levels by their keys' base, in nano-USD (nanoUSD: integer sums
+// return to exactly 0 once every request ended). A team's record holds
+// one only once it has a budget (teamState.held).
+type heldSpend struct {
+	team atomic.Int64 // read and written without the lock: Begin and Finish of every request
+	// Guarded by the team's mu; bounded by the requests running and by
+	// maxLevels.
+	subs map[string]int64
+}
+
+// none reports whether h holds nothing (h may be nil; the team's mu held).
+func (h *heldSpend) none() bool { return h == nil || (h.team.Load() == 0 && len(h.subs) == 0) }
+
+// heldOf is ts's heldSpend, made if new.
+func (ts *teamState) heldOf() *heldSpend {
+	if h := ts.held.Load(); h != nil {
+		return h
+	}
+	ts.held.CompareAndSwap(nil, new(heldSpend))
+	return ts.held.Load()
+}
+
+// sharedSpend is what this node's running requests reserved in Redis
+// against the budgets the local fallback does not count itself, in USD:
+// at the team level, and at the key or user levels whose keys start with
+// bases[j] ("" = none). Their real cost comes to the fallback's spend when
+// they end (Finish: Local.Spend).
+func (ts *teamState) sharedSpend(bases [2]string) (team float64, subs [2]float64) {
+	h := ts.held.Load()
+	if h == nil {
+		return 0, subs
+	}
+	team = usdOf(h.team.Load())
+	if bases == [2]string{} {
+		return team, subs
+	}
+	ts.mu.Lock()
+	for j, b := range bases {
+		if b != "" {
+			subs[j] = usdOf(h.subs[b])
+		}
+	}
+	ts.mu.Unlock()
+	return team, subs
+}
+
+// holdSubUSDLocked adds n nano-USD reserved in Redis by a request that
+// runs to the level whose keys start with base, and reports whether it
+// did: a level past maxLevels is not counted (ts.mu held).
+func (ts *teamState) holdSubUSDLocked(base string, n int64) bool {
+	if n <= 0 {
+		return false
+	}
+	h := ts.heldOf()
+	if h.subs == nil {
+		h.subs = map[string]int64{}
+	}
+	v, ok := h.subs[base]
+	if !ok && len(h.subs) >= maxLevels {
+		return false
+	}
+	h.subs[base] = v + n
+	return true
+}
+
+// unholdSubUSDLocked takes back what holdSubUSDLocked added for a request
+// that ended (ts.mu held).
+func (ts *teamState) unholdSubUSDLocked(base string, n int64) {
+	h := ts.held.Load()
+	if h == nil {
+		return
+	}
+	if v := h.subs[base] - n; v > 0 {
+		h.subs[base] = v
+	} else {
+		delete(h.subs, base)
+	}
+}
+
+// maxHeldUSD bounds one reservation as nanoUSD counts it (a billion USD):
+// far past any budget, and the sums stay within int64.
+const maxHeldUSD = 1e9
+
+// nanoUSD is usd in whole nano-USD, the unit of the held sums: integers,
+// so adding and taking back one request's reservation returns a sum to
+// exactly what it was.
+func nanoUSD(usd float64) int64 { return int64(math.Round(min(max(0, usd), maxHeldUSD) * 1e9)) }
+
+// usdOf is nano-USD n in USD.
+func usdOf(n int64) float64 { return float64(max(0, n)) / 1e9 }
 
 // localSlot is a slot the local fallback gave a request that still runs,
 // at the levels (team, key, user) with max_parallel, on its way into Redis.

@@ -200,12 +200,17 @@ func (g *teamBatch) carry(r *Redis, ts *teamState, t *catalog.Team) (lr, lt int6
 
 // runBatch sends the calls of batch in beginLua calls (beginCalls; in
 // one pipeline when there are several), and hands each its part of the
-// answer.
+// answer. A team's admissions form one group, decided with the group's
+// limits (its first admission's): an admission whose team limits differ
+// (a config reload between two admissions of the batch) starts a group of
+// its own, so each is decided with its own limits, by the script its own
+// limits need. The team's groups run one after the other in the same call
+// (one shard) or pipeline (Cluster): still one round trip.
 func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitCall) {
 	var groups []*teamBatch
 	var index map[*teamState]*teamBatch // made only for a batch of several calls
 	for _, c := range batch {
-		if g := index[c.ts]; g != nil {
+		if g := index[c.ts]; g != nil && sameLimits(g.calls[0].q.Team, c.q.Team) {
 			g.calls = append(g.calls, c)
 			continue
 		}
@@ -255,6 +260,14 @@ func (r *Redis) runBatch(ctx context.Context, leader *admitCall, batch []*admitC
 		res, err := cmds[i].Slice()
 		r.settleCall(c, leader, res, err)
 	}
+}
+
+// sameLimits reports whether a and b (two snapshots of one team) have the
+// same team limits, those the group's script call sends once for all its
+// admissions (limitArgs): the same snapshot nearly always, compared by
+// pointer.
+func sameLimits(a, b *catalog.Team) bool {
+	return a == b || (a.RPM == b.RPM && a.TPM == b.TPM && a.MaxParallel == b.MaxParallel && a.Budget == b.Budget)
 }
 
 // beginCall is one beginLua call: the teams it decides, with its keys,
@@ -536,10 +549,14 @@ func (r *Redis) settleCall(c *beginCall, leader *admitCall, res []any, err error
 
 // learn teaches the local fallback what Redis answered g's admissions
 // (SPEC 9: a decision is shared or local, never both): the latest RPM and
-// TPM TATs, and a budget refusal's block.
+// TPM TATs, and a budget refusal's block. A refusal says only that its
+// reservation did not fit: the block refuses reservations at least that
+// large until the period resets, and leaves smaller ones to the
+// fallback's share (BlockBudget).
 func (r *Redis) learn(g *teamBatch) {
 	t := g.calls[0].q.Team
 	var rpm, tpm, budget time.Duration
+	var from float64 // the smallest team reservation refused (with budget > 0)
 	for _, a := range g.calls {
 		at := levelAt(0)
 		rpm, tpm = max(rpm, micros(resInt(a.res, at+1))), max(tpm, micros(resInt(a.res, at+3)))
@@ -549,15 +566,18 @@ func (r *Redis) learn(g *teamBatch) {
 		}
 		if a.d.Kind == ratelimit.KindBudget {
 			if a.d.Level == 0 {
+				if budget == 0 || a.usd < from {
+					from = a.usd
+				}
 				budget = max(budget, a.d.RetryAfter)
 			} else if j := int(resInt(a.res, 3)); j >= 1 && j <= a.nsub {
-				r.local.BlockBudget(a.subs[j-1].keys.base, true, r.cfg.Clock().Add(a.d.RetryAfter).UnixNano())
+				r.local.BlockBudget(a.subs[j-1].keys.base, true, r.cfg.Clock().Add(a.d.RetryAfter).UnixNano(), a.subs[j-1].usd)
 			}
 		}
 	}
 	r.local.Mirror(g.calls[0].ts.local, t, rpm, tpm)
 	if budget > 0 {
-		r.local.BlockBudget(t.Name, false, r.cfg.Clock().Add(budget).UnixNano())
+		r.local.BlockBudget(t.Name, false, r.cfg.Clock().Add(budget).UnixNano(), from)
 	}
 }
 

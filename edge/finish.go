@@ -84,6 +84,11 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 				r.local.Spend(t, nil, cost) // the fallback knows this node's share of the spend
 			}
 		}
+		if tk.usd > 0 {
+			// no longer held (sharedSpend) once spent above: in this order
+			// the fallback may count it twice for an instant, never not at all
+			ts.heldOf().team.Add(-nanoUSD(tk.usd))
+		}
 		if tk.teamSlot {
 			w.slot = tk.slot
 		}
@@ -93,6 +98,9 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		for j := range tk.nsub {
 			st := &tk.subs[j]
 			sw := subWrite{lv: st.lv, keys: st.keys}
+			if st.held {
+				sw.held = nanoUSD(st.usd)
+			}
 			if st.slot {
 				sw.slot = tk.slot
 			}

@@ -53,6 +53,7 @@ type subTicket struct {
 	usd      float64 // reserved against its budget
 	window   int64   // the budget window of that reservation
 	slot     bool    // holds the admission's slot
+	held     bool    // usd is in its team's heldSpend (teamState.hold)
 }
 
 // subWrite is what one Finish adds to a level's pending writes.
@@ -64,6 +65,7 @@ type subWrite struct {
 	end   int64   // the reservation's end (bounds a refund)
 	usd   float64 // the real cost minus the reservation (< 0: a refund)
 	spent bool    // the request spent at this level's budget: check its alert
+	held  int64   // the reservation (nano-USD) to take out of the team's heldSpend (0: none)
 }
 
 // levelState is a key or user level's pending writes on this node, held

@@ -376,16 +376,21 @@ func (r *Redis) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if ac.nsub > 0 {
 		b.t.subs = new([2]subTicket)
 	}
+	subUSD := false // a key or user level reserved budget: hold counts it
 	for j := range ac.nsub {
 		sc := &ac.subs[j]
 		st := subTicket{lv: *sc.lv, keys: sc.keys, end: resInt(res, levelAt(1+j)+4), usd: sc.usd, window: resInt(res, levelAt(1+j)+5), slot: sc.lv.Limits.MaxParallel > 0}
 		if sc.lv.Limits.TPM > 0 {
 			st.reserved = sc.cost
 		}
+		subUSD = subUSD || sc.usd > 0
 		b.t.subs[j] = st
 	}
 	b.t.nsub = ac.nsub
-	if ac.slot != "" {
+	if ac.usd > 0 {
+		ts.heldOf().team.Add(nanoUSD(ac.usd)) // counted by the fallback until Finish (sharedSpend)
+	}
+	if ac.slot != "" || subUSD {
 		ts.hold(t, &b.t)
 	}
 	return b, nil
@@ -471,7 +476,7 @@ func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, ac *admitCall) {
 func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error) {
 	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}
 	gcra := q.Team.RPM > 0 || q.Team.TPM > 0
-	var bases [2]string // the levels with max_parallel
+	var bases, budgets [2]string // the levels with max_parallel, with a budget
 	for j, lv := range [2]*Level{&q.Key, &q.User} {
 		if lv.limited() {
 			a.Levels[j] = ratelimit.Level{Key: newLevelKeys(ts.keys.base(), lv).base, Name: lv.Name, Limits: lv.Limits}
@@ -479,11 +484,15 @@ func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error
 			if lv.Limits.MaxParallel > 0 {
 				bases[j] = a.Levels[j].Key
 			}
+			if lv.Limits.Budget.USD > 0 {
+				budgets[j] = a.Levels[j].Key
+			}
 		}
 	}
 	if d, refused := r.countSharedSlots(ts, q, &a, bases); refused {
 		return d, nil
 	}
+	countSharedSpend(ts, q, &a, budgets)
 	d, err := r.local.Admit(context.Background(), a)
 	if err == nil && d.Allowed && d.Ticket.Slot != "" {
 		// the slot goes to Redis with the team's next admission script
@@ -553,6 +562,28 @@ func (r *Redis) countSharedSlots(ts *teamState, q *Request, a *ratelimit.Admissi
 		a.Levels[j].Limits = &l
 	}
 	return ratelimit.Decision{}, false
+}
+
+// countSharedSpend makes the local fallback count, against its share of
+// each budget, what this node's requests admitted in Redis and still
+// running reserved there (SPEC 3.1, 9: a decision is shared or local,
+// never both; spend passes a budget only by what estimates missed): their
+// cost reaches the fallback's spend only when they end, and without it a
+// node that lost Redis with its requests running admitted its whole share
+// again on top of their reservations. It sets a's held spend at the team
+// level and at the levels with a budget (budgets: their keys' base); the
+// local limiter adds it to the level's spend.
+func countSharedSpend(ts *teamState, q *Request, a *ratelimit.Admission, budgets [2]string) {
+	if q.Team.Budget.USD <= 0 && budgets == [2]string{} {
+		return
+	}
+	team, subs := ts.sharedSpend(budgets)
+	if q.Team.Budget.USD > 0 {
+		a.HeldUSD = team
+	}
+	for j := range budgets {
+		a.Levels[j].HeldUSD = subs[j]
+	}
 }
 
 // Close implements State: it stops the writer and sends what is pending,

@@ -66,6 +66,11 @@ type teamState struct {
 	// Guarded by mu; bounded by the requests running.
 	localSlots  map[string]*localSlot
 	nLocalSlots atomic.Int64
+	// held is what this node's requests admitted in Redis and still
+	// running reserved against the budgets there (heldSpend), made by the
+	// team's first such request: the local fallback counts it against its
+	// share of each budget (sharedSpend).
+	held atomic.Pointer[heldSpend]
 
 	// comb batches this team's admissions on Redis Cluster (Redis.admit),
 	// made with the record there; on one shard the node's combiner batches
@@ -187,6 +192,9 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 	}
 	for j := range w.nsub {
 		sw := &w.subs[j]
+		if sw.held != 0 {
+			ts.unholdSubUSDLocked(sw.keys.base, sw.held)
+		}
 		ls := ts.subs[sw.keys.base]
 		if ls == nil {
 			if sw.slot == "" && sw.delta == 0 && sw.usd == 0 && !sw.spent {
@@ -376,11 +384,13 @@ func (ts *teamState) ownPins(names *[5]string, slots *[5]int, n int, out *Pins) 
 }
 
 // hold registers the slot of tk this node holds in Redis, at each level
-// holding it: the writer renews its lease while the request runs.
+// holding it: the writer renews its lease while the request runs; and
+// what tk reserved against the budgets of its key and user levels
+// (holdSubUSDLocked).
 func (ts *teamState) hold(t *catalog.Team, tk *ticket) {
 	ts.mu.Lock()
 	ts.team = t
-	if tk.teamSlot {
+	if tk.teamSlot && tk.slot != "" {
 		if ts.live == nil {
 			ts.live = map[string]struct{}{}
 		}
@@ -388,7 +398,10 @@ func (ts *teamState) hold(t *catalog.Team, tk *ticket) {
 	}
 	for j := range tk.nsub {
 		st := &tk.subs[j]
-		if !st.slot {
+		if st.usd > 0 {
+			st.held = ts.holdSubUSDLocked(st.keys.base, nanoUSD(st.usd))
+		}
+		if !st.slot || tk.slot == "" {
 			continue
 		}
 		ls := ts.subs[st.keys.base]
@@ -605,7 +618,8 @@ func (ts *teamState) pendingLocked() bool { return ts.flight != nil || ts.unsent
 func (ts *teamState) idle() bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && !ts.hasLive() && len(ts.localSlots) == 0
+	return !ts.pendingLocked() && !ts.dirty && !ts.usageHeld && !ts.hasLive() && len(ts.localSlots) == 0 &&
+		ts.held.Load().none()
 }
 
 // unsent reports whether ts has writes not yet taken into a batch (ts.mu

@@ -31,7 +31,7 @@ func TestBlockedLevelsCompact(t *testing.T) {
 	l.restAt.Store(1 << 40)
 	_, bytes := heaptest.Retained(func() any {
 		for i := range n {
-			l.BlockBudget(key(i), true, until) // each key made as the edge makes it, per request
+			l.BlockBudget(key(i), true, until, 0) // each key made as the edge makes it, per request
 		}
 		l.sweep()
 		return l

@@ -94,7 +94,8 @@ type localTeam struct {
 	slots          map[string]int64 // slot id -> expiry (ns), the TTL backstop; nil until the first
 	period         int64            // budget period index of spent
 	spent          float64          // USD spent in period
-	blockedUntil   int64            // budget known exhausted cluster-wide until (ns)
+	blockedUntil   int64            // a budget block's end (ns): until then reservations of blockedFrom or more are refused
+	blockedFrom    float64          // the smallest reservation (USD) the shared store refused (BlockBudget)
 	alerted        int64            // 1 + the budget period whose alert was raised (0: none)
 	code           int64            // PeriodCode of the budget spent counts in (0: none yet)
 	gone           bool             // swept out of subs: look the level up again
@@ -184,7 +185,8 @@ func (l *Local) sub(key string) *localTeam {
 			st.code, st.period, st.spent = rec.code, rec.period, rec.spent
 		}
 		if l.rest.nb.Load() > 0 {
-			st.blockedUntil = l.rest.takeBlockLocked(sh, h)
+			b := l.rest.takeBlockLocked(sh, h)
+			st.blockedUntil, st.blockedFrom = b.until, b.from
 		}
 	}
 	sh.mu.Unlock()
@@ -259,7 +261,7 @@ func (l *Local) sweep() {
 				l.rest.putLocked(sh, h, restSpend{period: st.period, spent: st.spent, code: st.code})
 			}
 			if st.blockedUntil > wall {
-				l.rest.putBlockLocked(sh, h, st.blockedUntil)
+				l.rest.putBlockLocked(sh, h, restBlock{until: st.blockedUntil, from: st.blockedFrom}, wall)
 			}
 			sh.mu.Unlock()
 			st.gone = true
@@ -288,8 +290,9 @@ type Level struct {
 	// caller scopes it by team and kind).
 	Key string
 	// Name is how an alert names it (the key's name, the end user).
-	Name   string
-	Limits *config.Limits // nil: the request has no such level
+	Name    string
+	Limits  *config.Limits // nil: the request has no such level
+	HeldUSD float64        // Admission.HeldUSD at this level
 }
 
 // lvl is one level of an admission while it is decided.
@@ -297,7 +300,8 @@ type lvl struct {
 	kind int // 0 team, 1 key, 2 user
 	st   *localTeam
 	lim  limits
-	cost int64 // the TPM reservation at this level (capped at its tpm)
+	cost int64   // the TPM reservation at this level (capped at its tpm)
+	held float64 // reserved by the shared limiter, still running (Admission.HeldUSD)
 	// the charge, computed before anything is written
 	rNext, tNext int64
 	idx, end     int64 // budget window
@@ -316,12 +320,12 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 	n := 0
 	if !Unlimited(a.Team) {
 		tl := a.Team.Team.Level()
-		lv[0] = lvl{kind: 0, lim: l.scaled(&tl)} // st: looked up below
+		lv[0] = lvl{kind: 0, lim: l.scaled(&tl), held: a.HeldUSD} // st: looked up below
 		n++
 	}
 	for i, s := range a.Levels {
 		if s.Limits.Any() {
-			lv[n] = lvl{kind: 1 + i, lim: l.scaled(s.Limits)}
+			lv[n] = lvl{kind: 1 + i, lim: l.scaled(s.Limits), held: s.HeldUSD}
 			n++
 		}
 	}
@@ -391,12 +395,17 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 		}
 		if lim.budget > 0 {
 			v.idx, v.end = PeriodWindow(wall, lim.period, st.startFor(lim.period))
-			spent := st.spentIn(lim.period, v.idx)
+			// with what the shared limiter reserved for this node's requests
+			// still running: their cost is not in the local spend yet
+			spent := st.spentIn(lim.period, v.idx) + max(0, v.held)
 			// the request's highest possible cost is reserved: a burst against
 			// a nearly spent budget admits only what the rest covers (SPEC 3.1)
 			if spent >= lim.budget || spent+a.CostUSD > lim.budget+usdTolerance {
 				reject(time.Duration(v.end-wall), 4)
-			} else if wall < st.blockedUntil {
+			} else if wall < st.blockedUntil && a.CostUSD >= st.blockedFrom {
+				// the shared store refused a reservation this large or smaller:
+				// it does not fit the budget cluster-wide; a smaller one may,
+				// and is left to this node's share
 				reject(time.Duration(st.blockedUntil-wall), 4)
 			}
 		}

@@ -49,22 +49,29 @@ func (l *Local) Spend(t *catalog.Team, lv *Level, usd float64) {
 	}
 }
 
-// BlockBudget records that the shared store found the level's budget
-// spent (a team's by name, or a key or user level's by Level.Key when sub
-// is set), so the fallback keeps rejecting until until (ns) even with a
-// fresh local spend counter. A key or user level without live state gets
-// none: its block is kept at rest, compact, as its spend is (Spend).
-func (l *Local) BlockBudget(name string, sub bool, until int64) {
+// BlockBudget records that the shared store refused a reservation of from
+// USD for the level's budget (a team's by name, or a key or user level's
+// by Level.Key when sub is set): it does not fit cluster-wide, so until
+// until (ns) the fallback refuses every reservation at least that large,
+// even with a fresh local spend counter; a smaller one may still fit and
+// is left to the fallback's share (from 0: the budget is spent, every
+// request is refused). Blocks of one period keep the smallest from; a
+// block that has ended is replaced. A key or user level without live
+// state gets none: its block is kept at rest, compact, as its spend is
+// (Spend).
+func (l *Local) BlockBudget(name string, sub bool, until int64, from float64) {
+	b := restBlock{until: until, from: max(0, from)}
+	now := l.clock().UnixNano()
 	if !sub {
 		st := l.team(name)
 		st.mu.Lock()
-		st.blockedUntil = max(st.blockedUntil, until)
+		st.blockLocked(b, now)
 		st.mu.Unlock()
 		return
 	}
 	for {
 		if st := l.lockSubIfAny(name); st != nil {
-			st.blockedUntil = max(st.blockedUntil, until)
+			st.blockLocked(b, now)
 			st.mu.Unlock()
 			return
 		}
@@ -74,13 +81,19 @@ func (l *Local) BlockBudget(name string, sub bool, until int64) {
 			sh.mu.Unlock()
 			continue
 		}
-		l.rest.putBlockLocked(sh, h, until)
+		l.rest.putBlockLocked(sh, h, b, now)
 		sh.mu.Unlock()
 		if l.rest.n.Load()+l.rest.nb.Load() >= l.restAt.Load() {
 			l.startSweep()
 		}
 		return
 	}
+}
+
+// blockLocked adds block b to st at now (st.mu held).
+func (st *localTeam) blockLocked(b restBlock, now int64) {
+	m := restBlock{until: st.blockedUntil, from: st.blockedFrom}.merge(b, now)
+	st.blockedUntil, st.blockedFrom = m.until, m.from
 }
 
 // Resets is how far ahead of now team's local RPM and TPM TATs are: the

@@ -54,6 +54,12 @@ type Admission struct {
 	// Levels are the request's key and end-user levels (SPEC 3.1), in that
 	// order; a Level without Limits is absent.
 	Levels [2]Level
+	// HeldUSD is what the shared limiter reserved against the team's budget
+	// for this node's requests still running (admitted in Redis before it
+	// became unreachable): their cost comes to the local spend only when
+	// they end (Spend), so the fallback counts it against its share until
+	// then (SPEC 3.1, 9). 0: none.
+	HeldUSD float64
 }
 
 // Decision is the verdict on an Admission with the values of the OpenAI

@@ -25,11 +25,12 @@ import (
 // Two levels whose keys share a hash (about 3e-8 for a million levels)
 // share one record: their spend adds up, or the larger is kept.
 //
-// A level's budget block (Local.BlockBudget: Redis found its budget spent,
-// so the fallback refuses it until the period resets, up to 720 h) is
-// kept here too while the level is at rest, as its hash and the block's
-// end: a full record for every end user refused for budget was about 210
-// bytes each for the whole period.
+// A level's budget block (Local.BlockBudget: Redis refused a reservation
+// for its budget, so the fallback refuses that large a reservation until
+// the period resets, up to 720 h) is kept here too while the level is at
+// rest, as its hash, the block's end and the smallest reservation refused:
+// a full record for every end user refused for budget was about 210 bytes
+// each for the whole period.
 type restStore struct {
 	seed maphash.Seed // immutable after construction
 	n    atomic.Int64 // spend records held
@@ -46,7 +47,7 @@ type restShard struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	m      map[uint64]restSpend
-	blocks map[uint64]int64 // a budget block's end (ns)
+	blocks map[uint64]restBlock
 	_      [64]byte
 }
 
@@ -55,6 +56,26 @@ type restSpend struct {
 	period int64   // budget window id
 	spent  float64 // USD spent in it
 	code   int64   // PeriodCode of the budget it counts in
+}
+
+// restBlock is a level's budget block (Local.BlockBudget): until when
+// (ns), reservations of at least from USD are refused.
+type restBlock struct {
+	until int64
+	from  float64
+}
+
+// merge is b and c together at now: an ended one gives way to the other;
+// else the later end and the smaller reservation (both refusals are of the
+// period that is open).
+func (b restBlock) merge(c restBlock, now int64) restBlock {
+	switch {
+	case b.until <= now:
+		return c
+	case c.until <= now:
+		return b
+	}
+	return restBlock{until: max(b.until, c.until), from: min(b.from, c.from)}
 }
 
 func newRestStore() *restStore { return &restStore{seed: maphash.MakeSeed()} }
@@ -95,27 +116,28 @@ func (r *restStore) putLocked(sh *restShard, h uint64, rec restSpend) {
 	r.n.Add(1)
 }
 
-// takeBlockLocked removes and returns h's block end (0: none; sh.mu held).
-func (r *restStore) takeBlockLocked(sh *restShard, h uint64) int64 {
-	until, ok := sh.blocks[h]
+// takeBlockLocked removes and returns h's block (until 0: none; sh.mu
+// held).
+func (r *restStore) takeBlockLocked(sh *restShard, h uint64) restBlock {
+	b, ok := sh.blocks[h]
 	if ok {
 		delete(sh.blocks, h)
 		r.nb.Add(-1)
 	}
-	return until
+	return b
 }
 
-// putBlockLocked keeps a block of h until until (ns), or the later of it
-// and one already there (sh.mu held).
-func (r *restStore) putBlockLocked(sh *restShard, h uint64, until int64) {
+// putBlockLocked keeps block b of h, merged at now with one already there
+// (sh.mu held).
+func (r *restStore) putBlockLocked(sh *restShard, h uint64, b restBlock, now int64) {
 	if old, ok := sh.blocks[h]; ok {
-		sh.blocks[h] = max(old, until)
+		sh.blocks[h] = old.merge(b, now)
 		return
 	}
 	if sh.blocks == nil {
-		sh.blocks = map[uint64]int64{}
+		sh.blocks = map[uint64]restBlock{}
 	}
-	sh.blocks[h] = until
+	sh.blocks[h] = b
 	r.nb.Add(1)
 }
 
@@ -140,8 +162,8 @@ func (r *restStore) sweep(now int64) {
 				r.n.Add(-1)
 			}
 		}
-		for h, until := range sh.blocks {
-			if until <= now {
+		for h, b := range sh.blocks {
+			if b.until <= now {
 				delete(sh.blocks, h)
 				r.nb.Add(-1)
 			}
