@@ -130,7 +130,6 @@ type Redis struct {
 	w            *writer
 
 	seq   atomic.Uint64
-	div   atomic.Int64             // the local fallback's divisor (SetDivisor), at least 1
 	teams registry.Map[*teamState] // team name -> its record
 	comb  combiner                 // the node's admission combiner when cfg.OneShard
 	alert atomic.Pointer[BudgetAlert]
@@ -197,7 +196,6 @@ func newRedis(c Client, health Health, cfg Config, ring *telemetry.Ring, audit *
 		channel: noticeChannel(cfg.Prefix),
 	}
 	r.notices = newNotices(c, r.channel)
-	r.div.Store(int64(max(1, cfg.Divisor)))
 	if kh, ok := health.(KeyHealth); ok {
 		r.keys = kh
 	}
@@ -225,10 +223,7 @@ func (r *Redis) sharedFor(key string) bool {
 
 // SetDivisor sets the local fallback's divisor (redis.expected_replicas 0:
 // the node calls it with the live node count of each heartbeat).
-func (r *Redis) SetDivisor(n int) {
-	r.div.Store(int64(max(1, n)))
-	r.local.SetDivisor(n)
-}
+func (r *Redis) SetDivisor(n int) { r.local.SetDivisor(n) }
 
 func (r *Redis) team(t *catalog.Team) *teamState {
 	if ts, ok := t.Caches.Edge.Load().(*teamState); ok && ts.owner == r {
@@ -489,9 +484,7 @@ func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error
 			}
 		}
 	}
-	if d, refused := r.countSharedSlots(ts, q, &a, bases); refused {
-		return d, nil
-	}
+	countSharedSlots(ts, q, &a, bases)
 	countSharedSpend(ts, q, &a, budgets)
 	d, err := r.local.Admit(context.Background(), a)
 	if err == nil && d.Allowed && d.Ticket.Slot != "" {
@@ -519,49 +512,23 @@ func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error
 }
 
 // countSharedSlots makes the local fallback count, against its share of
-// each max_parallel (limit / divisor, as the local limiter scales it), the
-// slots this node's requests admitted in Redis still hold (SPEC 3, 9: a
-// decision is shared or local, never both): without it a node that lost
-// Redis with its share of requests running admitted a whole share more. It
-// lowers a's max_parallel at each level by what those requests hold, or
-// refuses the request (refused) when they hold the whole share.
-func (r *Redis) countSharedSlots(ts *teamState, q *Request, a *ratelimit.Admission, bases [2]string) (ratelimit.Decision, bool) {
+// each max_parallel, the slots this node's requests admitted in Redis still
+// hold (SPEC 3, 9: a decision is shared or local, never both): without it
+// a node that lost Redis with its share of requests running admitted a
+// whole share more. It sets a's held slots at the team level and at the
+// levels with max_parallel (bases: their keys' base); the local limiter
+// counts them beside its own.
+func countSharedSlots(ts *teamState, q *Request, a *ratelimit.Admission, bases [2]string) {
 	if q.Team.MaxParallel <= 0 && bases == [2]string{} {
-		return ratelimit.Decision{}, false
+		return
 	}
 	team, subs := ts.sharedSlots(bases)
-	div := r.div.Load()
-	// left is what the share of par leaves beside held; ok false when
-	// nothing (a local limit never drops below 1, so the refusal is ours)
-	left := func(par int64, held int) (int64, bool) {
-		n := max(1, par/div) - int64(held)
-		return n * div, n > 0
+	if q.Team.MaxParallel > 0 {
+		a.HeldSlots = int64(team)
 	}
-	refuse := func(level LevelKind) (ratelimit.Decision, bool) {
-		return ratelimit.Decision{Kind: ratelimit.KindParallel, RetryAfter: time.Second, Level: int(level)}, true
+	for j := range bases {
+		a.Levels[j].HeldSlots = int64(subs[j])
 	}
-	if q.Team.MaxParallel > 0 && team > 0 {
-		par, ok := left(q.Team.MaxParallel, team)
-		if !ok {
-			return refuse(LevelTeam)
-		}
-		ct := &catalog.Team{Team: q.Team.Team}
-		ct.MaxParallel = par
-		a.Team = ct
-	}
-	for j, lv := range [2]*Level{&q.Key, &q.User} {
-		if bases[j] == "" || subs[j] <= 0 {
-			continue
-		}
-		par, ok := left(lv.Limits.MaxParallel, subs[j])
-		if !ok {
-			return refuse(lv.Kind)
-		}
-		l := *lv.Limits
-		l.MaxParallel = par
-		a.Levels[j].Limits = &l
-	}
-	return ratelimit.Decision{}, false
 }
 
 // countSharedSpend makes the local fallback count, against its share of

@@ -290,9 +290,10 @@ type Level struct {
 	// caller scopes it by team and kind).
 	Key string
 	// Name is how an alert names it (the key's name, the end user).
-	Name    string
-	Limits  *config.Limits // nil: the request has no such level
-	HeldUSD float64        // Admission.HeldUSD at this level
+	Name      string
+	Limits    *config.Limits // nil: the request has no such level
+	HeldUSD   float64        // Admission.HeldUSD at this level
+	HeldSlots int64          // Admission.HeldSlots at this level
 }
 
 // lvl is one level of an admission while it is decided.
@@ -302,6 +303,8 @@ type lvl struct {
 	lim  limits
 	cost int64   // the TPM reservation at this level (capped at its tpm)
 	held float64 // reserved by the shared limiter, still running (Admission.HeldUSD)
+	// slots the shared limiter holds, still running (Admission.HeldSlots)
+	heldSlots int64
 	// the charge, computed before anything is written
 	rNext, tNext int64
 	idx, end     int64 // budget window
@@ -320,12 +323,12 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 	n := 0
 	if !Unlimited(a.Team) {
 		tl := a.Team.Team.Level()
-		lv[0] = lvl{kind: 0, lim: l.scaled(&tl), held: a.HeldUSD} // st: looked up below
+		lv[0] = lvl{kind: 0, lim: l.scaled(&tl), held: a.HeldUSD, heldSlots: a.HeldSlots} // st: looked up below
 		n++
 	}
 	for i, s := range a.Levels {
 		if s.Limits.Any() {
-			lv[n] = lvl{kind: 1 + i, lim: l.scaled(s.Limits), held: s.HeldUSD}
+			lv[n] = lvl{kind: 1 + i, lim: l.scaled(s.Limits), held: s.HeldUSD, heldSlots: s.HeldSlots}
 			n++
 		}
 	}
@@ -387,9 +390,11 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 			v.tNext, dimWait = gcraCharge(st.tpmTAT, now, lim.tpm, v.cost)
 			reject(dimWait, 2)
 		}
-		if lim.parallel > 0 && int64(len(st.slots)) >= lim.parallel {
+		// with the slots the shared limiter holds for this node's requests
+		// still running: the share is the node's, theirs included
+		if held := max(0, v.heldSlots); lim.parallel > 0 && int64(len(st.slots))+held >= lim.parallel {
 			st.purgeLocked(now)
-			if int64(len(st.slots)) >= lim.parallel {
+			if int64(len(st.slots))+held >= lim.parallel {
 				reject(ParallelRetry, 3)
 			}
 		}

@@ -60,6 +60,11 @@ type Admission struct {
 	// they end (Spend), so the fallback counts it against its share until
 	// then (SPEC 3.1, 9). 0: none.
 	HeldUSD float64
+	// HeldSlots are the team's max_parallel slots the shared limiter holds
+	// for this node's requests still running (admitted in Redis before it
+	// became unreachable): the fallback counts them beside its own (SPEC
+	// 3, 9). 0: none.
+	HeldSlots int64
 }
 
 // Decision is the verdict on an Admission with the values of the OpenAI
