@@ -113,7 +113,8 @@ func newBedrockError(status int, h http.Header, body []byte) *Error {
 		msg = http.StatusText(status)
 	}
 	class := bedrockClass(status, typ, msg) // on the whole message
-	typ, msg = truncateText(typ, errorFieldMax), truncateText(msg, errorMessageMax)
+	b := errorInfo{Type: typ, Message: msg}.bounded()
+	typ, msg = b.Type, b.Message
 	return &Error{Status: status, Class: class, Type: typ, Message: redact.Credentials(msg),
 		RetryAfter: parseRetryAfter(h, time.Now()), body: []byte(redact.Credentials(string(body)))}
 }
@@ -126,7 +127,8 @@ func bedrockStreamException(exceptionType string, payload []byte) *Error {
 	if msg == "" {
 		msg = "upstream sent " + exceptionType + " mid-stream"
 	}
-	e := &Error{Class: bedrockClass(0, typ, msg), Type: truncateText(typ, errorFieldMax), Message: redact.Credentials(truncateText(msg, errorMessageMax))}
+	b := errorInfo{Type: typ, Message: msg}.bounded() // classified on the whole message
+	e := &Error{Class: bedrockClass(0, typ, msg), Type: b.Type, Message: redact.Credentials(b.Message)}
 	// the status the exception carries in the API reference, so a client
 	// that gets it as the last error sees 429 or 400 rather than 502
 	switch e.Class {

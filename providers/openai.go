@@ -371,12 +371,8 @@ func notJSONObject() *Error {
 // a nanosecond a byte of every answer (30 µs for a large embeddings
 // answer), and a cut body ends in a closing brace only by chance.
 func jsonObject(b []byte) bool {
-	i := jsonspan.SkipSpace(b, 0)
-	j := len(b) - 1
-	for j > i && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r' || b[j] == '\n') {
-		j--
-	}
-	return i < j && b[i] == '{' && b[j] == '}'
+	b = bytes.TrimRight(b[jsonspan.SkipSpace(b, 0):], " \t\r\n")
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
 }
 
 // hasError reports a chunk or body that carries an error: a top-level
