@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"hash/maphash"
 	"sync/atomic"
 )
 
@@ -101,14 +102,11 @@ func candidateSetKey(cands []Candidate) uint64 {
 	return h
 }
 
-// idKey is a deployment id's 64-bit FNV-1a hash, kept by its state
+// idKey is a deployment id's 64-bit hash, kept by its state
 // (DeploymentState.key) so a selection hashes no string.
-func idKey(id string) uint64 {
-	h := uint64(0xcbf29ce484222325)
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint64(id[i])) * 0x100000001b3
-	}
-	return h
-}
+func idKey(id string) uint64 { return maphash.String(idSeed, id) }
+
+// idSeed seeds idKey: the keys only name sets within this process.
+var idSeed = maphash.MakeSeed()
 
 var _ Selector = (*RoundRobin)(nil)
