@@ -15,14 +15,13 @@ import (
 	"switchyard/cache"
 )
 
-// A streaming follower that coalesced onto a leader's answer is accounted
-// like a hit (SPEC 18): its audit entry says cached with the tokens and the
-// cost it saved, and the stats count them. The sync follower was; the
-// streaming one was counted with nothing saved.
-func TestHostile4StreamFollowerAccountedLikeAHit(t *testing.T) {
-	var calls atomic.Int64
-	release := make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// heldStream is an upstream that streams one chunk, then holds its stream
+// open until release is closed (or the call ends), then finishes with
+// usage 5 + 2: a coalescing leader kept mid-stream. calls counts its calls.
+func heldStream(t *testing.T, calls *atomic.Int64) (up *httptest.Server, release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"first "}}]}`+"\n\n")
@@ -35,6 +34,16 @@ func TestHostile4StreamFollowerAccountedLikeAHit(t *testing.T) {
 		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"second"},"finish_reason":"stop"}]}`+"\n\n")
 		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\ndata: [DONE]\n\n")
 	}))
+	return up, release
+}
+
+// A streaming follower that coalesced onto a leader's answer is accounted
+// like a hit (SPEC 18): its audit entry says cached with the tokens and the
+// cost it saved, and the stats count them. The sync follower was; the
+// streaming one was counted with nothing saved.
+func TestHostile4StreamFollowerAccountedLikeAHit(t *testing.T) {
+	var calls atomic.Int64
+	up, release := heldStream(t, &calls)
 	defer up.Close()
 	n := cacheNode(t, up.URL, ", price: {input: 1000, output: 1000}", `  - {name: a, keys: ["sk-a"], models: ["*"]}`)
 	gw := httptest.NewServer(n.Handler())
