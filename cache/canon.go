@@ -462,14 +462,18 @@ func appendMsg(msgs []Msg, m Msg) []Msg {
 }
 
 // choiceOf maps a tool choice to one spelling: auto, none, required or
-// function:NAME; any other object stays canonical JSON.
+// function:NAME; another string is string:VALUE and another object raw:
+// and its canonical JSON, so neither spells one of the others.
 func choiceOf(raw json.RawMessage) (string, error) {
 	var s string
 	if isString(raw) && json.Unmarshal(raw, &s) == nil {
-		if s == "any" {
-			s = "required"
+		switch s {
+		case "auto", "none", "required":
+			return s, nil
+		case "any":
+			return "required", nil
 		}
-		return s, nil
+		return "string:" + s, nil // no form of the objects' below spells it
 	}
 	var o struct {
 		Type     string `json:"type"`

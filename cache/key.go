@@ -21,7 +21,7 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 
 // keyVersion starts every hashed input: changing the canonical form bumps
 // it, so old entries are simply never found again.
-const keyVersion = "switchyard-cache-v4"
+const keyVersion = "switchyard-cache-v5"
 
 // Parse reduces a request body to its canonical form. It returns an error
 // wrapping ErrNotCacheable for a request the cache must not answer (SPEC
@@ -584,16 +584,27 @@ func functionTool(isFunction bool, raw json.RawMessage, fn func() (name, desc st
 	return Tool{Name: name, Description: desc, Params: p, Strict: strict}, err
 }
 
+// appendTexts adds parts to a system prompt, one element each: a text
+// part as 't' and its text, a part of another kind as 'p' and its type and
+// URL, each length-prefixed, then its text. The elements are hashed
+// length-prefixed, so no text spells a block of another kind and no split
+// of a block's fields spells another (systemText is the text form).
 func appendTexts(dst []string, parts []Part) []string {
 	for _, p := range parts {
 		if p.Type == "text" {
-			dst = append(dst, p.Text)
-		} else {
-			dst = append(dst, p.Type+":"+p.URL+p.Text)
+			dst = append(dst, systemText(p.Text))
+			continue
 		}
+		b := make([]byte, 0, 1+len(p.Type)+len(p.URL)+len(p.Text)+2*binary.MaxVarintLen64)
+		b = appendStr(append(b, 'p'), p.Type)
+		b = appendStr(b, p.URL)
+		dst = append(dst, string(append(b, p.Text...)))
 	}
 	return dst
 }
+
+// systemText is a system prompt element of text s (appendTexts).
+func systemText(s string) string { return "t" + s }
 
 // oaPartIn is one OpenAI content part as the key reads it.
 type oaPartIn struct {

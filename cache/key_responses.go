@@ -33,7 +33,7 @@ func parseResponses(f fields, c *Canon) error {
 		return err
 	}
 	if ins != "" {
-		c.System = append(c.System, ins)
+		c.System = append(c.System, systemText(ins))
 	}
 	if raw := f.take("reasoning"); raw != nil {
 		var r map[string]json.RawMessage

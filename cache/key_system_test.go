@@ -39,3 +39,40 @@ func TestKeySystemPosition(t *testing.T) {
 		}
 	}
 }
+
+// A system prompt's text never shares a key with a system block of another
+// kind, nor one block's fields with another split of them, and a
+// tool_choice string is not the object form it spells: each pair below
+// asks the upstream something else, and one key for both would serve one
+// answer for the other.
+func TestKeySystemPartsUnambiguous(t *testing.T) {
+	const (
+		anImage = `{"model":"m","max_tokens":8,"system":[{"type":"image","source":{"type":"url","url":"https://x/a.png"}}],"messages":[{"role":"user","content":"a"}]}`
+		anText  = `{"model":"m","max_tokens":8,"system":"image:https://x/a.png","messages":[{"role":"user","content":"a"}]}`
+		oaFn    = `{"model":"m","messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"function","function":{"name":"f"}}}`
+		oaFnStr = `{"model":"m","messages":[{"role":"user","content":"a"}],"tool_choice":"function:f"}`
+		oaRaw   = `{"model":"m","messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"x"}}`
+		oaRawS  = `{"model":"m","messages":[{"role":"user","content":"a"}],"tool_choice":"raw:{\"type\":\"x\"}"}`
+		oaAny   = `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"a"}],"tool_choice":"required"}`
+		anAny   = `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"any"}}`
+	)
+	if ka, kb := mustKey(t, an(anImage), "t", ""), mustKey(t, an(anText), "t", ""); ka == kb {
+		t.Error("a system image block and the text \"image:<its url>\" share a key")
+	}
+	if ka, kb := mustKey(t, oa(oaFn), "t", ""), mustKey(t, oa(oaFnStr), "t", ""); ka == kb {
+		t.Error(`tool_choice {"type":"function",...} and the string "function:f" share a key`)
+	}
+	if ka, kb := mustKey(t, oa(oaRaw), "t", ""), mustKey(t, oa(oaRawS), "t", ""); ka == kb {
+		t.Error(`an unknown tool_choice object and the string "raw:<it>" share a key`)
+	}
+	// what every format spells alike still shares one
+	if ka, kb := mustKey(t, oa(oaAny), "t", ""), mustKey(t, an(anAny), "t", ""); ka != kb {
+		t.Error(`tool_choice "required" and Anthropic's {"type":"any"} no longer share a key`)
+	}
+	split := func(url, text string) []string {
+		return appendTexts(nil, []Part{{Type: "image", URL: url, Text: text}})
+	}
+	if a, b := split("ab", ""), split("a", "b"); a[0] == b[0] {
+		t.Errorf("a block's url and text are not kept apart: %q", a[0])
+	}
+}
