@@ -234,11 +234,74 @@ func anthropicToConverse(in *anRequest, maxTokens bool) (*cvRequest, error) {
 		}
 		out.ToolConfig = tc
 	}
+	if out.ToolConfig == nil {
+		toolBlocksAsText(out.Messages)
+	}
 	if len(out.Messages) == 0 {
 		return nil, badRequest("messages: no content to send")
 	}
 	return out, nil
 }
+
+// toolBlocksAsText rewrites the tool calls and results of msgs as text, in
+// place, for a request that offers no tools. Converse refuses toolUse and
+// toolResult blocks without a toolConfig (the API reference: it "must be
+// defined" when the messages hold them), which a conversation over an
+// agent's transcript without this turn's tools (a summary, a side
+// question) does not send; declaring the transcript's tools instead would
+// let the model call a tool the client did not offer. A call becomes
+// "[tool call NAME (id ID): INPUT]" in its assistant turn, a result
+// "[tool result for ID: TEXT]" ("tool error" when it failed) in its user
+// turn, with the images a result held after it.
+func toolBlocksAsText(msgs []cvMessage) {
+	for i := range msgs {
+		m := &msgs[i]
+		if !slices.ContainsFunc(m.Content, func(b cvBlock) bool { return b.ToolUse != nil || b.ToolResult != nil }) {
+			continue
+		}
+		out := make([]cvBlock, 0, len(m.Content)+1)
+		for _, b := range m.Content {
+			switch {
+			case b.ToolUse != nil:
+				u := b.ToolUse
+				input := string(u.Input)
+				if input == "" {
+					input = "{}"
+				}
+				out = append(out, textBlock("[tool call "+u.Name+" (id "+u.ToolUseID+"): "+input+"]"))
+			case b.ToolResult != nil:
+				r := b.ToolResult
+				kind := "tool result"
+				if r.Status == "error" {
+					kind = "tool error"
+				}
+				var sb strings.Builder
+				var images []cvBlock
+				for _, c := range r.Content {
+					switch {
+					case c.Text != nil:
+						sb.WriteString(*c.Text)
+					case len(c.JSON) > 0:
+						sb.Write(c.JSON)
+					case c.Image != nil:
+						images = append(images, cvBlock{Image: c.Image})
+						continue
+					default:
+						continue
+					}
+					sb.WriteByte('\n')
+				}
+				out = append(out, textBlock("["+kind+" for "+r.ToolUseID+": "+strings.TrimSuffix(sb.String(), "\n")+"]"))
+				out = append(out, images...)
+			default:
+				out = append(out, b)
+			}
+		}
+		m.Content = out
+	}
+}
+
+func textBlock(s string) cvBlock { return cvBlock{Text: &s} }
 
 // anthropicSystemTexts reads a system prompt given as a string or as text
 // blocks.

@@ -92,6 +92,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, typ, msg)
 		return
 	}
+	if msg := validate(body); msg != "" {
+		WriteError(w, http.StatusBadRequest, "ValidationException", msg)
+		return
+	}
 	c := Call{EscapedPath: r.URL.EscapedPath(), ModelID: model, Stream: rest[i+1:] == "converse-stream", Body: body, Header: r.Header.Clone()}
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
@@ -216,4 +220,31 @@ func Bytes(frames ...Frame) []byte {
 		_ = enc.Encode(&buf, Encode(f))
 	}
 	return buf.Bytes()
+}
+
+// validate checks what Bedrock refuses of a Converse body before it calls
+// a model, as far as a test relies on it, and returns its message ("" when
+// the body passes): the Converse API reference says toolConfig "must be
+// defined" when the messages hold toolUse or toolResult blocks.
+func validate(body []byte) string {
+	var req struct {
+		Messages []struct {
+			Content []map[string]json.RawMessage `json:"content"`
+		} `json:"messages"`
+		ToolConfig json.RawMessage `json:"toolConfig"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return "Malformed input request, please reformat your input and try again."
+	}
+	if len(req.ToolConfig) > 0 && string(req.ToolConfig) != "null" {
+		return ""
+	}
+	for _, m := range req.Messages {
+		for _, b := range m.Content {
+			if b["toolUse"] != nil || b["toolResult"] != nil {
+				return "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+			}
+		}
+	}
+	return ""
 }
