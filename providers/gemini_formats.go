@@ -366,6 +366,27 @@ func cleanSchema(v map[string]any, depth int) map[string]any {
 		}
 		out[k] = x
 	}
+	// Gemini refuses an OBJECT whose properties are present but empty
+	// ("should be non-empty for OBJECT type": a free-form object stays
+	// {"type":"object"}) and a required name its properties do not define
+	if p, ok := out["properties"].(map[string]any); ok && len(p) == 0 {
+		delete(out, "properties")
+	}
+	if req, ok := out["required"]; ok {
+		props, _ := out["properties"].(map[string]any)
+		list, _ := req.([]any)
+		var keep []any
+		for _, r := range list {
+			if name, ok := r.(string); ok && props[name] != nil {
+				keep = append(keep, name)
+			}
+		}
+		if len(keep) == 0 {
+			delete(out, "required")
+		} else {
+			out["required"] = keep
+		}
+	}
 	return out
 }
 
