@@ -19,6 +19,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"switchyard/routing"
@@ -261,9 +263,12 @@ var geminiSchemaKeys = map[string]bool{
 }
 
 // geminiSchema rewrites a JSON Schema into Gemini's Schema subset: unknown
-// keywords dropped, a type list with "null" becomes nullable. nil for an
-// empty or unparsable schema, or an object schema without properties
-// (Gemini rejects an OBJECT with no properties).
+// keywords dropped, a type list with "null" becomes nullable, a $ref to the
+// schema's $defs (or draft-07 definitions) inlined, since Gemini's Schema
+// has no references (https://ai.google.dev/api/caching#Schema; Google's
+// GenAI SDKs inline them the same way). nil for an empty or unparsable
+// schema, or an object schema without properties (Gemini rejects an OBJECT
+// with no properties).
 func geminiSchema(raw json.RawMessage) json.RawMessage {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
@@ -273,7 +278,7 @@ func geminiSchema(raw json.RawMessage) json.RawMessage {
 	if json.Unmarshal(raw, &v) != nil {
 		return nil
 	}
-	v = cleanSchema(v, 0)
+	v = newSchemaRefs(v, len(raw)).clean(v, 0)
 	if t, _ := v["type"].(string); strings.EqualFold(t, "object") {
 		if p, _ := v["properties"].(map[string]any); len(p) == 0 {
 			return nil
@@ -289,12 +294,83 @@ func geminiSchema(raw json.RawMessage) json.RawMessage {
 // maxSchemaDepth bounds the recursion over a client's schema.
 const maxSchemaDepth = 64
 
-func cleanSchema(v map[string]any, depth int) map[string]any {
+// schemaRefBudget is how many times a schema's own size its inlined
+// definitions may add up to (SPEC 14: a small multiple of the body): a
+// schema whose definitions each use the next one twice would otherwise
+// double at every level.
+const schemaRefBudget = 8
+
+// schemaRefs resolves the local references of one schema: "#" (the root),
+// "#/$defs/Name" and "#/definitions/Name".
+type schemaRefs struct {
+	defs   map[string]map[string]any // by reference
+	size   map[string]int            // a definition's JSON size
+	active map[string]bool           // references being inlined on the current path
+	budget int                       // bytes of definitions still allowed to be inlined
+}
+
+func newSchemaRefs(root map[string]any, rawLen int) *schemaRefs {
+	r := &schemaRefs{defs: map[string]map[string]any{}, size: map[string]int{}, active: map[string]bool{"#": true},
+		budget: schemaRefBudget * rawLen}
+	r.defs["#"], r.size["#"] = root, rawLen // being cleaned: a "#" inside is recursive
+	for _, key := range []string{"$defs", "definitions"} {
+		defs, _ := root[key].(map[string]any)
+		for name, d := range defs {
+			m, ok := d.(map[string]any)
+			if !ok {
+				continue
+			}
+			ref := "#/" + key + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
+			b, _ := json.Marshal(m)
+			r.defs[ref], r.size[ref] = m, len(b)
+		}
+	}
+	return r
+}
+
+// clean is cleanSchema with v's $ref, if any, inlined: the definition with
+// v's other keywords (a description...) over it. A reference inlined
+// already on the current path (a recursive model) or past the budget
+// becomes the definition's type alone; an unknown one is dropped.
+func (r *schemaRefs) clean(v map[string]any, depth int) map[string]any {
+	ref, ok := v["$ref"].(string)
+	if !ok {
+		return cleanSchema(v, depth, r)
+	}
+	def := r.defs[ref]
+	merged := make(map[string]any, len(v)+len(def))
+	if def != nil && !r.active[ref] && r.size[ref] <= r.budget {
+		r.budget -= r.size[ref]
+		for k, x := range def {
+			if k != "$defs" && k != "definitions" {
+				merged[k] = x
+			}
+		}
+	} else if t, ok := def["type"]; ok {
+		merged["type"] = t
+	}
+	for k, x := range v {
+		if k != "$ref" {
+			merged[k] = x
+		}
+	}
+	r.active[ref] = true
+	defer delete(r.active, ref)
+	if _, alias := merged["$ref"]; alias && depth <= maxSchemaDepth {
+		return r.clean(merged, depth+1) // a definition that is a reference
+	}
+	return cleanSchema(merged, depth, r)
+}
+
+func cleanSchema(v map[string]any, depth int, refs *schemaRefs) map[string]any {
 	out := make(map[string]any, len(v))
 	if depth > maxSchemaDepth {
 		return out
 	}
-	for k, x := range v {
+	// in key order: the references inlined, and so the budget spent,
+	// are the same for every call with the same schema
+	for _, k := range slices.Sorted(maps.Keys(v)) {
+		x := v[k]
 		if !geminiSchemaKeys[k] {
 			continue
 		}
@@ -317,9 +393,10 @@ func cleanSchema(v map[string]any, depth int) map[string]any {
 		case "properties":
 			if props, ok := x.(map[string]any); ok {
 				clean := make(map[string]any, len(props))
-				for name, p := range props {
+				for _, name := range slices.Sorted(maps.Keys(props)) {
+					p := props[name]
 					if m, ok := p.(map[string]any); ok {
-						clean[name] = cleanSchema(m, depth+1)
+						clean[name] = refs.clean(m, depth+1)
 					}
 				}
 				out[k] = clean
@@ -327,7 +404,7 @@ func cleanSchema(v map[string]any, depth int) map[string]any {
 			}
 		case "items":
 			if m, ok := x.(map[string]any); ok {
-				out[k] = cleanSchema(m, depth+1)
+				out[k] = refs.clean(m, depth+1)
 				continue
 			}
 		case "enum":
@@ -357,7 +434,7 @@ func cleanSchema(v map[string]any, depth int) map[string]any {
 				var clean []any
 				for _, s := range list {
 					if m, ok := s.(map[string]any); ok {
-						clean = append(clean, cleanSchema(m, depth+1))
+						clean = append(clean, refs.clean(m, depth+1))
 					}
 				}
 				out[k] = clean
