@@ -213,15 +213,16 @@ func anthropicToConverse(in *anRequest, maxTokens bool) (*cvRequest, error) {
 		}
 		out.Messages = append(out.Messages, cvMessage{Role: m.Role, Content: blocks})
 	}
-	if len(in.Tools) > 0 {
+	// tool_choice none has no Converse equivalent (ToolChoice is auto, any
+	// or tool): the tools are not offered, so the model cannot call one the
+	// client ruled out, and the transcript's tool blocks go as text below
+	if len(in.Tools) > 0 && (in.ToolChoice == nil || in.ToolChoice.Type != "none") {
 		tc := &cvToolConfig{}
 		for _, t := range in.Tools {
 			spec := cvToolSpec{Name: t.Name, Description: t.Description}
 			spec.InputSchema.JSON = jsonObjectOr(t.InputSchema)
 			tc.Tools = append(tc.Tools, cvTool{ToolSpec: spec})
 		}
-		// tool_choice none has no Converse equivalent: the tools stay (a
-		// conversation holding tool blocks needs them) and the model chooses.
 		if c := in.ToolChoice; c != nil {
 			switch c.Type {
 			case "auto":
