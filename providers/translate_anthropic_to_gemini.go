@@ -36,11 +36,23 @@ func anthropicToGeminiRequest(raw []byte, model string) ([]byte, error) {
 		} `json:"thinking"`
 	}
 	if json.Unmarshal(raw, &th) == nil && th.Thinking != nil {
-		b := 0 // "disabled"
-		if th.Thinking.Type == "enabled" {
+		// enabled: its budget; disabled: none; adaptive (the model decides):
+		// Gemini's dynamic thinking, -1
+		// (https://ai.google.dev/gemini-api/docs/thinking#set-budget); a type
+		// this gateway does not know leaves the model's default
+		b, known := 0, true
+		switch th.Thinking.Type {
+		case "enabled":
 			b = th.Thinking.BudgetTokens
+		case "adaptive":
+			b = -1
+		case "disabled":
+		default:
+			known = false
 		}
-		in.thinkingBudget = &b
+		if known {
+			in.thinkingBudget = &b
+		}
 	}
 	out, err := chatToGemini(&in)
 	if err != nil {
