@@ -52,16 +52,21 @@ func anthropicToResponses(raw []byte, rq *wire.Responses, created int64, done Re
 	}
 	refusal := ""
 	if finish == "content_filter" && text.Len() == 0 {
-		refusal = "the model declined to answer"
+		refusal = declinedRefusal
 	}
 	return buildResponse(rq, respID(rq), created, in.Model, text.String(), refusal, calls, finish, u, done), u, nil
 }
+
+// declinedRefusal is the refusal part of an answer the model refused
+// (stop_reason "refusal") without a word of text.
+const declinedRefusal = "the model declined to answer"
 
 // anthropicToResponsesStream turns Anthropic events into Responses events.
 type anthropicToResponsesStream struct {
 	e      *respEmitter
 	finish string
 	u      Usage
+	texted bool // some text was streamed
 }
 
 func newAnthropicToResponsesStream(rq *wire.Responses, model string, created int64, done ResponsesDone) *anthropicToResponsesStream {
@@ -95,6 +100,7 @@ func (c *anthropicToResponsesStream) event(name string, data []byte) ([]byte, bo
 				c.e.toolStart(ev.Index, b.ID, b.Name)
 			case "text":
 				c.e.textDelta(b.Text)
+				c.texted = c.texted || b.Text != ""
 			}
 		}
 	case "content_block_delta":
@@ -102,6 +108,7 @@ func (c *anthropicToResponsesStream) event(name string, data []byte) ([]byte, bo
 			switch d.Type {
 			case "text_delta":
 				c.e.textDelta(d.Text)
+				c.texted = c.texted || d.Text != ""
 			case "input_json_delta":
 				c.e.toolArgs(ev.Index, d.PartialJSON)
 			}
@@ -109,6 +116,10 @@ func (c *anthropicToResponsesStream) event(name string, data []byte) ([]byte, bo
 	case "message_delta":
 		ev.applyMessageDelta(&c.finish, &c.u)
 	case "message_stop":
+		if c.finish == "content_filter" && !c.texted {
+			// as the sync answer (anthropicToResponses): a refusal part
+			c.e.refusalDelta(declinedRefusal)
+		}
 		c.e.finish(c.finish, c.u)
 		return c.e.result(true)
 	}

@@ -313,7 +313,12 @@ type respEmitter struct {
 	// the open item: kind 0 none, 1 message, 2 function_call
 	kind   int
 	itemID string
-	text   strings.Builder
+	text   strings.Builder // the open content part's text or refusal
+	// the open message's content part: 0 none, 1 output_text, 2 refusal
+	// (OpenAI streams a refusal as a part of its own, with
+	// response.refusal.delta events); parts are the parts it closed
+	part   int
+	parts  []any
 	callID string
 	name   string
 	args   strings.Builder
@@ -391,12 +396,12 @@ type evItem struct {
 }
 
 type evPart struct {
-	Type           string   `json:"type"`
-	ItemID         string   `json:"item_id"`
-	OutputIndex    int      `json:"output_index"`
-	ContentIndex   int      `json:"content_index"`
-	Part           respText `json:"part"`
-	SequenceNumber int      `json:"sequence_number"`
+	Type           string `json:"type"`
+	ItemID         string `json:"item_id"`
+	OutputIndex    int    `json:"output_index"`
+	ContentIndex   int    `json:"content_index"`
+	Part           any    `json:"part"` // respText or respRefusal
+	SequenceNumber int    `json:"sequence_number"`
 }
 
 type evTextDone struct {
@@ -407,6 +412,15 @@ type evTextDone struct {
 	Text           string            `json:"text"`
 	Logprobs       []json.RawMessage `json:"logprobs"`
 	SequenceNumber int               `json:"sequence_number"`
+}
+
+type evRefusalDone struct {
+	Type           string `json:"type"`
+	ItemID         string `json:"item_id"`
+	OutputIndex    int    `json:"output_index"`
+	ContentIndex   int    `json:"content_index"`
+	Refusal        string `json:"refusal"`
+	SequenceNumber int    `json:"sequence_number"`
 }
 
 type evArgsDone struct {
@@ -429,23 +443,80 @@ func (e *respEmitter) start() {
 	e.emitResponse("response.in_progress", o)
 }
 
+// openPart makes the open item a message whose open content part is of
+// kind part (1 output_text, 2 refusal), opening the message and closing
+// the part before as needed.
+func (e *respEmitter) openPart(part int) {
+	if e.kind != 1 {
+		e.closeItem()
+		e.kind, e.itemID = 1, itemID("msg_", e.id, len(e.items))
+		e.parts, e.part = nil, 0
+		e.held += respItemHeld
+		e.emit("response.output_item.added", evItem{Type: "response.output_item.added", OutputIndex: len(e.items),
+			Item: respMessage{ID: e.itemID, Type: "message", Status: "in_progress", Role: "assistant", Content: []any{}}, SequenceNumber: e.seq})
+	}
+	if e.part == part {
+		return
+	}
+	e.closePart()
+	e.part = part
+	e.text.Reset()
+	var p any = newTextPart("")
+	if part == 2 {
+		p = respRefusal{Type: "refusal"}
+	}
+	e.emit("response.content_part.added", evPart{Type: "response.content_part.added", ItemID: e.itemID, OutputIndex: len(e.items),
+		ContentIndex: len(e.parts), Part: p, SequenceNumber: e.seq})
+}
+
+// closePart writes the .done events of the open message's open content
+// part and keeps it.
+func (e *respEmitter) closePart() {
+	idx, ci := len(e.items), len(e.parts)
+	text := e.text.String()
+	var p any
+	switch e.part {
+	case 1:
+		e.emit("response.output_text.done", evTextDone{Type: "response.output_text.done", ItemID: e.itemID, OutputIndex: idx, ContentIndex: ci, Text: text, Logprobs: noRaw, SequenceNumber: e.seq})
+		p = newTextPart(text)
+	case 2:
+		e.emit("response.refusal.done", evRefusalDone{Type: "response.refusal.done", ItemID: e.itemID, OutputIndex: idx, ContentIndex: ci, Refusal: text, SequenceNumber: e.seq})
+		p = respRefusal{Type: "refusal", Refusal: text}
+	default:
+		return
+	}
+	e.emit("response.content_part.done", evPart{Type: "response.content_part.done", ItemID: e.itemID, OutputIndex: idx, ContentIndex: ci, Part: p, SequenceNumber: e.seq})
+	e.parts = append(e.parts, p)
+	e.part = 0
+}
+
+// refusalDelta appends refusal text to the open message's refusal part,
+// opening them if needed.
+func (e *respEmitter) refusalDelta(s string) {
+	if s == "" {
+		return
+	}
+	e.start()
+	e.openPart(2)
+	e.text.WriteString(s)
+	e.held += len(s)
+	e.emit("response.refusal.delta", struct {
+		Type           string `json:"type"`
+		ItemID         string `json:"item_id"`
+		OutputIndex    int    `json:"output_index"`
+		ContentIndex   int    `json:"content_index"`
+		Delta          string `json:"delta"`
+		SequenceNumber int    `json:"sequence_number"`
+	}{"response.refusal.delta", e.itemID, len(e.items), len(e.parts), s, e.seq})
+}
+
 // textDelta appends text to the open message, opening one if needed.
 func (e *respEmitter) textDelta(s string) {
 	if s == "" {
 		return
 	}
 	e.start()
-	if e.kind != 1 {
-		e.closeItem()
-		e.kind, e.itemID = 1, itemID("msg_", e.id, len(e.items))
-		e.text.Reset()
-		e.held += respItemHeld
-		idx := len(e.items)
-		e.emit("response.output_item.added", evItem{Type: "response.output_item.added", OutputIndex: idx,
-			Item: respMessage{ID: e.itemID, Type: "message", Status: "in_progress", Role: "assistant", Content: []any{}}, SequenceNumber: e.seq})
-		e.emit("response.content_part.added", evPart{Type: "response.content_part.added", ItemID: e.itemID, OutputIndex: idx,
-			Part: newTextPart(""), SequenceNumber: e.seq})
-	}
+	e.openPart(1)
 	e.text.WriteString(s)
 	e.held += len(s)
 	// the hot event, appended by hand
@@ -454,7 +525,9 @@ func (e *respEmitter) textDelta(s string) {
 	b = wire.AppendString(b, e.itemID)
 	b = append(b, `,"output_index":`...)
 	b = strconv.AppendInt(b, int64(len(e.items)), 10)
-	b = append(b, `,"content_index":0,"delta":`...)
+	b = append(b, `,"content_index":`...)
+	b = strconv.AppendInt(b, int64(len(e.parts)), 10)
+	b = append(b, `,"delta":`...)
 	b = wire.AppendString(b, s)
 	b = append(b, `,"logprobs":[],"sequence_number":`...)
 	b = strconv.AppendInt(b, int64(e.seq), 10)
@@ -503,10 +576,9 @@ func (e *respEmitter) closeItem() {
 	idx := len(e.items)
 	switch e.kind {
 	case 1:
-		text := e.text.String()
-		e.emit("response.output_text.done", evTextDone{Type: "response.output_text.done", ItemID: e.itemID, OutputIndex: idx, Text: text, Logprobs: noRaw, SequenceNumber: e.seq})
-		e.emit("response.content_part.done", evPart{Type: "response.content_part.done", ItemID: e.itemID, OutputIndex: idx, Part: newTextPart(text), SequenceNumber: e.seq})
-		item := respMessage{ID: e.itemID, Type: "message", Status: "completed", Role: "assistant", Content: []any{newTextPart(text)}}
+		e.closePart()
+		item := respMessage{ID: e.itemID, Type: "message", Status: "completed", Role: "assistant", Content: e.parts}
+		e.parts = nil
 		e.emit("response.output_item.done", evItem{Type: "response.output_item.done", OutputIndex: idx, Item: item, SequenceNumber: e.seq})
 		e.items = append(e.items, item)
 	case 2:

@@ -240,7 +240,7 @@ func (c *chatToResponsesStream) event(_ string, data []byte) ([]byte, bool, erro
 				c.e.textDelta(*d.Content)
 			}
 			if d.Refusal != nil {
-				c.e.textDelta(*d.Refusal)
+				c.e.refusalDelta(*d.Refusal)
 			}
 			for _, tc := range d.ToolCalls {
 				key := 0
