@@ -70,8 +70,14 @@ func parseItem(raw json.RawMessage, i int, parts *int) (Item, error) {
 // request's content-part budget. A dropped item (reasoning) has no Type.
 func itemOf(ri *rawItem, i int, parts *int) (Item, error) {
 	typ := ri.Type
-	if typ == "" && ri.Role != "" {
+	switch {
+	case typ != "":
+	case ri.Role != "":
 		typ = "message"
+	case ri.ID != "":
+		// an item reference's type is optional in OpenAI's reference
+		// ("string or null"): {"id": ...} alone names a stored item
+		typ = "item_reference"
 	}
 	it := Item{Type: typ, ID: ri.ID, Status: ri.Status}
 	switch typ {
