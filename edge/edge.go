@@ -96,6 +96,10 @@ type Request struct {
 	// a level whose Limits are nil is not checked.
 	Key, User Level
 	Pins      PinQuery
+	// Deadline is the request's (server.request_timeout; zero: none): a
+	// max_parallel slot the local fallback gives it is kept until past
+	// it, should its release be lost (ratelimit.Admission.Until).
+	Deadline time.Time
 }
 
 // Level names one key or end-user level of a team (SPEC 3.1).

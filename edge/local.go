@@ -81,7 +81,7 @@ func (l *Local) Begin(ctx context.Context, q *Request) (Begun, error) {
 	if !q.limited() {
 		return b, nil
 	}
-	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}
+	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD, Until: q.Deadline}
 	for j, lv := range [2]*Level{&q.Key, &q.User} {
 		if lv.limited() {
 			a.Levels[j] = ratelimit.Level{Key: localLevelKey(q.Team.Name, lv), Name: lv.Name, Limits: lv.Limits}

@@ -469,7 +469,7 @@ func (r *Redis) releaseLost(ts *teamState, t *catalog.Team, ac *admitCall) {
 // its max_parallel slot goes to Redis with the team's next admission
 // script (localSlots).
 func (r *Redis) admitLocal(ts *teamState, q *Request) (ratelimit.Decision, error) {
-	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD}
+	a := ratelimit.Admission{RequestID: q.RequestID, Team: q.Team, Tokens: q.Tokens, CostUSD: q.CostUSD, Until: q.Deadline}
 	gcra := q.Team.RPM > 0 || q.Team.TPM > 0
 	var bases, budgets [2]string // the levels with max_parallel, with a budget
 	for j, lv := range [2]*Level{&q.Key, &q.User} {

@@ -252,7 +252,7 @@ func (cl *call) authenticate() bool {
 // keeps one.
 func (cl *call) begin() bool {
 	q := &cl.edgeReq // in the pooled call: no allocation of its own
-	*q = edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens)}
+	*q = edge.Request{RequestID: cl.reqID, Team: cl.team, Tokens: int64(cl.promptTokens + cl.outputTokens), Deadline: cl.end}
 	budget := cl.team.Budget.USD > 0
 	if l := cl.key.Level(); l != nil {
 		q.Key = edge.Level{Kind: edge.LevelKey, ID: cl.key.ID, Name: cl.key.Name, Limits: l}

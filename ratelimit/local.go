@@ -459,7 +459,13 @@ func (l *Local) Admit(_ context.Context, a Admission) (Decision, error) {
 				if st.slots == nil {
 					st.slots = map[string]int64{}
 				}
-				st.slots[slot] = now + l.slotTTL.Load()
+				ttl := l.slotTTL.Load()
+				if !a.Until.IsZero() {
+					// a request may run past the default backstop: its
+					// slot is held until its own deadline has passed
+					ttl = max(ttl, a.Until.UnixNano()-wall+int64(SlotMargin))
+				}
+				st.slots[slot] = now + ttl
 				lt.slot = true
 			}
 			d.Ticket.lv.l[d.Ticket.lv.n] = lt

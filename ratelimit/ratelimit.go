@@ -65,7 +65,16 @@ type Admission struct {
 	// became unreachable): the fallback counts them beside its own (SPEC
 	// 3, 9). 0: none.
 	HeldSlots int64
+	// Until is the request's deadline (server.request_timeout): its
+	// max_parallel slots' backstop expiry is SlotMargin past it, or
+	// DefaultSlotTTL (SetSlotTTL) from now when that is later. Zero: the
+	// latter alone.
+	Until time.Time
 }
+
+// SlotMargin is how long past its request's deadline a node-local
+// max_parallel slot is kept when its release is lost (Admission.Until).
+const SlotMargin = time.Minute
 
 // Decision is the verdict on an Admission with the values of the OpenAI
 // x-ratelimit-* headers. A Limit of 0 means the dimension is unlimited (send
