@@ -356,6 +356,9 @@ func (a *Attempt) Withdraw() {
 	a.done = true
 	p.pending, p.finished = nil, true
 	a.state.inflight.Add(-1)
+	if !a.stream {
+		a.state.awaiting.Add(-1)
+	}
 	if a.Probe {
 		a.state.releaseProbe()
 	}

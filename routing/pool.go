@@ -202,8 +202,9 @@ func (p *Plan) tryLastResort(now time.Time, t int64) *Attempt {
 // begin hands out an attempt on d: counts it in flight and against the
 // deployment's quota, and records it in the timeline.
 func (p *Plan) begin(d *catalog.Deployment, st *DeploymentState, slot int, model string, fallback bool, label string, now time.Time, t int64) *Attempt {
-	if st.inflight.Add(1) == 1 {
-		st.quietSince.Store(t) // idle until now: the wait for an answer starts here
+	st.inflight.Add(1)
+	if !p.profile.Stream && st.awaiting.Add(1) == 1 {
+		st.quietSince.Store(t) // none awaited until now: the wait for an answer starts here
 	}
 	if d.RPM > 0 || d.TPM > 0 {
 		p.r.usage.Record(d.ID, p.tokens)

@@ -165,7 +165,10 @@ func (r *Router) Health(now time.Time) []DeploymentHealth {
 // counts and the observer, from one call.
 func (r *Router) complete(a *Attempt, o Outcome, now int64) {
 	st := a.state
-	st.quietSince.Store(now)
+	if !a.stream {
+		st.quietSince.Store(now)
+		st.awaiting.Add(-1)
+	}
 	st.inflight.Add(-1)
 	var (
 		est     time.Duration

@@ -62,8 +62,9 @@ func (p *Pick) Scratch(n int) []float64 {
 //     median (SPEC 6, see latencyEstimate.agedSeconds): the median of the
 //     candidates' fresh estimates, or of all known ones when none is
 //     fresh, so a deployment that was slow once is tried again;
-//   - a busy deployment that has completed nothing for longer than its
-//     estimate counts as at least that slow (DeploymentState.pendingAge).
+//   - a deployment with sync attempts in flight that has completed none
+//     for longer than its estimate counts as at least that slow
+//     (DeploymentState.pendingAge; streams do not count).
 func (p *Pick) Latencies(dst []float64) {
 	known, stale := p.estimates(dst, false)
 	prior := 1.0

@@ -26,14 +26,16 @@ type DeploymentState struct {
 	// probeFrom only while holding mu; probing by compare-and-swap, and
 	// lastProbe only by the goroutine that holds the probe slot.
 	inflight  atomic.Int64
+	awaiting  atomic.Int64 // the sync attempts among inflight: their completion is their latency sample
 	estimate  latencyEstimate
 	coolSince atomic.Int64 // start of the current (or last) cooldown
 	coolUntil atomic.Int64 // end of the current (or last) cooldown; cooling while now < coolUntil
 	probeFrom atomic.Int64 // no probe before this tick: the upstream's Retry-After; 0 = none
 	lastProbe atomic.Int64 // start of the last recovery probe
 	probing   atomic.Bool  // a probe is in flight (the one probe slot is taken)
-	// quietSince is the last tick at which the deployment showed progress:
-	// it went from idle to busy, or an attempt on it completed.
+	// quietSince is the last tick at which the deployment showed progress
+	// on its sync attempts: it went from none awaited to one, or one
+	// completed.
 	quietSince atomic.Int64
 
 	mu sync.Mutex
@@ -66,14 +68,21 @@ func (s *DeploymentState) LatencyEstimate() time.Duration {
 	return time.Duration(s.estimate.raw())
 }
 
-// pendingAge is how long a busy deployment has gone without completing
-// anything (0 when idle). Selectors treat it as a lower bound on the
-// latency: a deployment that turned slow shows it while its first slow
-// answers are still outstanding, instead of only once they complete, so a
-// brownout stops attracting traffic within about one old latency rather
-// than one new latency.
+// pendingAge is how long a deployment with sync attempts in flight has
+// gone without completing one (0 when none is in flight). Selectors treat
+// it as a lower bound on the latency: a deployment that turned slow shows
+// it while its first slow answers are still outstanding, instead of only
+// once they complete, so a brownout stops attracting traffic within about
+// one old latency rather than one new latency.
+//
+// Streams do not count: a stream's latency sample is its time to first
+// byte, but its attempt completes only when the stream ends, so a stream
+// that answered at once and is still relaying tokens says nothing about how
+// slow the deployment is. Counted, they made the deployment with the most
+// streams (the one completing most often) look the fastest, and the
+// `latency` strategy herded every stream onto it.
 func (s *DeploymentState) pendingAge(now int64) time.Duration {
-	if s.inflight.Load() == 0 {
+	if s.awaiting.Load() <= 0 {
 		return 0
 	}
 	return time.Duration(max(0, now-s.quietSince.Load()))
@@ -188,12 +197,15 @@ func (s *DeploymentState) backoffLocked(now int64, r *healthRules) int64 {
 // passed (SPEC 6), whatever the outcome's class. A cooldown re-armed while
 // it runs (a last resort's failures, a probe's 429 without Retry-After)
 // never ends, or lets probes in, before what was decided already: the
-// upstream's earlier Retry-After still stands.
+// upstream's earlier Retry-After still stands. A cooldown that has ended
+// holds nothing: a Retry-After longer than cooldown_max cut short with it,
+// so a later cooldown without one is probed on its own interval.
 func (s *DeploymentState) coolLocked(now, d int64, retryAfter time.Duration, trigger string) string {
+	running := s.coolingAt(now)
 	s.coolSince.Store(now)
 	s.coolUntil.Store(max(now+d, s.coolUntil.Load()))
 	from := s.probeFrom.Load()
-	if from <= now {
+	if from <= now || !running {
 		from = 0
 	}
 	if retryAfter > 0 {
