@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -361,10 +362,14 @@ func (cl *call) tierRoute() bool {
 	s := cl.s
 	cl.alias = route.Alias
 	h := cl.c.Request.Header
-	smartOff := headerAny(h, "X-Switchyard-Smart-Routing", "X-Gomodel-Smart-Routing") == "off"
+	smartOff := smartRoutingOff(h)
 	forced := headerAny(h, "X-Switchyard-Tier", "X-Gomodel-Tier")
-	if forced != "" && forced != "easy" && forced != "hard" {
-		return cl.fail(errBadRequest("X-Switchyard-Tier", "X-Switchyard-Tier must be \"easy\" or \"hard\", got \""+forced+"\""))
+	if forced != "" {
+		t, ok := tier.ParseTier(forced) // any case, as a stored pin is read
+		if !ok {
+			return cl.fail(errBadRequest("X-Switchyard-Tier", "X-Switchyard-Tier must be \"easy\" or \"hard\", got \""+forced+"\""))
+		}
+		forced = t.String()
 	}
 	pin, havePin := tier.ParseTier(cl.begun.Pins.Tier)
 	v, newPin, store, escalated := tier.Decide(*route, smartOff, forced, cl.classify, pin, havePin)
@@ -402,6 +407,11 @@ func (cl *call) classify() tier.Verdict {
 	return *cl.classified
 }
 
+// smartRoutingOff reports X-Switchyard-Smart-Routing: off (any case).
+func smartRoutingOff(h http.Header) bool {
+	return strings.EqualFold(strings.TrimSpace(headerAny(h, "X-Switchyard-Smart-Routing", "X-Gomodel-Smart-Routing")), "off")
+}
+
 // preTier is the tier a tier alias's request goes to as far as it is
 // known before Begin: what tier.Decide answers without the session's pin
 // (a forced tier, smart routing off, else the classifier's verdict). The
@@ -411,7 +421,7 @@ func (cl *call) preTier(route *catalog.TierRoute) tier.Tier {
 	if t, ok := tier.ParseTier(headerAny(h, "X-Switchyard-Tier", "X-Gomodel-Tier")); ok {
 		return t
 	}
-	if headerAny(h, "X-Switchyard-Smart-Routing", "X-Gomodel-Smart-Routing") == "off" {
+	if smartRoutingOff(h) {
 		t, _ := tier.ParseTier(route.DefaultTier)
 		return t
 	}
