@@ -181,11 +181,12 @@ func (e *apiError) streamEvent(format wire.Format) []byte {
 // retry sooner otherwise, which cannot succeed.
 const maxUsefulRetry = time.Minute
 
-// shouldNotRetry reports a 429 that no retry can fix soon (an exhausted
-// budget, a wait longer than maxUsefulRetry): the response then says
-// x-should-retry: false, which the SDKs obey.
+// shouldNotRetry reports a 429 that no retry can fix soon (a wait longer
+// than maxUsefulRetry, an exhausted budget's included): the response then
+// says x-should-retry: false, which the SDKs obey. A budget whose period
+// resets within the minute is retried (SPEC 3.1: "when that is over 60 s").
 func (e *apiError) shouldNotRetry() bool {
-	return e.Status == http.StatusTooManyRequests && (e.Type == "budget_exceeded" || e.RetryAfter > maxUsefulRetry)
+	return e.Status == http.StatusTooManyRequests && e.RetryAfter > maxUsefulRetry
 }
 
 // writeErrorFormat is the module's one error writer: e in the client's
