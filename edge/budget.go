@@ -51,6 +51,17 @@ func budgetDelta(cost, reserved float64, window, now, code int64) float64 {
 	return cost - reserved
 }
 
+// settledUSD is the reservation a finish settles in the budget hash's
+// outstanding reservations (field r, beginLua): all of it while the window
+// it was made in is open, nothing once that window has ended (the hash
+// has moved on and its r with it).
+func settledUSD(reserved float64, window, now, code int64) float64 {
+	if reserved <= 0 || !inScriptWindow(now, code, window) {
+		return 0
+	}
+	return reserved
+}
+
 // inScriptWindow reports whether now (ns) falls in the budget window the
 // scripts name by id: a rolling window by the µs it opened at on Redis's
 // clock (0: none open; only its end is checked, so a node clock a little

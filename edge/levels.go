@@ -66,6 +66,10 @@ type subWrite struct {
 	usd   float64 // the real cost minus the reservation (< 0: a refund)
 	spent bool    // the request spent at this level's budget: check its alert
 	held  int64   // the reservation (nano-USD) to take out of the team's heldSpend (0: none)
+	// settled is the budget reservation this finish settles in Redis (its
+	// window still open; 0: none): the budget hash's outstanding
+	// reservations drop by it (finishLua)
+	settled float64
 }
 
 // levelState is a key or user level's pending writes on this node, held
@@ -119,16 +123,17 @@ type pendingWrites struct {
 	charge   int64    // tokens to add to the TPM TAT
 	refunds  []refund // bounded refunds not yet sent
 	usd      float64  // budget spend not yet sent
+	settled  float64  // budget reservations settled, not yet sent (subWrite.settled)
 	alert    bool     // a spend to check against the budget alert
 	releases []string // slot ids to remove
 }
 
 // fold adds one finish's part: a slot to release, the tokens used past
-// (or short of) the reservation that ended at end, the budget spend, and
-// whether the spend is to be checked against the alert. It reports
-// whether the oldest release was dropped to keep maxReleases (its lease
-// frees it).
-func (p *pendingWrites) fold(slot string, delta, end int64, usd float64, spent bool) (dropped bool) {
+// (or short of) the reservation that ended at end, the budget spend, the
+// budget reservation it settles, and whether the spend is to be checked
+// against the alert. It reports whether the oldest release was dropped to
+// keep maxReleases (its lease frees it).
+func (p *pendingWrites) fold(slot string, delta, end int64, usd, settled float64, spent bool) (dropped bool) {
 	if slot != "" {
 		if len(p.releases) >= maxReleases {
 			p.releases, dropped = p.releases[1:], true // the oldest: its lease runs out first
@@ -141,13 +146,14 @@ func (p *pendingWrites) fold(slot string, delta, end int64, usd float64, spent b
 		p.refunds = addRefund(p.refunds, -delta, end)
 	}
 	p.usd += usd
+	p.settled += settled
 	p.alert = p.alert || spent
 	return dropped
 }
 
 // pending reports whether p holds writes not yet taken into a batch.
 func (p *pendingWrites) pending() bool {
-	return p.charge != 0 || len(p.refunds) > 0 || p.usd != 0 || len(p.releases) > 0 || p.alert
+	return p.charge != 0 || len(p.refunds) > 0 || p.usd != 0 || p.settled != 0 || len(p.releases) > 0 || p.alert
 }
 
 // take moves p's writes out, at most maxBatchItems releases (the rest wait
@@ -186,7 +192,7 @@ func (b *levelBatch) args(args []any) []any {
 	if b.alert || b.usd != 0 {
 		thr = ratelimit.BudgetAlertUSD(l.Budget)
 	}
-	args = append(args, max(0, l.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(l.Budget)), thr)
+	args = append(args, max(0, l.TPM), b.charge, b.usd, ratelimit.PeriodCode(ratelimit.BudgetPeriod(l.Budget)), thr, b.settled)
 	args = append(args, len(b.refunds))
 	for _, r := range b.refunds {
 		args = append(args, r.tokens, r.end)

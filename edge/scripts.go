@@ -189,7 +189,8 @@ end
 // nothing), with the pins it reads.
 //
 //	KEYS: per team: 1 rpm+tpm TATs, 2 parallel slots (zset id -> lease
-//	      expiry), 3 budget (hash p, usd), then the slot set of each slot
+//	      expiry), 3 budget (hash p, usd, r: the part of usd that is
+//	      reservations of requests still running), then the slot set of each slot
 //	      to add (below), then per admission in order: the
 //	      same three keys of each of its key and user levels, then the pins
 //	      it reads (a response-cache entry first), then its coalescing
@@ -248,7 +249,7 @@ local function open(i, k)
   local L = {
     tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
     KEYS[k], KEYS[k + 1], KEYS[k + 2],
-    0, 0, 0, false, 0, false, false, 0, 0, 0, false, false,
+    0, 0, 0, false, 0, false, false, 0, 0, 0, false, false, 0,
   }
   local lr, lt = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
   if L.rpm > 0 or L.tpm > 0 then L.rraw, L.traw, L.packed = gettat(L.ktat) end
@@ -257,10 +258,10 @@ local function open(i, k)
   if L.tpm > 0 and lt > 0 and now + lt > L.traw then L.traw, L.write = now + lt, true end
   if L.par > 0 then L.pcount = call('ZCARD', L.kpar) end
   if L.budget > 0 then
-    local h = call('HMGET', L.kbud, 'p', 'usd')
+    local h = call('HMGET', L.kbud, 'p', 'usd', 'r')
     local stored = tonumber(h[1])
     L.bid, L.bend = window(now, tonumber(ARGV[i + 4]), stored)
-    if stored == L.bid then L.spent = tonumber(h[2]) or 0 end
+    if stored == L.bid then L.spent, L.res = tonumber(h[2]) or 0, tonumber(h[3]) or 0 end
   end
   return L
 end
@@ -300,7 +301,7 @@ local function charge(L, cost, usd, slot, rnext, tnext)
     call('ZADD', L.kpar, now + lease * 1000, slot)
     L.pcount, L.added = L.pcount + 1, true
   end
-  if L.budget > 0 and usd > 0 then L.spent, L.bwrite = L.spent + usd, true end
+  if L.budget > 0 and usd > 0 then L.spent, L.res, L.bwrite = L.spent + usd, L.res + usd, true end
 end
 
 -- report appends L's header values: units left at now, microseconds until
@@ -316,7 +317,7 @@ end
 local function close(L)
   if L.write then settat(L.ktat, L.rraw, L.traw, now, L.prev, L.packed) end
   if L.bwrite then
-    call('HSET', L.kbud, 'p', fmt('%d', L.bid), 'usd', fmt('%.17g', L.spent))
+    call('HSET', L.kbud, 'p', fmt('%d', L.bid), 'usd', fmt('%.17g', L.spent), 'r', fmt('%.17g', L.res))
     call('PEXPIRE', L.kbud, ceil((L.bend - now) / 1000) + 60000)
   end
   -- the set outlives its newest lease (now + lease) while its TTL is at
@@ -518,7 +519,7 @@ return out
 var levelFields = [...]string{
 	"rpm", "tpm", "par", "budget", "ktat", "kpar", "kbud",
 	"rraw", "traw", "prev", "write", "pcount", "purged", "added",
-	"spent", "bid", "bend", "bwrite", "packed",
+	"spent", "bid", "bend", "bwrite", "packed", "res",
 }
 
 // arrayFields rewrites L.<field> into L[<index>] in src.

@@ -29,7 +29,10 @@ package edge
 //	      a level: tpm, tokens to charge (>= 0), usd (the real cost minus
 //	            the budget reservations: < 0 is a refund), budget period
 //	            code, the budget alert's spend (usd x alert_at; 0 = no
-//	            check: the batch carries no spend of the level),
+//	            check: the batch carries no spend of the level), the
+//	            budget reservations settled (taken out of the hash's field
+//	            r, what requests still running reserved: the alert
+//	            compares usd - r, money spent),
 //	            n refunds and n pairs (tokens, reservation end us),
 //	            n releases and their slot ids,
 //	            n renewals and their slot ids
@@ -82,9 +85,9 @@ end
 local function level(i, k)
   local tpm, charge = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   local usds, pcode, thr = ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local usd = tonumber(usds)
+  local usd, settled = tonumber(usds), tonumber(ARGV[i + 5])
   local ktat, kbudget, kpar = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  i = i + 5
+  i = i + 6
   local alerted = false
 
   local nref = tonumber(ARGV[i]); i = i + 1
@@ -105,7 +108,7 @@ local function level(i, k)
   else
     i = i + 2 * nref
   end
-  if usd ~= 0 or thr > 0 then
+  if usd ~= 0 or thr > 0 or settled > 0 then
     -- the real cost minus the reservations (a refund when negative); a
     -- refund for a window that has ended is dropped with that window. A
     -- spend the reservations matched exactly writes nothing but is still
@@ -121,12 +124,24 @@ local function level(i, k)
       spent = tonumber(call('HINCRBYFLOAT', kbudget, 'usd', usds))
     elseif usd > 0 then
       -- a new window (a duration's opens with this spend)
-      call('HSET', kbudget, 'p', fmt('%d', p), 'usd', usds)
+      call('HSET', kbudget, 'p', fmt('%d', p), 'usd', usds, 'r', '0')
       spent = usd
+    end
+    -- field r: the reservations of requests still running, part of usd
+    -- (beginLua); the alert is about money spent, so it leaves them out
+    local held = 0
+    if same and settled > 0 then
+      held = tonumber(call('HINCRBYFLOAT', kbudget, 'r', fmt('%.17g', -settled)))
+      if held < 1e-9 then
+        call('HSET', kbudget, 'r', '0') -- a sum's residue, or a hash written before r
+        held = 0
+      end
+    elseif same and spent and thr > 0 then
+      held = tonumber(call('HGET', kbudget, 'r')) or 0
     end
     if usd ~= 0 and (same or usd > 0) then call('PEXPIRE', kbudget, ceil((e - now) / 1000) + 60000) end
     -- the period's one alert: field a holds the period it was raised in
-    if spent and thr > 0 and spent >= thr and tonumber(call('HGET', kbudget, 'a')) ~= p then
+    if spent and thr > 0 and spent - held >= thr and tonumber(call('HGET', kbudget, 'a')) ~= p then
       call('HSET', kbudget, 'a', fmt('%d', p))
       alerted = true
     end

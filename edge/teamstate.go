@@ -32,17 +32,19 @@ type teamState struct {
 	// row1 is the first pending usage row, kept inline (has1): most teams
 	// have one row a flush, and a map of one held 600 bytes a team for
 	// usage_every (6 MB with 10,000 teams)
-	row1      rowKey
-	sums1     UsageSums
-	has1      bool
+	row1  rowKey
+	sums1 UsageSums
+	has1  bool
+	// the flags together, packed in one word (a record of 448 B or less
+	// stays in its size class, TestTeamStateBytes)
+	dirty     bool                 // queued in writer.dirty
+	usageHeld bool                 // on writer.held until usageDue
 	pins      map[string]pinWrite  // coalesced per key: the last write wins
 	leases    map[string]leaseHold // coalescing leases held, by full name (lease.go)
 	leaseOps  []leaseOp            // lease ends not yet sent
 	flight    *batch               // sent and not acknowledged; resent as is
-	dirty     bool                 // queued in writer.dirty
 	usageExp  int64                // when the usage hash's TTL is next renewed (Unix ns: a time.Time holds a pointer)
 	usageDue  int64                // when the usage pending is written (Unix ns; 0: not yet held)
-	usageHeld bool                 // on writer.held until usageDue
 	// subs are the team's key and user levels with writes pending or
 	// slots live (levels.go), by their keys' base; subLive counts their
 	// live slots and subDirty says one has writes not yet taken.
@@ -148,8 +150,11 @@ type finishWrite struct {
 	delta int64   // actual - reserved tokens
 	end   int64   // the reservation's end (bounds a refund)
 	usd   float64 // the real cost minus the budget reservation (< 0: a refund)
-	spent bool    // the request spent at the team's budget: check its alert
-	dep0  string  // the deployment that served ("" = none)
+	// settled is the team's budget reservation this finish settles in
+	// Redis (subWrite.settled)
+	settled float64
+	spent   bool   // the request spent at the team's budget: check its alert
+	dep0    string // the deployment that served ("" = none)
 	// usage of dep0
 	tokens int64
 	cost   float64
@@ -187,7 +192,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		delete(ts.live, w.slot)
 		urgent = true
 	}
-	if ts.fold(w.slot, w.delta, w.end, w.usd, w.spent) {
+	if ts.fold(w.slot, w.delta, w.end, w.usd, w.settled, w.spent) {
 		relDropped++
 	}
 	for j := range w.nsub {
@@ -197,7 +202,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 		}
 		ls := ts.subs[sw.keys.base]
 		if ls == nil {
-			if sw.slot == "" && sw.delta == 0 && sw.usd == 0 && !sw.spent {
+			if sw.slot == "" && sw.delta == 0 && sw.usd == 0 && sw.settled == 0 && !sw.spent {
 				// nothing to send (a reservation that matched the use): a
 				// level made for it would never be visited, and idle levels
 				// filled maxLevels until real writes were dropped
@@ -217,7 +222,7 @@ func (ts *teamState) add(t *catalog.Team, w *finishWrite, wr *writer, maxPins in
 			}
 			urgent = true
 		}
-		if ls.fold(sw.slot, sw.delta, sw.end, sw.usd, sw.spent) {
+		if ls.fold(sw.slot, sw.delta, sw.end, sw.usd, sw.settled, sw.spent) {
 			relDropped++
 		}
 		ts.subDirty = ts.subDirty || ls.pending()
