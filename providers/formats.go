@@ -26,6 +26,13 @@ type oaRequest struct {
 	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"` // string or object
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 	User                string          `json:"user,omitempty"`
+	// N is how many choices the client asks for; the Messages API has one
+	// answer, so its translation refuses more than 1.
+	N *int `json:"n,omitempty"`
+	// ResponseFormat is the answer's format ({"type":"json_schema",
+	// "json_schema":{...}}, json_object or text); a JSON schema crosses
+	// to and from the Messages API's output_config.format.
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 }
 
 // oaMessage is one request message; Content is a string, an array of parts
@@ -181,6 +188,25 @@ type anRequest struct {
 	Tools         []anTool        `json:"tools,omitempty"`
 	ToolChoice    *anToolChoice   `json:"tool_choice,omitempty"`
 	Metadata      *anMetadata     `json:"metadata,omitempty"`
+	OutputConfig  *anOutputConfig `json:"output_config,omitempty"`
+}
+
+// anOutputConfig is the Messages API's output_config; only its format is
+// mapped (platform.claude.com/docs/en/build-with-claude/structured-outputs).
+type anOutputConfig struct {
+	Format *anOutputFormat `json:"format,omitempty"`
+}
+
+// anOutputFormat is a JSON output format: {"type":"json_schema","schema"}.
+type anOutputFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+}
+
+// oaJSONSchemaFormat is the json_schema member of a chat response_format.
+type oaJSONSchemaFormat struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // anMessage is one message; Content is a string or an array of blocks.

@@ -92,6 +92,9 @@ func anthropicToChat(raw []byte, model string, stream bool) (*chatOfAnthropic, e
 	var in struct {
 		anRequest
 		TopK *int `json:"top_k"` // no OpenAI equivalent; dropped
+		// OutputFormat is output_config.format's beta spelling, still
+		// taken by the API for a transition period
+		OutputFormat *anOutputFormat `json:"output_format"`
 	}
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, badRequest("anthropic request: %v", err)
@@ -129,7 +132,11 @@ func anthropicToChat(raw []byte, model string, stream bool) (*chatOfAnthropic, e
 		}
 		out.Tools = append(out.Tools, oaTool{Type: "function", Function: oaFunction{Name: t.Name, Description: t.Description, Parameters: params}})
 	}
-	if tc := in.ToolChoice; tc != nil {
+	// OpenAI refuses a tool_choice (and parallel_tool_calls) in a request
+	// without tools ("'tool_choice' is only allowed when 'tools' are
+	// specified"), which the Messages API takes: with no tools there is
+	// nothing to choose, so it is left out
+	if tc := in.ToolChoice; tc != nil && len(out.Tools) > 0 {
 		switch tc.Type {
 		case "auto":
 			out.ToolChoice = rawString("auto")
@@ -140,10 +147,24 @@ func anthropicToChat(raw []byte, model string, stream bool) (*chatOfAnthropic, e
 		case "tool":
 			out.ToolChoice, _ = json.Marshal(oaTool{Type: "function", Function: oaFunction{Name: tc.Name}})
 		}
-		if tc.DisableParallelToolUse && len(out.Tools) > 0 {
+		if tc.DisableParallelToolUse {
 			f := false
 			out.ParallelToolCalls = &f
 		}
+	}
+	format := in.OutputFormat
+	if in.OutputConfig != nil && in.OutputConfig.Format != nil {
+		format = in.OutputConfig.Format
+	}
+	if format != nil && format.Type == "json_schema" && len(format.Schema) > 0 && string(format.Schema) != "null" {
+		// output_config.format (platform.claude.com/docs/en/build-with-claude/
+		// structured-outputs) is chat's response_format json_schema; no
+		// strict: OpenAI's strict mode also wants every property required,
+		// which an Anthropic schema need not list
+		out.ResponseFormat, _ = json.Marshal(struct {
+			Type       string             `json:"type"`
+			JSONSchema oaJSONSchemaFormat `json:"json_schema"`
+		}{"json_schema", oaJSONSchemaFormat{Name: "output", Schema: format.Schema}})
 	}
 	return &out, nil
 }
@@ -399,7 +420,9 @@ func openAIToAnthropicResponse(raw []byte) ([]byte, error) {
 				if id == "" {
 					id = toolUseID(in.ID, len(out.Content))
 				}
-				out.Content = append(out.Content, anBlock{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: jsonObjectOr([]byte(tc.Function.Arguments))})
+				// an id outside the Messages pattern would come back in the
+				// client's next turn and fail it (messagesToolID)
+				out.Content = append(out.Content, anBlock{Type: "tool_use", ID: messagesToolID(id), Name: tc.Function.Name, Input: jsonObjectOr([]byte(tc.Function.Arguments))})
 			}
 			stop = toolStop(stop, len(m.ToolCalls) > 0)
 		}
@@ -530,7 +553,9 @@ func (c *openAIToAnthropicStream) event(_ string, data []byte) ([]byte, bool, er
 					if gen {
 						id = toolUseID(c.id, c.next)
 					}
-					head, _ := json.Marshal(anBlock{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: json.RawMessage(`{}`)})
+					// toolID keeps the upstream's id, to compare; the client
+					// gets one the Messages API takes back (messagesToolID)
+					head, _ := json.Marshal(anBlock{Type: "tool_use", ID: messagesToolID(id), Name: tc.Function.Name, Input: json.RawMessage(`{}`)})
 					c.openBlock("tool_use", idx, string(head))
 					c.toolID, c.toolGen, c.tooled = id, gen, true
 				}

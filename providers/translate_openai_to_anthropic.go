@@ -7,6 +7,8 @@ package providers
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -42,7 +44,17 @@ func marshalAnthropic(out *anRequest) ([]byte, error) {
 // chatToAnthropic maps a parsed chat request onto a Messages request (the
 // Responses translation builds the chat request and comes through here).
 func chatToAnthropic(in *oaRequest, model string, stream bool) (*anRequest, error) {
+	if in.N != nil && *in.N > 1 {
+		// one answer is all the Messages API gives: serving n > 1 with one
+		// choice would drop the rest unsaid
+		return nil, badRequest("n: an Anthropic deployment answers with one choice, not %d", *in.N)
+	}
 	out := &anRequest{Model: model, MaxTokens: defaultAnthropicMaxTokens, TopP: in.TopP, Stream: stream}
+	if f, err := anthropicOutputFormat(in.ResponseFormat); err != nil {
+		return nil, badRequest("response_format: %v", err)
+	} else if f != nil {
+		out.OutputConfig = &anOutputConfig{Format: f}
+	}
 	switch {
 	case in.MaxCompletionTokens != nil && *in.MaxCompletionTokens > 0:
 		out.MaxTokens = *in.MaxCompletionTokens
@@ -124,6 +136,30 @@ func chatToAnthropic(in *oaRequest, model string, stream bool) (*anRequest, erro
 	return out, nil
 }
 
+// anthropicOutputFormat maps a chat response_format onto the Messages
+// API's output_config.format: a json_schema's schema becomes {"type":
+// "json_schema","schema"} (platform.claude.com/docs/en/build-with-claude/
+// structured-outputs). text, json_object (which has no schema to give) and
+// a json_schema without one map to nothing: nil.
+func anthropicOutputFormat(raw json.RawMessage) (*anOutputFormat, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var rf struct {
+		Type       string             `json:"type"`
+		JSONSchema oaJSONSchemaFormat `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return nil, err
+	}
+	s := bytes.TrimSpace(rf.JSONSchema.Schema)
+	if rf.Type != "json_schema" || len(s) == 0 || string(s) == "null" {
+		return nil, nil
+	}
+	return &anOutputFormat{Type: "json_schema", Schema: s}, nil
+}
+
 // anMessageBlocks is a message being assembled.
 type anMessageBlocks struct {
 	Role    string
@@ -139,7 +175,7 @@ func openAIMessageToAnthropic(m oaMessage) (string, []anBlock, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		return "user", []anBlock{{Type: "tool_result", ToolUseID: m.ToolCallID, Content: rawString(text)}}, nil
+		return "user", []anBlock{{Type: "tool_result", ToolUseID: messagesToolID(m.ToolCallID), Content: rawString(text)}}, nil
 	case "user", "assistant":
 	default:
 		return "", nil, fmt.Errorf("role %q cannot be sent to an Anthropic deployment", m.Role)
@@ -178,9 +214,41 @@ func openAIMessageToAnthropic(m oaMessage) (string, []anBlock, error) {
 		}
 	}
 	for _, tc := range m.ToolCalls {
-		blocks = append(blocks, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: jsonObjectOr([]byte(tc.Function.Arguments))})
+		blocks = append(blocks, anBlock{Type: "tool_use", ID: messagesToolID(tc.ID), Name: tc.Function.Name, Input: jsonObjectOr([]byte(tc.Function.Arguments))})
 	}
 	return m.Role, blocks, nil
+}
+
+// messagesToolID is a chat tool call id as the Messages API takes it in
+// tool_use.id and tool_result.tool_use_id: ^[a-zA-Z0-9_-]+$, or it answers
+// 400. OpenAI-compatible servers name calls otherwise (Kimi's
+// "functions.get_weather:0"), and an empty id is no id. A valid id is
+// kept; any other has each byte outside the pattern replaced by '_' and a
+// hash of the whole id appended, so the call and its result still agree
+// (both go through here) and two ids never become one.
+func messagesToolID(id string) string {
+	valid := id != ""
+	for i := 0; i < len(id) && valid; i++ {
+		valid = anthropicIDByte(id[i])
+	}
+	if valid {
+		return id
+	}
+	b := make([]byte, 0, len(id)+9)
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !anthropicIDByte(c) {
+			c = '_'
+		}
+		b = append(b, c)
+	}
+	sum := sha256.Sum256([]byte(id))
+	return string(hex.AppendEncode(append(b, '_'), sum[:4]))
+}
+
+// anthropicIDByte reports a byte ^[a-zA-Z0-9_-]+$ allows.
+func anthropicIDByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // imageSource maps an OpenAI image URL (http(s) or a data: URL) to an
