@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"switchyard/catalog"
+	"switchyard/redact"
 	"switchyard/routing"
 )
 
@@ -86,7 +87,7 @@ func (t *Tracer) StartRequest(ctx context.Context, r *http.Request, route string
 		attrProtocolVersion.String(protocolVersion(r)),
 	)
 	if ua := r.UserAgent(); ua != "" {
-		attrs = append(attrs, attrUserAgent.String(ua))
+		attrs = append(attrs, attrUserAgent.String(clientText(ua)))
 	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		attrs = append(attrs, attrClientAddress.String(host))
@@ -103,6 +104,24 @@ func protocolVersion(r *http.Request) string {
 		return "3"
 	}
 	return "1." + strconv.Itoa(r.ProtoMinor)
+}
+
+// clientCut is how much of a client-chosen value clientText masks: the
+// SDK keeps maxAttrValue bytes of it, and a credential that starts within
+// them is matched whole within this many more (the longest pattern's
+// minimum, with room for a JSON-escaped or long token).
+const clientCut = maxAttrValue + 256
+
+// clientText is a value the client chose (its User-Agent, X-Request-Id or
+// the model it named) as a span may carry it: masked of what is shaped like
+// a credential, as the audit entry and the request log mask it (SPEC 12.5:
+// no key in any span; SPEC 15). It is cut first, so a hostile megabyte
+// costs the masking no more than a normal value.
+func clientText(s string) string {
+	if len(s) > clientCut {
+		s = s[:clientCut]
+	}
+	return redact.Credentials(s)
 }
 
 // Outcome is what the server span records when the request ends: the
@@ -129,7 +148,7 @@ func (r *Request) End(o Outcome) {
 	attrs := make([]attribute.KeyValue, 0, 10)
 	attrs = append(attrs,
 		attrHTTPStatus.Int(o.Status),
-		attrRequestID.String(o.RequestID),
+		attrRequestID.String(clientText(o.RequestID)),
 		attrAttempts.Int(o.Attempts),
 		attrDegraded.Bool(o.Degraded),
 	)
@@ -137,7 +156,7 @@ func (r *Request) End(o Outcome) {
 		attrs = append(attrs, attrTeam.String(o.Team))
 	}
 	if o.RequestedModel != "" {
-		attrs = append(attrs, attrModelRequested.String(o.RequestedModel))
+		attrs = append(attrs, attrModelRequested.String(clientText(o.RequestedModel)))
 	}
 	if o.ServedModel != "" {
 		attrs = append(attrs, attrModelServed.String(o.ServedModel))
@@ -197,7 +216,7 @@ func (r *Request) StartAttempt(ctx context.Context, op catalog.Operation, a *rou
 	}
 	if d.Provider != nil {
 		// the kind and the operator's name for it; never its URL or key
-		attrs = append(attrs, attrGenAIProvider.String(d.Provider.Kind), attrProviderName.String(d.Provider.Name))
+		attrs = append(attrs, attrGenAIProvider.String(genAIProvider(d.Provider.Kind)), attrProviderName.String(d.Provider.Name))
 	}
 	if a.Fallback {
 		attrs = append(attrs, attrFallback.Bool(true))
@@ -217,6 +236,23 @@ func genAIOperation(op catalog.Operation) string {
 		return "generate_content"
 	}
 	return "chat"
+}
+
+// genAIProvider maps a provider kind to gen_ai.provider.name: the
+// well-known values of the GenAI semantic conventions, which backends
+// group GenAI telemetry by (aws.bedrock, gcp.gemini, gcp.vertex_ai); a
+// kind they do not name (simulated) keeps its own name, the conventions'
+// "custom friendly name".
+func genAIProvider(kind string) string {
+	switch kind {
+	case "bedrock":
+		return "aws.bedrock"
+	case "gemini":
+		return "gcp.gemini"
+	case "vertex":
+		return "gcp.vertex_ai"
+	}
+	return kind
 }
 
 // Usage is what an upstream reported for an attempt.

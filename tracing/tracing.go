@@ -13,10 +13,12 @@
 //
 // No span carries prompt or completion text, an error message (an upstream
 // message may quote the prompt) or a credential: only names, counts,
-// statuses and classes (SPEC 12.5, 15).
+// statuses and classes (SPEC 12.5, 15); a value the client chose (its
+// request id, User-Agent, the model it named) is masked of what is shaped
+// like a credential, as the audit entry masks it.
 //
-// tracing imports catalog and routing for their value types and config for
-// its section; never gin, go-redis, providers or gateway.
+// tracing imports catalog and routing for their value types, config for
+// its section and redact; never gin, go-redis, providers or gateway.
 package tracing
 
 import (
