@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"time"
+
+	"switchyard/redact"
 )
 
 // Attempt is one upstream attempt in the timeline (SPEC 7.6).
@@ -93,6 +95,17 @@ func (f *Filter) limit() int {
 		return DefaultLimit
 	}
 	return min(f.Limit, maxLimit)
+}
+
+// masked is f as a stored entry reads: the client-chosen values it
+// filters by (request id, model named) masked as AppendJSON masks them
+// (SPEC 15), so a lookup by the id the client was answered finds an entry
+// whose id is shaped like a credential. Two such ids that mask alike match
+// each other's entries where only the masked values are stored (the shared
+// stream's fields); the ring tells them apart by hash.
+func (f Filter) masked() Filter {
+	f.RequestID, f.Model = redact.Credentials(f.RequestID), redact.Credentials(f.Model)
+	return f
 }
 
 // Match reports whether e passes the filter.

@@ -145,9 +145,10 @@ func (r *Ring) Recent(_ context.Context, f Filter) ([]*Entry, error) {
 	}
 	r.mu.Unlock()
 	out := make([]*Entry, 0, len(found))
+	mf := f.masked() // the bytes hold the masked values (AppendJSON)
 	for _, b := range found {
 		e := new(Entry)
-		if json.Unmarshal(b, e) != nil || !f.Match(e) {
+		if json.Unmarshal(b, e) != nil || !mf.Match(e) {
 			continue
 		}
 		out = append(out, e)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"switchyard/redact"
 )
 
 // StreamClient is the part of go-redis the shared audit log reads with.
@@ -56,8 +58,10 @@ func (a *RedisAudit) Queue(ctx context.Context, p redis.Pipeliner, entries []*En
 			raw = buf[start:len(buf):len(buf)]
 		}
 		v := vals[12*i : 12*i+12 : 12*i+12]
-		v[0], v[1], v[2], v[3] = "id", e.RequestID, "team", e.Team
-		v[4], v[5], v[6], v[7] = "model", e.RequestedModel, "routed", e.RoutedModel
+		// the client-chosen fields masked as in the entry (SPEC 15): a key
+		// pasted into X-Request-Id or the model must not sit in Redis in clear
+		v[0], v[1], v[2], v[3] = "id", redact.Credentials(e.RequestID), "team", e.Team
+		v[4], v[5], v[6], v[7] = "model", redact.Credentials(e.RequestedModel), "routed", e.RoutedModel
 		v[8], v[9], v[10], v[11] = "status", strconv.Itoa(e.Status), "entry", raw
 		out = append(out, p.XAdd(ctx, &redis.XAddArgs{Stream: a.stream, MaxLen: a.maxEntries, Approx: true, Values: v}))
 	}
@@ -88,6 +92,7 @@ func (a *RedisAudit) Recent(ctx context.Context, f Filter) ([]*Entry, error) {
 	var out []*Entry
 	var seen map[string]bool // the matching entries' bytes, made with the first
 	end := "+"
+	mf := f.masked() // the records hold the masked values (Queue, AppendJSON)
 	for read := int64(0); read <= a.maxEntries+page; read += page {
 		msgs, err := a.c.XRevRangeN(ctx, a.stream, end, "-", page).Result()
 		if err != nil {
@@ -97,7 +102,7 @@ func (a *RedisAudit) Recent(ctx context.Context, f Filter) ([]*Entry, error) {
 			return out, err
 		}
 		for _, m := range msgs {
-			if !fieldsMatch(&f, m.Values) {
+			if !fieldsMatch(&mf, m.Values) {
 				continue
 			}
 			raw, _ := m.Values["entry"].(string)
@@ -105,7 +110,7 @@ func (a *RedisAudit) Recent(ctx context.Context, f Filter) ([]*Entry, error) {
 				continue // a resend's copy (newest first: the copy is the one read later)
 			}
 			e := new(Entry)
-			if err := json.Unmarshal([]byte(raw), e); err != nil || !f.Match(e) {
+			if err := json.Unmarshal([]byte(raw), e); err != nil || !mf.Match(e) {
 				continue
 			}
 			if seen == nil {
