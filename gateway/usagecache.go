@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -67,9 +68,7 @@ func (u *usageReads) get(ctx context.Context, query string, read func(context.Co
 	}
 	u.mu.Unlock()
 	if lead {
-		r.rep, r.err = read(context.WithoutCancel(ctx))
-		r.at = u.now()
-		close(r.done)
+		u.lead(ctx, r, read)
 		return r.rep, r.err
 	}
 	select {
@@ -79,6 +78,26 @@ func (u *usageReads) get(ctx context.Context, query string, read func(context.Co
 		return edge.UsageReport{}, ctx.Err()
 	}
 }
+
+// lead runs read for r and publishes its answer. A read that panics (a
+// bug; the request's recovery answers it) still ends r, as failed, before
+// the panic goes on: left in flight, its query's every later ask would
+// wait for it until its own context ended, and none would read again.
+func (u *usageReads) lead(ctx context.Context, r *usageRead, read func(context.Context) (edge.UsageReport, error)) {
+	ok := false
+	defer func() {
+		if !ok {
+			r.rep, r.err = edge.UsageReport{}, errUsageReadPanicked
+		}
+		r.at = u.now()
+		close(r.done)
+	}()
+	r.rep, r.err = read(context.WithoutCancel(ctx))
+	ok = true
+}
+
+// errUsageReadPanicked is what the asks waiting for a read that panicked get.
+var errUsageReadPanicked = errors.New("the usage read failed with an internal error")
 
 // evictLocked drops finished reads older than usageFresh, and when the
 // map still holds maxUsageReads, every finished one.
