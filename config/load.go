@@ -12,7 +12,9 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/maps"
@@ -145,6 +147,7 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 	var cfg Config
 	dc := &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			bareDurationHook, // a duration written as a number has no unit
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.TextUnmarshallerHookFunc(), // budget periods (Period)
@@ -163,6 +166,7 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	var unread Problems // the values the decoder could not read, one per field
 	if err := dec.Decode(tree); err != nil {
 		var unknown Problems
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -172,14 +176,18 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 			if keys, ok := unknownKeys(line); ok {
 				unknown = append(unknown, keys...)
 			} else if line != "" && !strings.HasSuffix(line, "decoding:") && !strings.HasPrefix(line, "decoding failed due to") {
-				problems = append(problems, line)
+				unread = append(unread, decodeProblem(line))
 			}
 		}
 		sort.Strings(unknown)
+		problems = append(problems, unread...)
 		problems = append(problems, unknown...)
 	}
 	applyItemDefaults(&cfg)
-	problems = append(problems, withoutFields(Validate(&cfg), unset)...)
+	// a field the decoder could not read holds its zero value: Validate's
+	// problem with that zero ("must be > 0, got 0") is not what the file
+	// says, and the field is reported once, by its cause
+	problems = append(problems, withoutFields(Validate(&cfg), append(unset, unread...))...)
 	if len(problems) > 0 {
 		return nil, problems
 	}
@@ -190,7 +198,8 @@ func Load(yamlBytes []byte, environ []string) (*Config, error) {
 // with a JSON parser (YAML 1.2 reads JSON the same way, at several times
 // the memory: a generated file with 100,000 keys is best written as JSON),
 // anything else, and JSON that does not parse, as YAML. A member repeated
-// in a JSON object is an error, as YAML makes it.
+// in a JSON object is an error, as YAML makes it. Numbers come out as YAML
+// gives them (jsonNumber).
 func parseDocument(b []byte) (map[string]any, error) {
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '{' {
 		d := json.NewDecoder(bytes.NewReader(t))
@@ -225,7 +234,7 @@ func (e *duplicateError) Error() string {
 }
 
 // jsonReader reads a JSON document as the tree YAML would give (objects
-// as map[string]any, arrays as []any, numbers as json.Number). at is where
+// as map[string]any, arrays as []any, numbers as jsonNumber makes them). at is where
 // it is, for an error: a member's key, or an element's index when key is
 // "" (joined only when an error needs it).
 type jsonReader struct {
@@ -294,7 +303,54 @@ func (r *jsonReader) value() (any, error) {
 		_, err = r.d.Token() // ']'
 		return l, err
 	}
+	if n, ok := tok.(json.Number); ok {
+		return jsonNumber(n), nil
+	}
 	return tok, nil
+}
+
+// jsonNumber is a JSON number as the YAML parser gives it: an int when it
+// is a whole number that fits, else a float64 (±Inf beyond float range,
+// which validation and wholeNumberHook refuse). The decoder's hooks must
+// never meet a json.Number: it is of string kind, and the hooks that
+// convert strings assert data.(string), so a duration or a team key
+// written as a JSON number panicked in Load (switchyard check, serve, and
+// a SIGHUP reload of the file).
+func jsonNumber(n json.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 0); err == nil {
+		return int(i)
+	}
+	f, _ := strconv.ParseFloat(string(n), 64) // the JSON grammar made it a number: only its range can fail
+	return f
+}
+
+// decodeProblem rewrites one of mapstructure's error lines, "'<path>'
+// <what>", in the form of every other problem, "<path>: <what>", saying
+// what to write instead for the common cases (SPEC 13: each problem names
+// its field and the fix). Other lines are kept as they are.
+func decodeProblem(line string) string {
+	rest, ok := strings.CutPrefix(line, "'")
+	if !ok {
+		return line
+	}
+	path, what, ok := strings.Cut(rest, "' ")
+	if !ok {
+		return line
+	}
+	if path == rootType {
+		path = "the top level"
+	}
+	switch {
+	case strings.Contains(what, "as 'bool'"):
+		what = "is not true or false"
+	case strings.Contains(what, "as 'int"), strings.Contains(what, "as 'uint"):
+		what = "is not a whole number: write digits only (sizes in bytes, e.g. 10485760)"
+	case strings.Contains(what, "as 'float"):
+		what = "is not a number (e.g. 0.5)"
+	case strings.HasPrefix(what, "time: "):
+		what = "is not a Go duration such as 30s or 5m (" + what + ")"
+	}
+	return path + ": " + what
 }
 
 // rootType names the whole Config in mapstructure's errors.
@@ -525,6 +581,38 @@ func wholeNumberHook(from, to reflect.Type, data any) (any, error) {
 		}
 	}
 	return data, nil
+}
+
+// durationType is the type of every duration setting.
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// bareDurationHook refuses a duration written as a number other than 0
+// (SPEC 13: durations in Go syntax, 30s or 5m). The decoder took it as
+// nanoseconds: upstream_timeout: 30 was 30ns, every attempt timed out at
+// once, and check said ok (the same value as an environment override, a
+// string, was refused for its missing unit). A bare 0 is zero.
+func bareDurationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	v := reflect.ValueOf(data)
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if v.Int() == 0 {
+			return time.Duration(0), nil
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if v.Uint() == 0 {
+			return time.Duration(0), nil
+		}
+	case reflect.Float32, reflect.Float64:
+		if v.Float() == 0 {
+			return time.Duration(0), nil
+		}
+	default:
+		return data, nil
+	}
+	return nil, fmt.Errorf("%v has no unit: write a Go duration such as \"%vs\" or \"5m\" (a bare number would be nanoseconds)", data, data)
 }
 
 // keySpecHook decodes a team key given as a plain string into a KeySpec.

@@ -50,6 +50,14 @@ func Validate(c *Config) Problems {
 
 	if c.Server.Listen == "" {
 		add("server.listen: must not be empty (e.g. \":8080\")")
+	} else if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		// what serve listens on (TCP): check must refuse what serve cannot
+		add("server.listen: %q is not host:port (e.g. \":8080\" or \"127.0.0.1:8080\")", clip(c.Server.Listen))
+	}
+	if id := c.Server.NodeID; len(id) > MaxNodeIDLen || !printableASCII(id) {
+		// it starts every request id the node gives (X-Request-Id), which
+		// clients send back as it came: printable ASCII, no spaces
+		add("server.node_id: %q must be at most %d printable ASCII characters without spaces (it starts this node's request ids; default: the hostname)", clip(id), MaxNodeIDLen)
 	}
 	if m := c.Server.MetricsListen; m != "" {
 		if _, _, err := net.SplitHostPort(m); err != nil {
@@ -593,6 +601,21 @@ func hasControl(s string) bool {
 		}
 	}
 	return false
+}
+
+// MaxNodeIDLen bounds server.node_id: a request id the node gives is it
+// and about 16 more bytes, and one a client sends is taken up to 128.
+const MaxNodeIDLen = 64
+
+// printableASCII reports whether s is only printable ASCII without spaces
+// (what the gateway takes as a client's X-Request-Id).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // clip shortens a value quoted in a problem.
