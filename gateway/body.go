@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,14 @@ func (s *Server) readBody(c *gin.Context, lease *bodyLease, end time.Time) ([]by
 	r := c.Request
 	srv := s.cfg().Server
 	limit := srv.MaxBodyBytes
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 && !identityOnly(ce) {
+		// a compressed body parsed as it came would be answered "not
+		// valid JSON"; a content coding the server does not accept is 415,
+		// with the codings it does accept (RFC 9110 8.4, 15.5.16; RFC 7694)
+		c.Header("Accept-Encoding", "identity")
+		return nil, &apiError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_content_encoding",
+			Message: "request bodies are read uncompressed: send the body without Content-Encoding"}
+	}
 	if r.ContentLength > limit {
 		return nil, errTooLarge(limit)
 	}
@@ -71,6 +80,19 @@ func (s *Server) readBody(c *gin.Context, lease *bodyLease, end time.Time) ([]by
 			Message: "the request body did not arrive within " + within + ": send it faster"}
 	}
 	return nil, errBadRequest("", "could not read the request body: "+err.Error())
+}
+
+// identityOnly reports whether the Content-Encoding values name no coding
+// but identity.
+func identityOnly(values []string) bool {
+	for _, v := range values {
+		for _, coding := range strings.Split(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // bodyBudgetExhausted counts and logs a request refused for the node's

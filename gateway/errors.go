@@ -144,6 +144,12 @@ func anthropicType(e *apiError) string {
 	case 529, 503:
 		return "overloaded_error"
 	}
+	if e.Status >= 400 && e.Status < 500 {
+		// "other 4XX status codes not listed" (408, 409, 415, 422 ...) are
+		// invalid_request_error; api_error is an internal failure
+		// (docs.claude.com/en/api/errors)
+		return "invalid_request_error"
+	}
 	return "api_error"
 }
 

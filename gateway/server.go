@@ -185,8 +185,14 @@ func (s *Server) routes() {
 		id := s.newRequestID(c.Request) // every response carries it (SPEC 10)
 		c.Header("X-Request-Id", id)
 		c.Header("Request-Id", id)
-		writeError(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
-			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path})
+		// an Anthropic client gets its own error shape on every path it
+		// calls, /v1/messages/batches or a wrong method included (SPEC 14)
+		format := wire.FormatOpenAI
+		if p := c.Request.URL.Path; p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
+			format = wire.FormatAnthropic
+		}
+		writeErrorFormat(c, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+			Message: "unknown path " + c.Request.Method + " " + c.Request.URL.Path}, format)
 	})
 	admin := e.Group("/admin", s.adminAuth)
 	s.adminGroup = admin
