@@ -238,7 +238,8 @@ func (s *Server) adminAuth(c *gin.Context) {
 
 func bearer(r *http.Request) string {
 	const p = "Bearer "
-	if a := r.Header.Get("Authorization"); len(a) > len(p) && (a[:len(p)] == p || a[:len(p)] == "bearer ") {
+	// the scheme in any case (RFC 9110 11.1): BEARER too
+	if a := r.Header.Get("Authorization"); len(a) > len(p) && strings.EqualFold(a[:len(p)], p) {
 		return a[len(p):]
 	}
 	return ""
