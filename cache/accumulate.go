@@ -451,3 +451,27 @@ func (a *Accumulator) Entry(m Meta, u Usage) (*Entry, error) {
 	e.setMeta(m)
 	return e, nil
 }
+
+// Finished is how the stream ended, once its terminal event arrived with a
+// storable finish and nothing it could not share (OK): an entry with the
+// finish, the usage (u when not zero, as for Entry) and m, and no content.
+// It is what the followers of an answer that Entry refuses only for its
+// size (over maxBytes: SPEC 18 does not store it) still need: each was
+// handed every delta, and ends its stream with the finish.
+func (a *Accumulator) Finished(m Meta, u Usage) (*Entry, error) {
+	if !a.ended {
+		return nil, notStorable("stream ended before its terminal event")
+	}
+	if a.bad != "" {
+		return nil, notStorable(a.bad)
+	}
+	e := &Entry{Finish: a.finish, Usage: a.usage}
+	if u != (Usage{}) {
+		e.Usage = u
+	}
+	if err := e.checkFinish(); err != nil {
+		return nil, err
+	}
+	e.setMeta(m)
+	return e, nil
+}

@@ -55,6 +55,7 @@ type Flight struct {
 	history   []Delta                // guarded by mu; every delta so far, for late joiners
 	histBytes int                    // guarded by mu
 	open      bool                   // guarded by mu; new followers may join
+	published bool                   // guarded by mu; a delta was published
 	followers map[*Follower]struct{} // guarded by mu; nil until the first follower
 	ended     bool                   // guarded by mu
 }
@@ -71,6 +72,7 @@ type Follower struct {
 	// written before end is closed, read after
 	err   error
 	entry *Entry
+	whole bool // entry is the whole answer (Complete), not only its finish (CompleteUnkept)
 
 	finished bool    // owned by the reader: the finish delta was returned
 	got      bool    // owned by the reader: a delta of the leader's was returned
@@ -141,6 +143,7 @@ func (f *Flight) Publish(d Delta) {
 	if f.ended {
 		return
 	}
+	f.published = true
 	if f.open {
 		f.history = append(f.history, d)
 		f.histBytes += d.size()
@@ -163,13 +166,25 @@ func (f *Flight) Publish(d Delta) {
 // Complete ends the flight with its stored answer: streaming followers get
 // the deltas still in their buffers and then the finish, sync followers the
 // entry.
-func (f *Flight) Complete(e *Entry) { f.end(nil, e) }
+func (f *Flight) Complete(e *Entry) { f.end(nil, e, true) }
+
+// CompleteUnkept ends the flight of a streaming leader whose answer
+// completed but was not kept whole (larger than max_entry_bytes: SPEC 18
+// does not store it): e holds its finish, usage and who served it, without
+// content. A streaming follower was handed every delta (it joined while the
+// history was whole, and one that fell behind was cut off): it gets the
+// finish, as with Complete. A sync follower, which needs the whole answer,
+// goes on alone (ErrLeaderFailed), and so does every follower when the
+// leader published nothing.
+func (f *Flight) CompleteUnkept(e *Entry) { f.end(nil, e, false) }
 
 // Fail ends the flight without an answer: every follower is released at
 // once with ErrLeaderFailed. It does nothing after Complete.
-func (f *Flight) Fail() { f.end(ErrLeaderFailed, nil) }
+func (f *Flight) Fail() { f.end(ErrLeaderFailed, nil, false) }
 
-func (f *Flight) end(err error, e *Entry) {
+// end ends the flight with err or its entry e, the whole answer or only
+// its finish (whole false: CompleteUnkept).
+func (f *Flight) end(err error, e *Entry, whole bool) {
 	g := f.g
 	g.mu.Lock()
 	if g.flights[f.key] == f {
@@ -183,7 +198,17 @@ func (f *Flight) end(err error, e *Entry) {
 	}
 	f.ended = true
 	for fl := range f.followers {
-		f.releaseLocked(fl, err, e)
+		switch {
+		case e != nil && whole:
+			fl.whole = true // before end is closed: read after it
+			f.releaseLocked(fl, nil, e)
+		case e != nil && fl.stream && f.published:
+			f.releaseLocked(fl, nil, e)
+		case e != nil:
+			f.releaseLocked(fl, ErrLeaderFailed, nil)
+		default:
+			f.releaseLocked(fl, err, nil)
+		}
 	}
 	f.history = nil
 }
@@ -277,8 +302,14 @@ func (fl *Follower) Next(ctx context.Context) (Delta, error) {
 	}
 }
 
+// Whole reports whether Entry is the whole answer, which may be stored
+// again; false for the finish CompleteUnkept hands streaming followers.
+// Like Entry, it is valid once the flight ended for the follower.
+func (fl *Follower) Whole() bool { return fl.Entry() != nil && fl.whole }
+
 // Entry is the flight's entry once Next returned the finish (or Wait
-// returned); nil before.
+// returned); nil before. After CompleteUnkept it holds the finish, usage
+// and who served it, no content (Whole false).
 func (fl *Follower) Entry() *Entry {
 	select {
 	case <-fl.end:

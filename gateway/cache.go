@@ -197,11 +197,21 @@ func (t *cacheTap) relayed(frames []byte) {
 // arrived, complete and successful), encoded under maxEntryBytes and handed
 // to store (may be nil), then the flight completed; otherwise nil, and the
 // followers released. u is the upstream's usage (EventStream.Usage).
-// degraded answers are never stored.
+// degraded answers are never stored. An answer complete and successful but
+// too large to keep is not stored either, yet its streaming followers,
+// handed every delta, end with its finish (cache.Flight.CompleteUnkept),
+// not with an error after the whole answer.
 func (t *cacheTap) finish(m cache.Meta, u cache.Usage, maxEntryBytes int64, degraded bool, store func(*cache.Entry, []byte)) (*cache.Entry, []byte) {
-	e, err := t.acc.Entry(m, u)
-	if err != nil || degraded {
+	if degraded {
 		t.fail()
+		return nil, nil
+	}
+	e, err := t.acc.Entry(m, u)
+	if err != nil {
+		if f, ferr := t.acc.Finished(m, u); ferr == nil && t.flight != nil {
+			t.flight.CompleteUnkept(f)
+		}
+		t.fail() // a no-op after CompleteUnkept
 		return nil, nil
 	}
 	return complete(e, maxEntryBytes, t.flight, store)

@@ -127,12 +127,16 @@ func (cl *call) cacheLookup() (answered bool) {
 			cl.alone("node", context.DeadlineExceeded)
 		} else if fl != nil && cl.req.Stream {
 			if cl.followStream(fl, time.Until(until)) {
-				cl.passLease(fl.Entry())
+				if fl.Whole() { // not an answer too large to keep: only its finish
+					cl.passLease(fl.Entry())
+				}
 				return true
 			}
 		} else if fl != nil {
 			ctx, cancel := context.WithDeadline(cl.ctx, until)
+			w0 := time.Now()
 			e, err := fl.Wait(ctx)
+			cl.upstream += time.Since(w0) // waiting on the leader's upstream call, not the gateway's own time
 			cancel()
 			if err == nil && e != nil && cl.serveEntry(e, time.Now(), cacheCoalesced) {
 				cl.passLease(e)
@@ -165,6 +169,7 @@ func (cl *call) awaitLeader(until time.Time) bool {
 	ctx, cancel := context.WithDeadline(cl.ctx, until)
 	raw, err := s.Edge.Await(ctx, &cl.begun)
 	cancel()
+	cl.upstream += time.Since(start) // waiting on the leader's upstream call
 	if err == nil {
 		var served bool
 		if served, err = cl.serveStored([]byte(raw), time.Now(), cacheCoalesced, true); served {
@@ -243,6 +248,7 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 		return false // not renderable for this client: call the upstream
 	}
 	cl.contentLength(len(body))
+	cl.hdr.millis("X-Switchyard-Overhead-Ms", time.Since(cl.start)-cl.upstream) // SPEC 12.3, as on any routed answer
 	h := cl.c.Writer.Header()
 	cl.hdr.flush(h)
 	setCacheHeaders(h, result, e, now)
@@ -262,13 +268,14 @@ func (cl *call) serveEntry(e *cache.Entry, now time.Time, result string) bool {
 
 // savedBy records in the audit entry and the metrics what answering with e
 // instead of calling the upstream saved (SPEC 18: a hit, or a coalesced
-// follower, accounted like one): the tokens and their expected cost.
+// follower, accounted like one): the tokens and what the answer cost, its
+// cached prompt tokens at cached_input as it was charged (SPEC 10.2).
 func (cl *call) savedBy(e *cache.Entry) (tokens int64, usd float64) {
 	s := cl.s
 	cl.entry.RoutedModel, cl.entry.Deployment = e.Model, e.Deployment
 	cl.entry.PromptTokens, cl.entry.CompletionTokens = e.Usage.PromptTokens, e.Usage.CompletionTokens
 	if d := cl.snap.Deployments[e.Deployment]; d != nil {
-		usd = d.ExpectedCost(e.Usage.PromptTokens, e.Usage.CompletionTokens)
+		usd = d.Cost(e.Usage.PromptTokens, e.Usage.CachedTokens, 0, e.Usage.CompletionTokens)
 	}
 	cl.entry.SavedUSD = usd
 	tokens = int64(e.Usage.PromptTokens + e.Usage.CompletionTokens)
@@ -333,8 +340,13 @@ func (cl *call) followStream(fl *cache.Follower, wait time.Duration) bool {
 	}
 	w := cl.c.Writer
 	ew := s.newEventWriter(w, cl.end)
+	w0 := time.Now()
 	write := func(b []byte) error {
 		if !w.Written() {
+			// until the leader's first delta, it waited on the leader's
+			// upstream call, not on the gateway (SPEC 12.3)
+			cl.upstream += time.Since(w0)
+			cl.hdr.millis("X-Switchyard-Overhead-Ms", time.Since(cl.start)-cl.upstream)
 			// the headers go out with the first event, as soon as the
 			// leader's first delta is here: what a hit carries (SPEC 18,
 			// 12.3). A sync leader's follower streams its entry; a
@@ -352,12 +364,14 @@ func (cl *call) followStream(fl *cache.Follower, wait time.Duration) bool {
 			setCacheHeaders(h, cacheCoalesced, e, now)
 			h["Content-Type"] = []string{"text/event-stream"}
 			h["Cache-Control"] = []string{"no-cache"}
+			h["X-Accel-Buffering"] = []string{"no"} // a live stream, as the leader's relay
 			w.WriteHeader(http.StatusOK)
 		}
 		return ew.write(b)
 	}
 	wrote, err := followStream(cl.ctx, wait, fl, r, write)
 	if !wrote {
+		cl.upstream += time.Since(w0) // the wait on the leader's upstream call
 		cl.alone("node", err)
 		return false
 	}
