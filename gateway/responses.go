@@ -223,6 +223,228 @@ func (s *Server) handleGetResponse(c *gin.Context) {
 	c.Data(http.StatusOK, "application/json", rec.Response)
 }
 
+// handleInputItems is GET /v1/responses/{id}/input_items (OpenAI's "List
+// input items", which the SDKs call as responses.inputItems.list): the
+// stored response's input items, paged by after/before (an item id),
+// limit (1-100, default 20) and order (asc or desc, default desc); include
+// is accepted and ignored (the items carry everything they have). Auth and
+// team scoping are GET's: another team's, an unknown or an expired id is
+// 404.
+//
+// The list holds this request's own input items only (item_references
+// resolved), not the conversation that previous_response_id continued:
+// the store keeps each turn's own items linked to the turn before (SPEC
+// 10.1), so a page is one bounded read of one record, and the earlier
+// turns are listed under their own response ids. Instructions are not an
+// item (the response object echoes them).
+func (s *Server) handleInputItems(c *gin.Context) {
+	team, _ := s.teamOf(c, wire.FormatOpenAI)
+	if team == nil {
+		return
+	}
+	q := c.Request.URL.Query()
+	limit := 20
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > 100 {
+			writeError(c, errBadRequest("limit", "limit must be an integer from 1 to 100"))
+			return
+		}
+		limit = n
+	}
+	desc := true
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		desc = false
+	default:
+		writeError(c, errBadRequest("order", "order must be \"asc\" or \"desc\""))
+		return
+	}
+	id := c.Param("id")
+	items, err := s.Responses.Input(c.Request.Context(), team.Name, id)
+	if err != nil {
+		writeError(c, storeError(err, id))
+		return
+	}
+	ids := inputItemIDs(id, items)
+	order := make([]int, len(items)) // positions in the listing's order
+	for i := range order {
+		order[i] = i
+		if desc {
+			order[i] = len(items) - 1 - i
+		}
+	}
+	at := func(param, cursor string) (int, bool) {
+		for k, i := range order {
+			if ids[i] == cursor {
+				return k, true
+			}
+		}
+		writeError(c, errBadRequest(param, "no input item of response '"+id+"' has the id '"+cursor+"'"))
+		return 0, false
+	}
+	lo, hi := 0, len(order) // the window the cursors leave, in listing order
+	if a := q.Get("after"); a != "" {
+		k, ok := at("after", a)
+		if !ok {
+			return
+		}
+		lo = k + 1
+	}
+	if b := q.Get("before"); b != "" {
+		k, ok := at("before", b)
+		if !ok {
+			return
+		}
+		hi = min(hi, k)
+	}
+	lo = min(lo, hi)
+	page := order[lo:hi]
+	more := len(page) > limit
+	if more {
+		if q.Get("before") != "" && q.Get("after") == "" {
+			page = page[len(page)-limit:] // the items right before the cursor
+		} else {
+			page = page[:limit]
+		}
+	}
+	list := inputItemList{Object: "list", Data: make([]any, 0, len(page)), HasMore: more}
+	for _, i := range page {
+		list.Data = append(list.Data, inputItemView(ids[i], &items[i]))
+	}
+	if len(page) > 0 {
+		first, last := ids[page[0]], ids[page[len(page)-1]]
+		list.FirstID, list.LastID = &first, &last
+	}
+	c.JSON(http.StatusOK, list)
+}
+
+// inputItemList is the list object of GET /v1/responses/{id}/input_items.
+type inputItemList struct {
+	Object  string  `json:"object"`
+	Data    []any   `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// inputItemIDs gives every input item of response respID an id: its own
+// when it came with one (the first item to carry it), else one derived
+// from the response id and the item's position, never random, so a page's
+// last id names the same item in every call and on every replica (the
+// SDKs page with after=<last id>). A derived id holds this response's id,
+// which no client knew when it sent the items, so it never equals one of
+// theirs, and its "_in" position is not an output item's number, so it
+// never names an output item (responses.ItemResponse).
+func inputItemIDs(respID string, items []wire.Item) []string {
+	base := strings.TrimPrefix(respID, "resp_")
+	ids := make([]string, len(items))
+	seen := make(map[string]bool, len(items))
+	for i := range items {
+		own := items[i].ID
+		if own != "" && !seen[own] {
+			ids[i] = own
+			seen[own] = true
+			continue
+		}
+		prefix := "msg_"
+		switch items[i].Type {
+		case "function_call":
+			prefix = "fc_"
+		case "function_call_output":
+			prefix = "fco_"
+		}
+		ids[i] = prefix + base + "_in" + strconv.Itoa(i)
+	}
+	return ids
+}
+
+// inputMessage is a message input item as the Responses API lists it
+// (a user, system or developer message; an assistant message takes the
+// output message's shape, content parts output_text and refusal).
+type inputMessage struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Role    string `json:"role"`
+	Content []any  `json:"content"`
+	Status  string `json:"status"`
+}
+
+type inputFunctionCall struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
+}
+
+type inputFunctionOutput struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	CallID string `json:"call_id"`
+	Output string `json:"output"`
+	Status string `json:"status"`
+}
+
+type inputText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type outputText struct {
+	Type        string            `json:"type"`
+	Annotations []json.RawMessage `json:"annotations"`
+	Logprobs    []json.RawMessage `json:"logprobs"`
+	Text        string            `json:"text"`
+}
+
+type inputImage struct {
+	Type     string `json:"type"`
+	ImageURL string `json:"image_url"`
+	Detail   string `json:"detail"`
+}
+
+type refusalPart struct {
+	Type    string `json:"type"`
+	Refusal string `json:"refusal"`
+}
+
+// inputItemView is a stored input item in the shape the Responses API
+// lists items in, under id; an item stored without a status is listed
+// "completed" (it was used, whole, to generate the response).
+func inputItemView(id string, it *wire.Item) any {
+	status := it.Status
+	if status == "" {
+		status = "completed"
+	}
+	switch it.Type {
+	case "function_call":
+		return inputFunctionCall{ID: id, Type: it.Type, CallID: it.CallID, Name: it.Name, Arguments: it.Arguments, Status: status}
+	case "function_call_output":
+		return inputFunctionOutput{ID: id, Type: it.Type, CallID: it.CallID, Output: it.Output, Status: status}
+	}
+	content := make([]any, 0, len(it.Content))
+	for _, p := range it.Content {
+		switch p.Type {
+		case "output_text":
+			content = append(content, outputText{Type: p.Type, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}, Text: p.Text})
+		case "refusal":
+			content = append(content, refusalPart{Type: p.Type, Refusal: p.Text})
+		case "input_image":
+			detail := p.Detail
+			if detail == "" {
+				detail = "auto"
+			}
+			content = append(content, inputImage{Type: p.Type, ImageURL: p.ImageURL, Detail: detail})
+		default:
+			content = append(content, inputText{Type: p.Type, Text: p.Text})
+		}
+	}
+	return inputMessage{ID: id, Type: "message", Role: it.Role, Content: content, Status: status}
+}
+
 // handleDeleteResponse is DELETE /v1/responses/{id}.
 func (s *Server) handleDeleteResponse(c *gin.Context) {
 	team, _ := s.teamOf(c, wire.FormatOpenAI)

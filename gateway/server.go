@@ -173,6 +173,7 @@ func (s *Server) routes() {
 	e.POST("/v1/messages/count_tokens", s.handleCountTokens)
 	e.POST("/v1/responses", s.handleResponses)
 	e.GET("/v1/responses/:id", s.handleGetResponse)
+	e.GET("/v1/responses/:id/input_items", s.handleInputItems)
 	e.DELETE("/v1/responses/:id", s.handleDeleteResponse)
 	e.GET("/v1/models", s.handleModels)
 	e.GET("/v1/models/*id", s.handleModel)

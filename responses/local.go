@@ -211,6 +211,14 @@ func (l *Local) Get(_ context.Context, team, id string) (*Record, error) {
 	return nil, ErrNotFound
 }
 
+// Input implements Store.
+func (l *Local) Input(_ context.Context, team, id string) ([]wire.Item, error) {
+	if rec := l.get(team, id); rec != nil {
+		return rec.Input, nil
+	}
+	return nil, ErrNotFound
+}
+
 // lookup is get with whether the record was written to the shared store.
 func (l *Local) lookup(team, id string) (rec *Record, shared bool) {
 	now := l.now()

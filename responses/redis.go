@@ -265,6 +265,43 @@ func (r *Redis) Get(ctx context.Context, team, id string) (*Record, error) {
 	return &Record{ID: id, Response: json.RawMessage(str(v[0])), Session: str(v[1])}, nil
 }
 
+// Input implements Store, with Get's authority: this node's own copy
+// while Redis has not been written, else Redis (with Redis down, the local
+// copy answers).
+func (r *Redis) Input(ctx context.Context, team, id string) ([]wire.Item, error) {
+	own, shared := r.local.lookup(team, id)
+	if own != nil && !shared {
+		return own.Input, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	var cmd *redis.SliceCmd
+	if _, err := r.c.Pipelined(cctx, func(p redis.Pipeliner) error {
+		cmd = p.HMGet(cctx, r.recKey(team, id), "i", "z")
+		return nil
+	}); err != nil {
+		if own != nil {
+			return own.Input, nil
+		}
+		return nil, ErrUnavailable
+	}
+	v := cmd.Val()
+	if len(v) != 2 || str(v[1]) == "" {
+		if own != nil {
+			r.local.drop(team, own)
+		}
+		return nil, ErrNotFound
+	}
+	if own != nil {
+		return own.Input, nil
+	}
+	var in []wire.Item
+	if i := str(v[0]); i != "" && json.Unmarshal([]byte(i), &in) != nil {
+		return nil, ErrNotFound // unreadable: as good as gone (as Load treats it)
+	}
+	return in, nil
+}
+
 // Delete implements Store: the response's own record, here and in Redis;
 // the turns it links to and the items it referenced stay. A record of this
 // node not yet written may be in the writer's queue or in flight: the

@@ -156,6 +156,10 @@ type Store interface {
 	Save(team string, rec *Record)
 	// Get returns a stored response (with its Response) or ErrNotFound.
 	Get(ctx context.Context, team, id string) (*Record, error)
+	// Input returns a stored response's own input items (its request's
+	// items, item_references resolved; never the earlier turns'), in
+	// order, or ErrNotFound: GET /v1/responses/{id}/input_items.
+	Input(ctx context.Context, team, id string) ([]wire.Item, error)
 	// Delete removes a stored response's own record (its input and output;
 	// never another turn's); false when unknown.
 	Delete(ctx context.Context, team, id string) (bool, error)
