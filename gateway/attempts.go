@@ -307,6 +307,7 @@ func (cl *call) relay(ctx context.Context, att *routing.Attempt, resp *providers
 			cl.entry.Error = "client stopped reading the stream: " + werr.Error()
 			break
 		}
+		cl.rs.relayed(ev)
 		relayed += contentChars(ev, fields)
 		if tap != nil {
 			tap.relayed(ev)
@@ -328,7 +329,7 @@ func (cl *call) relay(ctx context.Context, att *routing.Attempt, resp *providers
 		o.TTFB = ttfb
 		s.Metrics.StreamErrors.WithLabelValues(d.ID).Inc()
 		e := fromUpstream(err, false)
-		_ = ew.write(e.streamEvent(cl.format))
+		_ = ew.write(cl.streamError(e))
 		cl.entry.Error = "stream failed after first byte: " + e.Message
 		break
 	}

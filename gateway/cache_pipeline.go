@@ -367,7 +367,11 @@ func (cl *call) followStream(fl *cache.Follower, wait time.Duration) bool {
 			h["X-Accel-Buffering"] = []string{"no"} // a live stream, as the leader's relay
 			w.WriteHeader(http.StatusOK)
 		}
-		return ew.write(b)
+		if err := ew.write(b); err != nil {
+			return err
+		}
+		cl.rs.relayed(b)
+		return nil
 	}
 	wrote, err := followStream(cl.ctx, wait, fl, r, write)
 	if !wrote {
@@ -387,7 +391,7 @@ func (cl *call) followStream(fl *cache.Follower, wait time.Duration) bool {
 	if err != nil {
 		cl.entry.Error = "the coalesced answer it followed ended early: " + err.Error()
 		e := &apiError{Status: http.StatusBadGateway, Type: "upstream_error", Message: "the answer this request followed ended before it was complete"}
-		_ = ew.write(e.streamEvent(cl.format))
+		_ = ew.write(cl.streamError(e))
 	}
 	return true
 }

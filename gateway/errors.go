@@ -165,8 +165,10 @@ func (e *apiError) body(format wire.Format) []byte {
 }
 
 // streamEvent renders the error as one SSE event in the client's stream
-// format, for a failure after the first byte (SPEC 7.1).
-func (e *apiError) streamEvent(format wire.Format) []byte {
+// format, for a failure after the first byte (SPEC 7.1). seq is the
+// Responses stream's next sequence_number (the events relayed before it
+// count from 0, SPEC 10.1); other formats have none.
+func (e *apiError) streamEvent(format wire.Format, seq int64) []byte {
 	if format == wire.FormatAnthropic {
 		out := append([]byte("event: error\ndata: "), e.body(format)...)
 		return append(out, "\n\n"...)
@@ -176,7 +178,8 @@ func (e *apiError) streamEvent(format wire.Format) []byte {
 		b := append([]byte("event: error\ndata: {\"type\":\"error\",\"code\":"), wire.AppendString(nil, e.Code)...)
 		b = append(b, `,"message":`...)
 		b = wire.AppendString(b, e.Message)
-		return append(b, ",\"param\":null,\"sequence_number\":0}\n\n"...)
+		b = strconv.AppendInt(append(b, ",\"param\":null,\"sequence_number\":"...), seq, 10)
+		return append(b, "}\n\n"...)
 	}
 	out := append([]byte("data: "), e.body(format)...)
 	return append(out, "\n\ndata: [DONE]\n\n"...)

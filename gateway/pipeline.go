@@ -161,7 +161,7 @@ func (cl *call) recoverPanic() {
 	cl.entry.Error = "internal error after the first byte: " + errInternal.Message
 	if ct := w.Header()["Content-Type"]; len(ct) == 1 && ct[0] == "text/event-stream" {
 		ew := cl.s.newEventWriter(w, cl.end)
-		_ = ew.write(errInternal.streamEvent(cl.format))
+		_ = ew.write(cl.streamError(errInternal))
 	}
 }
 

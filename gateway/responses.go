@@ -9,6 +9,7 @@ package gateway
 // The finished response is handed to the store without waiting on it.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -34,6 +35,52 @@ type responsesCall struct {
 	cl      *call
 	first   int    // index in the expanded input of this request's first item
 	session string // the conversation's session key from the store; "" for a first turn
+	// seq is the next sequence_number of the stream relayed to the client:
+	// one past the last event written (relayed), so the error event that
+	// may end the stream continues the sequence (SPEC 10.1). Only the
+	// request's goroutine touches it.
+	seq int64
+}
+
+// seqKey is what precedes an event's sequence_number. In a JSON string a
+// quote is escaped, so no text the model wrote can contain it.
+var seqKey = []byte(`"sequence_number":`)
+
+// relayed notes the framed Responses events ev that reached the client
+// (a no-op for other formats, whose rs is nil). Each event's
+// sequence_number is its last key, so the last one in ev is found from
+// the end, in a few bytes for a text delta.
+func (rs *responsesCall) relayed(ev []byte) {
+	if rs == nil {
+		return
+	}
+	i := bytes.LastIndex(ev, seqKey)
+	if i < 0 {
+		return
+	}
+	var n int64
+	digits := 0
+	for _, c := range ev[i+len(seqKey):] {
+		if c < '0' || c > '9' || digits == 18 {
+			break
+		}
+		n = n*10 + int64(c-'0')
+		digits++
+	}
+	if digits > 0 {
+		rs.seq = n + 1
+	}
+}
+
+// streamError is e as the event that ends the client's stream after its
+// first byte, in its format; on a Responses stream it continues the
+// sequence of the events relayed.
+func (cl *call) streamError(e *apiError) []byte {
+	var seq int64
+	if cl.rs != nil {
+		seq = cl.rs.seq
+	}
+	return e.streamEvent(cl.format, seq)
 }
 
 func (s *Server) handleResponses(c *gin.Context) {
