@@ -14,13 +14,15 @@ import (
 )
 
 // responsesToAnthropicBody is the Messages body for a Responses request.
-// text.format and reasoning.effort have no Messages equivalent and are
-// dropped (reasoning.effort still chose the tier).
+// text.format json_schema becomes output_config.format, as a chat
+// request's response_format does (chatToAnthropic); reasoning.effort has
+// no Messages equivalent and is dropped (it still chose the tier).
 func responsesToAnthropicBody(rq *wire.Responses, model string, stream bool) ([]byte, error) {
 	chat, err := responsesToChat(rq, model, stream)
 	if err != nil {
 		return nil, err
 	}
+	chat.oaRequest.ResponseFormat = chat.ResponseFormat
 	out, err := chatToAnthropic(&chat.oaRequest, model, stream)
 	if err != nil {
 		return nil, err
