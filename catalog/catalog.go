@@ -324,7 +324,13 @@ func Build(cfg *config.Config, st *State) *Snapshot {
 	deps := append([]config.Deployment(nil), st.Deployments...)
 	sort.Slice(deps, func(i, j int) bool { return deps[i].ID < deps[j].ID })
 	for _, dc := range deps {
-		d := &Deployment{Deployment: dc, Provider: s.Providers[dc.Provider], Tools: dc.ToolsSupported(), On: dc.IsEnabled()}
+		// a stored deployment may name a provider this node's file lacks
+		// (removed before a restart, or added on a replica with a newer
+		// file): it stays in the state and the pool, but cannot serve
+		// here, so it is off like a disabled one (SPEC 11: missing targets
+		// are skipped at runtime), never selected with a nil provider
+		p := s.Providers[dc.Provider]
+		d := &Deployment{Deployment: dc, Provider: p, Tools: dc.ToolsSupported(), On: dc.IsEnabled() && p != nil}
 		for _, op := range dc.Operations {
 			d.Ops |= ParseOperation(op)
 		}
