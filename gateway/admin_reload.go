@@ -173,24 +173,27 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 	rep.Problems = reloadProblems(st, &merged)
 	adapters := map[string]providers.Adapter{}
 	var retired []providers.Adapter
+	// the adapters are built even when the catalog check found problems:
+	// a rejected file lists every problem at once (SPEC 11), those of
+	// providers that cannot be built too
+	old := map[string]config.Provider{}
+	for _, p := range cur.Config.Providers {
+		old[p.Name] = p
+	}
+	for i := range merged.Providers {
+		p := merged.Providers[i]
+		if o, ok := old[p.Name]; ok && reflect.DeepEqual(o, p) {
+			adapters[p.Name] = cur.Adapters[p.Name]
+			continue
+		}
+		a, err := providers.New(&catalog.Provider{Provider: p})
+		if err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("providers[%d]: %v", i, err))
+			continue
+		}
+		adapters[p.Name] = a
+	}
 	if len(rep.Problems) == 0 {
-		old := map[string]config.Provider{}
-		for _, p := range cur.Config.Providers {
-			old[p.Name] = p
-		}
-		for i := range merged.Providers {
-			p := merged.Providers[i]
-			if o, ok := old[p.Name]; ok && reflect.DeepEqual(o, p) {
-				adapters[p.Name] = cur.Adapters[p.Name]
-				continue
-			}
-			a, err := providers.New(&catalog.Provider{Provider: p})
-			if err != nil {
-				rep.Problems = append(rep.Problems, fmt.Sprintf("providers[%d]: %v", i, err))
-				continue
-			}
-			adapters[p.Name] = a
-		}
 		for name, a := range cur.Adapters {
 			if adapters[name] != a {
 				retired = append(retired, a)
