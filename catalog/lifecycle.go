@@ -134,6 +134,11 @@ func DeleteFallback(cur *State, primary, reason string) (*State, error) {
 	if reason == "" {
 		reason = string(ReasonGeneral)
 	}
+	if !config.IsReason(reason) {
+		// a typo is a bad request, not an absent chain (SPEC 11: the
+		// reason must be one of the three)
+		return nil, errf(http.StatusBadRequest, "reason", "reason: %q is not one of %s", reason, strings.Join(config.Reasons, ", "))
+	}
 	next := cur.Clone()
 	for i, f := range next.Fallbacks {
 		if f.PrimaryModel == primary && f.Reason == reason {

@@ -143,6 +143,9 @@ func parseUsageQuery(c *gin.Context, snap *catalog.Snapshot, now time.Time) (*us
 		}
 	}
 	oldest := today.Add(-edge.UsageRetention)
+	if q.To.Before(oldest) {
+		return nil, errBadRequest("to", "to: usage is kept 90 days; send a date on or after "+oldest.Format(time.DateOnly))
+	}
 	if q.From.Before(oldest) {
 		if c.Query("from") != "" {
 			return nil, errBadRequest("from", "from: usage is kept 90 days; send a date on or after "+oldest.Format(time.DateOnly))
