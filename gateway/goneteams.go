@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"switchyard/catalog"
 	"switchyard/routing"
 )
 
@@ -87,8 +88,46 @@ type deploymentForgetter interface {
 	ForgetDeployments(drop func(id string) bool)
 }
 
+// goneDeployments finds the deployments deleted from the catalog whose
+// metric series are to be dropped: once gone at every sweep for grace (a
+// request that attempted one before its deletion may still count in its
+// series until then). Only the sweeping goroutine uses it.
+type goneDeployments struct {
+	known map[string]bool      // the deployments of the last sweep's catalog, and those still waiting
+	since map[string]time.Time // first sweep each gone deployment was found gone at
+}
+
+// sweep is one pass at now over the catalog's deployments; it returns the
+// ids whose series to drop.
+func (g *goneDeployments) sweep(now time.Time, current map[string]*catalog.Deployment, grace time.Duration) []string {
+	if g.known == nil {
+		g.known, g.since = map[string]bool{}, map[string]time.Time{}
+	}
+	var drop []string
+	for id := range g.known {
+		if current[id] != nil {
+			delete(g.since, id)
+			continue
+		}
+		at, ok := g.since[id]
+		switch {
+		case !ok:
+			g.since[id] = now
+		case now.Sub(at) >= grace:
+			drop = append(drop, id)
+			delete(g.since, id)
+			delete(g.known, id)
+		}
+	}
+	for id := range current {
+		g.known[id] = true
+	}
+	return drop
+}
+
 func (n *Node) sweepGoneTeams(ctx context.Context, stores []teamStore, usage routing.UsageSource) {
 	var g goneTeams
+	var gd goneDeployments
 	t := time.NewTicker(goneTeamsEvery)
 	defer t.Stop()
 	for {
@@ -105,6 +144,10 @@ func (n *Node) sweepGoneTeams(ctx context.Context, stores []teamStore, usage rou
 			// admin API (the usage source forgets those with nothing to write)
 			if f, ok := usage.(deploymentForgetter); ok {
 				f.ForgetDeployments(func(id string) bool { return snap.Deployments[id] == nil })
+			}
+			// and their metric series
+			for _, id := range gd.sweep(now, snap.Deployments, grace) {
+				n.Metrics.ForgetDeployment(id)
 			}
 		}
 	}

@@ -99,6 +99,24 @@ func (m *Metrics) ForgetTeams(drop func(team string) bool) {
 	}
 }
 
+// ForgetDeployment drops the series of deployment id, deleted from the
+// catalog: its attempts, latencies, stream errors, selections, outcomes,
+// cooldowns, probes and latency estimate, so a deleted deployment shows no
+// frozen estimate and admin churn does not grow the label set without
+// bound. It returns how many series it dropped. (The per-team tokens and
+// cost tables keep their rows: they are the team's spend.)
+func (m *Metrics) ForgetDeployment(id string) int {
+	l := prometheus.Labels{"deployment": id}
+	n := 0
+	for _, v := range [...]interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.Attempts, m.UpstreamLatency, m.UpstreamTTFB, m.StreamErrors, m.Selections,
+		m.Outcomes, m.Cooldowns, m.Probes, m.LatencyEstimate,
+	} {
+		n += v.DeletePartialMatch(l)
+	}
+	return n
+}
+
 // Tables are the per-team tables (requests, edge rejections, tokens,
 // cost). They are not registered on the registry: Handler writes them into
 // /metrics series by series (exposition.go), and a caller that gathers the
