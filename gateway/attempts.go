@@ -51,12 +51,13 @@ func (cl *call) route() bool {
 		return true
 	}
 	var lastErr error
+	probeFailed := false // the last attempt was a recovery probe: fail over at once (SPEC 6)
 	for {
 		att, ok := plan.Next()
 		if !ok {
 			break
 		}
-		if att.N > 1 && s.cfg().Routing.RetryAfter > 0 && !cl.wait(s.cfg().Routing.RetryAfter) {
+		if att.N > 1 && !probeFailed && s.cfg().Routing.RetryAfter > 0 && !cl.wait(s.cfg().Routing.RetryAfter) {
 			// never sent: not an attempt of the request (X-Switchyard-Attempts
 			// and the audit timeline count what went upstream, SPEC 12.3)
 			att.Withdraw()
@@ -67,7 +68,7 @@ func (cl *call) route() bool {
 			cl.record(plan)
 			return true
 		}
-		lastErr = err
+		lastErr, probeFailed = err, att.Probe
 		if cl.ctx.Err() != nil {
 			break
 		}
