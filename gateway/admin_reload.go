@@ -116,11 +116,23 @@ func (r *Reloader) setAdmin(a *Admin) {
 // ReloadReport says what a reload did.
 type ReloadReport struct {
 	File       string   `json:"file"`
-	Applied    []string `json:"applied"`            // sections that changed and are live
+	Applied    []string `json:"applied"`            // sections that changed and are live; teams[].keys: config keys synced
 	NotApplied []string `json:"not_applied"`        // fields that changed but need a restart
 	Warnings   []string `json:"warnings"`           // allowed, but worth knowing
 	Problems   []string `json:"problems,omitempty"` // why the file was rejected
-	Version    int64    `json:"catalog_version"`    // the snapshot serving after the reload
+	// CatalogManaged are the catalog's sections the file changed, which a
+	// reload never applies (SPEC 11: the admin-managed catalog is not
+	// overwritten once seeded). They are not in NotApplied: a restart does
+	// not apply them either, only the admin API does.
+	CatalogManaged []CatalogChange `json:"catalog_managed"`
+	Version        int64           `json:"catalog_version"` // the snapshot serving after the reload
+}
+
+// CatalogChange is a section of the admin-managed catalog that the file
+// changed, with the admin endpoint that changes it.
+type CatalogChange struct {
+	Field string `json:"field"` // deployments, models, routing.fallbacks or teams
+	Hint  string `json:"hint"`  // one line naming the admin endpoint to use
 }
 
 // ErrReloadRejected wraps the problems of a file that was not applied.
@@ -161,12 +173,13 @@ func (r *Reloader) logRejected(rep *ReloadReport) {
 // (deployment scoring state survives), smart routing, server limits read per
 // request (body size, timeouts), the default strategy and the global
 // fallbacks. The admin-managed catalog is never overwritten; only the config
-// keys of teams it holds follow the file (catalog.SyncConfigKeys). Fields
+// keys of teams it holds follow the file (catalog.SyncConfigKeys); the
+// catalog's sections the file changed are reported (CatalogManaged). Fields
 // that only a restart can change are reported and keep their running value.
 func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadReport, error) {
 	r.mu.Lock()
 	cur := r.live.Load()
-	rep := &ReloadReport{File: r.path, Applied: []string{}, NotApplied: []string{}, Warnings: []string{}}
+	rep := &ReloadReport{File: r.path, Applied: []string{}, NotApplied: []string{}, Warnings: []string{}, CatalogManaged: []CatalogChange{}}
 	merged := *next
 	rep.NotApplied = keepRestartOnly(cur.Config, &merged)
 	st := r.holder.Load().State
@@ -221,6 +234,7 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 	lc := &LiveConfig{Config: &pub, Router: cur.Router.Reconfigure(merged.Routing), Adapters: adapters, Tier: tier.New(merged.SmartRouting),
 		teams: teamsPrint(merged.Teams)}
 	rep.Applied = changedSections(cur, lc)
+	rep.CatalogManaged = catalogChanges(cur, lc, &merged)
 	r.live.p.Store(lc)
 	r.publishLocked(st)
 	rep.Warnings = append(rep.Warnings, catalog.Dangling(st, merged.SmartRouting.Routes)...)
@@ -242,8 +256,8 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 		}
 		r.mu.Unlock()
 		rep.Warnings = append(rep.Warnings, w...)
-		if changed && !slices.Contains(rep.Applied, "teams") {
-			rep.Applied = append(rep.Applied, "teams") // the file changed keys only
+		if changed {
+			rep.Applied = append(rep.Applied, "teams[].keys") // the config keys of the catalog's teams follow the file
 		}
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, "config keys not synced into the catalog: "+err.Error())
@@ -252,6 +266,10 @@ func (r *Reloader) Apply(ctx context.Context, next *config.Config) (*ReloadRepor
 	rep.Version = r.holder.Load().Version
 	for _, f := range rep.NotApplied {
 		r.log.Warn("config reload: this field changed but needs a restart; the running value stays", "field", f)
+	}
+	if len(rep.CatalogManaged) > 0 {
+		r.log.Warn("config reload: the file changed the admin-managed catalog, which a reload never overwrites; change it through the admin API",
+			"catalog_managed", rep.CatalogManaged)
 	}
 	r.log.Info("config reloaded", "file", r.path, "applied", rep.Applied, "catalog_version", rep.Version, "warnings", len(rep.Warnings))
 	return rep, nil
@@ -315,20 +333,52 @@ func modelCaches(models []config.Model) map[string]config.ModelCache {
 	return out
 }
 
-// changedSections names the live sections that differ.
+// changedSections names the live sections that differ. routing.fallbacks
+// only seeds the catalog's chains (catalogChanges), so it is left out of
+// routing; the file's teams are the catalog's too.
 func changedSections(cur, next *LiveConfig) []string {
 	out := []string{}
 	a, b := cur.Config, next.Config
+	ra, rb := a.Routing, b.Routing
+	ra.Fallbacks, rb.Fallbacks = nil, nil
 	for _, s := range []struct {
 		name string
 		a, b any
 	}{
 		{"server", a.Server, b.Server}, {"providers", a.Providers, b.Providers},
-		{"routing", a.Routing, b.Routing}, {"smart_routing", a.SmartRouting, b.SmartRouting},
-		{"teams", cur.teams, next.teams}, // without keys: the sync says
+		{"routing", ra, rb}, {"smart_routing", a.SmartRouting, b.SmartRouting},
 	} {
 		if !reflect.DeepEqual(s.a, s.b) {
 			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// catalogChanges names the sections of the admin-managed catalog that the
+// file next changed since the running one (SPEC 11: a reload applies none
+// of them once the catalog is seeded), each with the endpoint that does.
+// file is next's configuration with its teams (next.Config keeps none).
+// A team's config keys are not among them: they follow the file.
+func catalogChanges(cur, next *LiveConfig, file *config.Config) []CatalogChange {
+	out := []CatalogChange{}
+	a := cur.Config
+	for _, s := range []struct {
+		field   string
+		changed bool
+		hint    string
+	}{
+		{"deployments", !reflect.DeepEqual(a.Deployments, file.Deployments),
+			"the catalog keeps its deployments: use PUT or DELETE /admin/deployments/{id}"},
+		{"models", !reflect.DeepEqual(a.Models, file.Models),
+			"the catalog keeps its models' strategies: use PUT or DELETE /admin/models/{name}"},
+		{"routing.fallbacks", !reflect.DeepEqual(a.Routing.Fallbacks, file.Routing.Fallbacks),
+			"the catalog keeps its chains: use PUT or DELETE /admin/fallbacks"},
+		{"teams", cur.teams != next.teams,
+			"the catalog keeps its teams (config keys follow the file): use PUT or DELETE /admin/teams/{name}"},
+	} {
+		if s.changed {
+			out = append(out, CatalogChange{Field: s.field, Hint: s.hint})
 		}
 	}
 	return out

@@ -81,7 +81,8 @@ func TestReloadAppliesLive(t *testing.T) {
 	}
 	var rep ReloadReport
 	decodeJSON(t, w, &rep)
-	if strings.Join(rep.Applied, ",") != "server,providers,routing,smart_routing,teams" || len(rep.NotApplied) != 0 {
+	if strings.Join(rep.Applied, ",") != "server,providers,routing,smart_routing,teams[].keys" || len(rep.NotApplied) != 0 ||
+		len(rep.CatalogManaged) != 0 {
 		t.Fatalf("%+v", rep)
 	}
 	// routing: new knobs, same deployment state objects
@@ -124,8 +125,10 @@ func TestReloadAppliesLive(t *testing.T) {
 
 // The running configuration keeps a fingerprint of the file's teams, not
 // the teams (the catalog holds them): a reload of the same file reports no
-// section, one that changes a team's fields but not its keys reports
-// "teams", and the running configuration still holds no team.
+// section, one that changes a team's fields but not its keys applies
+// nothing and reports "teams" as catalog-managed (SPEC 11: the catalog's
+// teams are not overwritten), and the running configuration still holds no
+// team.
 func TestReloadTeamsByFingerprint(t *testing.T) {
 	n, path, _ := reloadNode(t, reloadYAML)
 	if teams := n.Server.cfg().Teams; teams != nil {
@@ -145,11 +148,11 @@ func TestReloadTeamsByFingerprint(t *testing.T) {
 		t.Fatalf("the same file applied %v", rep.Applied)
 	}
 	rewrite(t, path, strings.Replace(reloadYAML, `models: ["*"]}`, `models: ["*"], rpm: 60}`, 1))
-	if rep := reload(); strings.Join(rep.Applied, ",") != "teams" {
-		t.Fatalf("a team's rpm changed: applied %v", rep.Applied)
+	if rep := reload(); len(rep.Applied) != 0 || len(rep.CatalogManaged) != 1 || rep.CatalogManaged[0].Field != "teams" {
+		t.Fatalf("a team's rpm changed: applied %v, catalog_managed %+v", rep.Applied, rep.CatalogManaged)
 	}
-	if rep := reload(); len(rep.Applied) != 0 || n.Server.cfg().Teams != nil {
-		t.Fatalf("the same file again applied %v", rep.Applied)
+	if rep := reload(); len(rep.Applied) != 0 || len(rep.CatalogManaged) != 0 || n.Server.cfg().Teams != nil {
+		t.Fatalf("the same file again applied %v, catalog_managed %+v", rep.Applied, rep.CatalogManaged)
 	}
 }
 
