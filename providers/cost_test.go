@@ -48,7 +48,7 @@ func TestCostGolden(t *testing.T) {
 	openAIChat := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-up","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":2000,"completion_tokens":300,"total_tokens":2300,"prompt_tokens_details":{"cached_tokens":1536,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":100}}}`
 	openAIChunk := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[],` +
-		`"usage":{"prompt_tokens":2000,"completion_tokens":300,"total_tokens":2300,"prompt_tokens_details":{"cached_tokens":1536}}}`
+		`"usage":{"prompt_tokens":2000,"completion_tokens":300,"total_tokens":2300,"prompt_tokens_details":{"cached_tokens":1536},"completion_tokens_details":{"reasoning_tokens":100}}}`
 	openAIResponses := `{"usage":{"input_tokens":2000,"input_tokens_details":{"cached_tokens":1536},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":100},"total_tokens":2300}}`
 	anthropicMsg := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-up","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,` +
 		`"usage":{"input_tokens":100,"cache_creation_input_tokens":400,"cache_read_input_tokens":1000,"output_tokens":50}}`
@@ -68,7 +68,9 @@ func TestCostGolden(t *testing.T) {
 		feed(t, c, evs)
 		return c.usage()
 	}
-	openAIUsage := Usage{PromptTokens: 2000, CompletionTokens: 300, CachedTokens: 1536}
+	// reasoning tokens are a part of the output (reported apart, priced
+	// once, as output: the costs below count 300 output tokens)
+	openAIUsage := Usage{PromptTokens: 2000, CompletionTokens: 300, CachedTokens: 1536, ReasoningTokens: 100}
 	anthropicUsage := Usage{PromptTokens: 1500, CompletionTokens: 50, CachedTokens: 1000, CacheWriteTokens: 400}
 	// USD per price variant, by hand: (uncached x input + cached x
 	// cached_input + written x cache_write + output x output) / 1e6

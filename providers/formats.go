@@ -130,10 +130,18 @@ type oaUsage struct {
 	CompletionTokens    int              `json:"completion_tokens"`
 	TotalTokens         int              `json:"total_tokens"`
 	PromptTokensDetails *oaPromptDetails `json:"prompt_tokens_details,omitempty"`
+	// CompletionTokensDetails says how many of completion_tokens were
+	// reasoning (CompletionUsage.completion_tokens_details of the OpenAI
+	// API reference).
+	CompletionTokensDetails *oaCompletionDetails `json:"completion_tokens_details,omitempty"`
 }
 
 type oaPromptDetails struct {
 	CachedTokens int `json:"cached_tokens"`
+}
+
+type oaCompletionDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 // usage normalizes an upstream's chat usage (nil: none reported).
@@ -145,16 +153,23 @@ func (u *oaUsage) usage() Usage {
 	if u.PromptTokensDetails != nil {
 		n.CachedTokens = u.PromptTokensDetails.CachedTokens
 	}
+	if u.CompletionTokensDetails != nil {
+		n.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
 	return n
 }
 
 // oaUsageOf presents u in the OpenAI convention; prompt_tokens_details is
-// there when some input was cached. OpenAI has no count of cache writes:
-// they stay in prompt_tokens.
+// there when some input was cached, completion_tokens_details when some
+// output was reasoning. OpenAI has no count of cache writes: they stay in
+// prompt_tokens.
 func oaUsageOf(u Usage) *oaUsage {
 	o := &oaUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 	if u.CachedTokens > 0 {
 		o.PromptTokensDetails = &oaPromptDetails{CachedTokens: u.CachedTokens}
+	}
+	if r := u.reasoning(); r > 0 {
+		o.CompletionTokensDetails = &oaCompletionDetails{ReasoningTokens: r}
 	}
 	return o
 }

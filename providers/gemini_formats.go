@@ -145,7 +145,9 @@ type gmUsage struct {
 }
 
 // usage maps usageMetadata to the gateway's convention (SPEC 10.2): every
-// input token (tool-use prompt included) is prompt, thoughts are output,
+// input token (tool-use prompt included) is prompt, thoughts are output
+// (candidatesTokenCount does not count them: totalTokenCount is the sum of
+// prompt, candidates, tool-use prompt and thoughts) and its reasoning part,
 // cached content is the cached part of the prompt.
 func (u *gmUsage) usage() Usage {
 	if u == nil {
@@ -155,8 +157,10 @@ func (u *gmUsage) usage() Usage {
 		PromptTokens:     min(u.PromptTokenCount.clamped()+u.ToolUsePromptTokenCount.clamped(), MaxUsageTokens),
 		CompletionTokens: min(u.CandidatesTokenCount.clamped()+u.ThoughtsTokenCount.clamped(), MaxUsageTokens),
 		CachedTokens:     u.CachedContentTokenCount.clamped(),
+		ReasoningTokens:  u.ThoughtsTokenCount.clamped(),
 	}
 	out.CachedTokens = min(out.CachedTokens, out.PromptTokens)
+	out.ReasoningTokens = min(out.ReasoningTokens, out.CompletionTokens)
 	return out
 }
 

@@ -115,7 +115,7 @@ func TestGeminiAdapterChat(t *testing.T) {
 	if !resp.Stream.Ended() || !strings.HasSuffix(string(all), "data: [DONE]\n\n") || !strings.Contains(string(all), `"cached_tokens":100`) {
 		t.Fatalf("stream %s", all)
 	}
-	if u := resp.Stream.Usage(); u != (Usage{PromptTokens: 120, CompletionTokens: 39, CachedTokens: 100}) {
+	if u := resp.Stream.Usage(); u != (Usage{PromptTokens: 120, CompletionTokens: 39, CachedTokens: 100, ReasoningTokens: 30}) {
 		t.Fatalf("stream usage %+v", u)
 	}
 
@@ -256,7 +256,7 @@ func TestGeminiUsageAnyNumber(t *testing.T) {
 		want Usage
 	}{
 		{`{"promptTokenCount":1e400,"candidatesTokenCount":3}`, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: 3}},
-		{`{"promptTokenCount":7,"candidatesTokenCount":-1e400,"thoughtsTokenCount":2.5}`, Usage{PromptTokens: 7, CompletionTokens: 2}},
+		{`{"promptTokenCount":7,"candidatesTokenCount":-1e400,"thoughtsTokenCount":2.5}`, Usage{PromptTokens: 7, CompletionTokens: 2, ReasoningTokens: 2}},
 		{`{"promptTokenCount":7,"candidatesTokenCount":null}`, Usage{PromptTokens: 7}},
 	} {
 		sync := `{"candidates":[{"content":{"parts":[{"text":"hello"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":` + tc.meta + `}`

@@ -296,11 +296,11 @@ func TestHostile3AnthropicUsageHostileCounts(t *testing.T) {
 		usage string
 		want  Usage // after Clamped
 	}{
-		{`{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807,"output_tokens":3}`, Usage{max, 3, max, 0}},
-		{`{"input_tokens":4611686018427387904,"cache_creation_input_tokens":4611686018427387904,"cache_read_input_tokens":4611686018427387904,"output_tokens":1}`, Usage{max, 1, max, max}},
-		{`{"input_tokens":10,"output_tokens":99999999999999999999}`, Usage{10, max, 0, 0}},
-		{`{"input_tokens":1e3,"cache_read_input_tokens":2.0,"output_tokens":7}`, Usage{1002, 7, 2, 0}},
-		{`{"input_tokens":-5,"output_tokens":7}`, Usage{0, 7, 0, 0}},
+		{`{"input_tokens":9223372036854775807,"cache_read_input_tokens":9223372036854775807,"output_tokens":3}`, Usage{max, 3, max, 0, 0}},
+		{`{"input_tokens":4611686018427387904,"cache_creation_input_tokens":4611686018427387904,"cache_read_input_tokens":4611686018427387904,"output_tokens":1}`, Usage{max, 1, max, max, 0}},
+		{`{"input_tokens":10,"output_tokens":99999999999999999999}`, Usage{10, max, 0, 0, 0}},
+		{`{"input_tokens":1e3,"cache_read_input_tokens":2.0,"output_tokens":7}`, Usage{1002, 7, 2, 0, 0}},
+		{`{"input_tokens":-5,"output_tokens":7}`, Usage{0, 7, 0, 0, 0}},
 	} {
 		body := `{"id":"msg_1","type":"message","role":"assistant","model":"c","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,"usage":` + tc.usage + `}`
 		// an Anthropic client: the usage read from the passed-through body
@@ -328,7 +328,7 @@ func TestHostile3AnthropicUsageHostileCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, _ := c.usage().Clamped(); got != (Usage{max, max, max, 0}) {
+	if got, _ := c.usage().Clamped(); got != (Usage{max, max, max, 0, 0}) {
 		t.Errorf("stream usage %+v", got)
 	}
 }

@@ -237,6 +237,10 @@ type openAIUsage struct {
 	OutputTokens        int          `json:"output_tokens"` // images, Responses
 	PromptTokensDetails openAICached `json:"prompt_tokens_details"`
 	InputTokensDetails  openAICached `json:"input_tokens_details"` // images, Responses
+	// ReasoningTokens is completion_tokens_details.reasoning_tokens (or
+	// output_tokens_details' in the Responses shape): the part of the
+	// output that was reasoning, counted in it already.
+	ReasoningTokens int
 }
 
 type openAICached struct {
@@ -248,6 +252,7 @@ func (u openAIUsage) usage() Usage {
 		PromptTokens:     u.PromptTokens + u.InputTokens,
 		CompletionTokens: u.CompletionTokens + u.OutputTokens,
 		CachedTokens:     u.PromptTokensDetails.CachedTokens + u.InputTokensDetails.CachedTokens,
+		ReasoningTokens:  u.ReasoningTokens,
 	}
 }
 
@@ -281,6 +286,8 @@ func openAIUsageOK(body []byte) (Usage, bool) {
 			return cachedTokensOf(v, &u.PromptTokensDetails.CachedTokens)
 		case "input_tokens_details":
 			return cachedTokensOf(v, &u.InputTokensDetails.CachedTokens)
+		case "completion_tokens_details", "output_tokens_details":
+			return detailTokensOf(v, "reasoning_tokens", &u.ReasoningTokens)
 		default:
 			return true
 		}
@@ -306,6 +313,12 @@ func intOf(v []byte, dst *int) bool {
 // cachedTokensOf reads cached_tokens from a *_tokens_details object (null:
 // nothing to read).
 func cachedTokensOf(v []byte, dst *int) bool {
+	return detailTokensOf(v, "cached_tokens", dst)
+}
+
+// detailTokensOf reads the count named key from a *_tokens_details object
+// (null: nothing to read).
+func detailTokensOf(v []byte, key string, dst *int) bool {
 	if string(v) == "null" {
 		return true
 	}
@@ -313,7 +326,7 @@ func cachedTokensOf(v []byte, dst *int) bool {
 		return false
 	}
 	return wire.EachMember(v, func(k, v []byte) bool {
-		if string(k) != "cached_tokens" {
+		if string(k) != key {
 			return true
 		}
 		return intOf(v, dst)

@@ -94,11 +94,14 @@ type Response struct {
 // input token, uncached, cache-read and cache-write alike (OpenAI's
 // prompt_tokens); CachedTokens and CacheWriteTokens are the parts of it read
 // from and written to the provider's prompt cache; CompletionTokens counts
-// reasoning tokens too. Each adapter converts its provider's counts into
-// this form on the way in, and into the client format's convention on the
-// way out.
+// reasoning tokens too, and ReasoningTokens is that part of it (OpenAI's
+// completion_tokens_details.reasoning_tokens, Gemini's thoughtsTokenCount;
+// 0 when the provider reports none): it is reported to clients, never
+// priced apart. Each adapter converts its provider's counts into this form
+// on the way in, and into the client format's convention on the way out.
 type Usage struct {
 	PromptTokens, CompletionTokens, CachedTokens, CacheWriteTokens int
+	ReasoningTokens                                                int
 }
 
 // Cost is the price in USD of u at deployment d's prices (SPEC 10.2).
@@ -113,11 +116,20 @@ const MaxUsageTokens = 100_000_000
 // Clamped returns u with every count within [0, MaxUsageTokens], and
 // whether it had to change one: upstream usage is never written into the
 // limiter or Redis as it came (a negative or absurd count would make a TTL
-// invalid or refund capacity never charged).
+// invalid or refund capacity never charged). ReasoningTokens, a part of
+// CompletionTokens, is never more than it.
 func (u Usage) Clamped() (Usage, bool) {
 	c := Usage{clampCount(u.PromptTokens), clampCount(u.CompletionTokens),
-		clampCount(u.CachedTokens), clampCount(u.CacheWriteTokens)}
+		clampCount(u.CachedTokens), clampCount(u.CacheWriteTokens), 0}
+	c.ReasoningTokens = u.reasoning()
 	return c, c != u
+}
+
+// reasoning is the reasoning part of the output as a client may be told
+// it: within [0, CompletionTokens] (an upstream's count of more reasoning
+// than output is not believed beyond the output).
+func (u Usage) reasoning() int {
+	return min(max(u.ReasoningTokens, 0), clampCount(u.CompletionTokens))
 }
 
 func clampCount(n int) int { return min(max(n, 0), MaxUsageTokens) }

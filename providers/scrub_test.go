@@ -155,12 +155,17 @@ func TestUsageClamped(t *testing.T) {
 		in, want Usage
 		changed  bool
 	}{
-		{Usage{10, 20, 3, 2}, Usage{10, 20, 3, 2}, false},
-		{Usage{-5, 20, 0, 0}, Usage{0, 20, 0, 0}, true},
-		{Usage{900_000_000_000_000_000, 1, 0, 0}, Usage{MaxUsageTokens, 1, 0, 0}, true},
-		{Usage{1, -1, 0, 0}, Usage{1, 0, 0, 0}, true},
-		{Usage{10, 1, -3, 0}, Usage{10, 1, 0, 0}, true},
-		{Usage{10, 1, 0, 900_000_000_000}, Usage{10, 1, 0, MaxUsageTokens}, true},
+		{Usage{10, 20, 3, 2, 0}, Usage{10, 20, 3, 2, 0}, false},
+		{Usage{-5, 20, 0, 0, 0}, Usage{0, 20, 0, 0, 0}, true},
+		{Usage{900_000_000_000_000_000, 1, 0, 0, 0}, Usage{MaxUsageTokens, 1, 0, 0, 0}, true},
+		{Usage{1, -1, 0, 0, 0}, Usage{1, 0, 0, 0, 0}, true},
+		{Usage{10, 1, -3, 0, 0}, Usage{10, 1, 0, 0, 0}, true},
+		{Usage{10, 1, 0, 900_000_000_000, 0}, Usage{10, 1, 0, MaxUsageTokens, 0}, true},
+		// reasoning tokens are a part of the output, never more than it
+		{Usage{10, 20, 0, 0, 15}, Usage{10, 20, 0, 0, 15}, false},
+		{Usage{10, 20, 0, 0, 25}, Usage{10, 20, 0, 0, 20}, true},
+		{Usage{10, 20, 0, 0, -1}, Usage{10, 20, 0, 0, 0}, true},
+		{Usage{10, 900_000_000_000, 0, 0, 900_000_000_000}, Usage{10, MaxUsageTokens, 0, 0, MaxUsageTokens}, true},
 	}
 	for _, c := range cases {
 		if got, ch := c.in.Clamped(); got != c.want || ch != c.changed {

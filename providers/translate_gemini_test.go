@@ -196,7 +196,7 @@ func TestGeminiUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u != (Usage{PromptTokens: 120, CompletionTokens: 39, CachedTokens: 100}) {
+	if u != (Usage{PromptTokens: 120, CompletionTokens: 39, CachedTokens: 100, ReasoningTokens: 30}) {
 		t.Fatalf("usage %+v", u)
 	}
 	for _, tc := range []struct {
@@ -204,7 +204,7 @@ func TestGeminiUsage(t *testing.T) {
 		want Usage
 	}{
 		{gmUsage{PromptTokenCount: -5, CandidatesTokenCount: -1, CachedContentTokenCount: -3}, Usage{}},
-		{gmUsage{PromptTokenCount: 1 << 62, CandidatesTokenCount: 1e300, ThoughtsTokenCount: 1 << 62}, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: MaxUsageTokens}},
+		{gmUsage{PromptTokenCount: 1 << 62, CandidatesTokenCount: 1e300, ThoughtsTokenCount: 1 << 62}, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: MaxUsageTokens, ReasoningTokens: MaxUsageTokens}},
 		{gmUsage{PromptTokenCount: 90_000_000, ToolUsePromptTokenCount: 90_000_000, CandidatesTokenCount: 7.9}, Usage{PromptTokens: MaxUsageTokens, CompletionTokens: 7}},
 		{gmUsage{PromptTokenCount: 10, CachedContentTokenCount: 50}, Usage{PromptTokens: 10, CachedTokens: 10}},
 		{gmUsage{PromptTokenCount: 10, ToolUsePromptTokenCount: 5, CandidatesTokenCount: 2}, Usage{PromptTokens: 15, CompletionTokens: 2}},

@@ -237,9 +237,11 @@ func (o *respObject) settle(finish string, u Usage) {
 		o.Status = "completed"
 	}
 	// the Responses convention is OpenAI's: input_tokens counts the cached
-	// tokens, input_tokens_details says how many (SPEC 10.2)
+	// tokens, input_tokens_details says how many; output_tokens counts the
+	// reasoning tokens, output_tokens_details says how many (SPEC 10.2)
 	o.Usage = &respUsage{InputTokens: u.PromptTokens, InputTokensDetails: cachedDetails{CachedTokens: u.CachedTokens},
-		OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+		OutputTokens: u.CompletionTokens, OutputTokensDetails: reasonDetails{ReasoningTokens: u.reasoning()},
+		TotalTokens: u.PromptTokens + u.CompletionTokens}
 }
 
 // respCallIn is one tool call of a finished upstream answer.

@@ -216,7 +216,7 @@ func TestVertexGeminiAndClaude(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Usage != (Usage{PromptTokens: 120, CompletionTokens: 39, CachedTokens: 100}) || !strings.Contains(string(resp.Body), "capital of France") {
+	if resp.Usage != (Usage{PromptTokens: 120, CompletionTokens: 39, CachedTokens: 100, ReasoningTokens: 30}) || !strings.Contains(string(resp.Body), "capital of France") {
 		t.Fatalf("gemini on vertex %s %+v", resp.Body, resp.Usage)
 	}
 	resp, err = a.Do(ctx, deployment(p, "gemini-2.5-flash"), chatReq(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"Weather?"}]}`, wire.FormatOpenAI))
