@@ -11,10 +11,17 @@ import (
 // the usage strategy. Usage is read on the selection path and never waits on
 // I/O.
 type DeploymentUsage interface {
-	// Record counts one request of tokens on deployment depID.
-	Record(depID string, tokens int64)
+	// Record counts one request of tokens on deployment depID and returns
+	// where it was counted, for Unrecord.
+	Record(depID string, tokens int64) (stamp int64)
+	// Unrecord takes back a request Record counted (stamp: what it
+	// returned), unless the count already left the window.
+	Unrecord(depID string, tokens, stamp int64)
 	// Usage returns the requests and tokens of depID over the last minute.
 	Usage(depID string) (rpm, tpm int64)
+	// Room returns how long until one more request of est tokens fits rpm
+	// and tpm (0: no limit) as the window moves on; 0 when it fits now.
+	Room(depID string, rpm, tpm, est int64) time.Duration
 }
 
 // usageSlots is the resolution of the local sliding minute: one-second slots.
@@ -56,13 +63,33 @@ func (u *LocalUsage) window(id string) *usageWindow {
 	return v.(*usageWindow)
 }
 
-// Record implements DeploymentUsage.
-func (u *LocalUsage) Record(depID string, tokens int64) {
-	u.add(depID, 1, tokens)
+// Record implements DeploymentUsage: the stamp is the Unix second the
+// request was counted in.
+func (u *LocalUsage) Record(depID string, tokens int64) int64 {
+	sec := u.clock().Unix()
+	u.add(depID, sec, 1, tokens)
+	return sec
 }
 
-func (u *LocalUsage) add(depID string, req, tokens int64) {
-	sec := u.clock().Unix()
+// Unrecord implements DeploymentUsage: the counts come off the slot of the
+// second they were added to, if that slot still holds that second (a count
+// older than the window has left it already).
+func (u *LocalUsage) Unrecord(depID string, tokens, stamp int64) {
+	v, ok := u.deps.Load(depID)
+	if !ok {
+		return
+	}
+	w := v.(*usageWindow)
+	s := &w.slots[stamp%usageSlots]
+	w.mu.Lock()
+	if s.sec.Load() == stamp && s.req.Load() > 0 {
+		s.req.Add(-1)
+		s.tok.Add(-min(tokens, s.tok.Load()))
+	}
+	w.mu.Unlock()
+}
+
+func (u *LocalUsage) add(depID string, sec, req, tokens int64) {
 	w := u.window(depID)
 	s := &w.slots[sec%usageSlots]
 	w.mu.Lock()
@@ -93,6 +120,53 @@ func (u *LocalUsage) Usage(depID string) (rpm, tpm int64) {
 		}
 	}
 	return rpm, tpm
+}
+
+// Room implements DeploymentUsage: the wait until enough of the oldest
+// counted seconds leave the window (a second's counts leave it 60 s after
+// it began) for one more request of est tokens to fit, by the rule of the
+// router's quota check (routing.overQuota): requests+1 <= rpm, and
+// tokens+est <= tpm unless no tokens are counted.
+func (u *LocalUsage) Room(depID string, rpm, tpm, est int64) time.Duration {
+	return u.room(depID, rpm, tpm, est, 1)
+}
+
+// room is Room on the counts multiplied by scale (RedisUsage's local
+// estimate of a cluster of scale nodes).
+func (u *LocalUsage) room(depID string, rpm, tpm, est, scale int64) time.Duration {
+	v, ok := u.deps.Load(depID)
+	if !ok {
+		return 0
+	}
+	w := v.(*usageWindow)
+	now := u.clock()
+	sec := now.Unix()
+	fits := func(req, tok int64) bool {
+		return (rpm <= 0 || req*scale+1 <= rpm) && (tpm <= 0 || tok*scale <= max(tpm-est, 0))
+	}
+	var req, tok int64
+	for k := int64(usageSlots - 1); k >= 0; k-- {
+		s := &w.slots[(sec-k)%usageSlots]
+		if s.sec.Load() == sec-k {
+			req += s.req.Load()
+			tok += s.tok.Load()
+		}
+	}
+	if fits(req, tok) {
+		return 0
+	}
+	for k := int64(usageSlots - 1); k >= 0; k-- { // oldest second first
+		s := &w.slots[(sec-k)%usageSlots]
+		if s.sec.Load() != sec-k {
+			continue
+		}
+		req -= s.req.Load()
+		tok -= s.tok.Load()
+		if fits(req, tok) {
+			return time.Unix(sec-k+usageSlots, 0).Sub(now)
+		}
+	}
+	return time.Unix(sec+1, 0).Sub(now) // counts raced in: look again next second
 }
 
 var (

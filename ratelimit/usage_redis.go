@@ -35,7 +35,10 @@ func flushTimeout(t time.Duration) time.Duration { return max(4*t, 250*time.Mill
 
 // usageRecordLua adds counts to a deployment's current minute on Redis's
 // clock. The hash keeps the current minute (m, r, t) and the previous one
-// (pr, pt); a new minute rotates them, so the key never grows.
+// (pr, pt); a new minute rotates them, so the key never grows. Counts may be
+// negative: requests taken back (Unrecord) after they were written; what
+// the current minute does not hold comes off the previous one, never below
+// zero.
 //
 // The mark makes a write idempotent: a write whose reply was lost (a
 // timeout in an unknown state) is sent again as it was, with the same seq,
@@ -52,25 +55,30 @@ local seq = tonumber(ARGV[3])
 if seq <= tonumber(redis.call('GET', KEYS[2]) or -1) then return 0 end
 redis.call('SET', KEYS[2], ARGV[3], 'PX', 180000)
 local m = math.floor(tonumber(redis.call('TIME')[1]) / 60)
-local h = redis.call('HMGET', KEYS[1], 'm', 'r', 't')
+local h = redis.call('HMGET', KEYS[1], 'm', 'r', 't', 'pr', 'pt')
 local cm = tonumber(h[1])
+local r, t, pr, pt = 0, 0, 0, 0
 if cm == m then
-  redis.call('HINCRBY', KEYS[1], 'r', ARGV[1])
-  redis.call('HINCRBY', KEYS[1], 't', ARGV[2])
-else
-  local pr, pt = 0, 0
-  if cm == m - 1 then pr, pt = h[2] or 0, h[3] or 0 end
-  redis.call('HSET', KEYS[1], 'm', m, 'r', ARGV[1], 't', ARGV[2], 'pr', pr, 'pt', pt)
+  r, t, pr, pt = tonumber(h[2]) or 0, tonumber(h[3]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
+elseif cm == m - 1 then
+  pr, pt = tonumber(h[2]) or 0, tonumber(h[3]) or 0
 end
+r, t = r + tonumber(ARGV[1]), t + tonumber(ARGV[2])
+if r < 0 then pr, r = math.max(pr + r, 0), 0 end
+if t < 0 then pt, t = math.max(pt + t, 0), 0 end
+redis.call('HSET', KEYS[1], 'm', m, 'r', r, 't', t, 'pr', pr, 'pt', pt)
 redis.call('EXPIRE', KEYS[1], 180)
 return 1
 `
 
 // usageReadLua estimates a deployment's sliding minute from its hash: the
 // current minute plus the previous one weighted by the part of it still
-// inside the last 60 seconds.
+// inside the last 60 seconds. It also returns the parts and how far into
+// the minute Redis is, so RedisUsage.Room can tell when the estimate will
+// have room without asking again.
 //
-//	KEYS: 1 usage hash   returns {requests, tokens}
+//	KEYS: 1 usage hash
+//	returns {requests, tokens, r, t, pr, pt, ms into the minute}
 const usageReadLua = `
 local t = redis.call('TIME')
 local s = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -84,7 +92,7 @@ if cm == m then
 elseif cm == m - 1 then
   pr, pt = tonumber(h[2]) or 0, tonumber(h[3]) or 0
 end
-return {math.floor(r + pr * keep + 0.5), math.floor(tk + pt * keep + 0.5)}
+return {math.floor(r + pr * keep + 0.5), math.floor(tk + pt * keep + 0.5), r, tk, pr, pt, math.floor((s - m * 60) * 1000)}
 `
 
 // errUnwritten is returned by Close when Redis refused the last writes.
@@ -143,7 +151,14 @@ type depUsage struct {
 // usageCache is one refresh of every known deployment's cluster-wide counts.
 type usageCache struct {
 	at   time.Time
-	vals map[string][2]int64
+	vals map[string]usageVals
+}
+
+// usageVals is one deployment's read: the sliding estimate (req, tok), its
+// parts (this minute's r, t and the previous minute's pr, pt) and how far
+// into the minute Redis was (pos, ms).
+type usageVals struct {
+	req, tok, r, t, pr, pt, pos int64
 }
 
 // NewRedisUsage returns a RedisUsage over client. replicas is
@@ -212,13 +227,28 @@ func (u *RedisUsage) dep(id string) *depUsage {
 	return v.(*depUsage)
 }
 
-// Record implements DeploymentUsage.
-func (u *RedisUsage) Record(depID string, tokens int64) {
-	u.local.Record(depID, tokens)
+// Record implements DeploymentUsage; the stamp is the local count's.
+func (u *RedisUsage) Record(depID string, tokens int64) int64 {
+	stamp := u.local.Record(depID, tokens)
 	d := u.dep(depID)
 	d.req.Add(1)
 	d.tok.Add(tokens)
 	d.since.CompareAndSwap(0, u.clock().UnixNano())
+	return stamp
+}
+
+// Unrecord implements DeploymentUsage. A count still unwritten is simply
+// cancelled; one written already is taken back by writing negative counts
+// (usageRecordLua). A count older than the window is left alone: it no
+// longer counts anywhere.
+func (u *RedisUsage) Unrecord(depID string, tokens, stamp int64) {
+	u.local.Unrecord(depID, tokens, stamp)
+	if u.clock().Unix()-stamp >= usageSlots {
+		return
+	}
+	d := u.dep(depID)
+	d.req.Add(-1)
+	d.tok.Add(-tokens)
 }
 
 // Usage implements DeploymentUsage.
@@ -226,11 +256,56 @@ func (u *RedisUsage) Usage(depID string) (rpm, tpm int64) {
 	d := u.dep(depID) // known from now on: the next refresh reads it
 	if c := u.cache.Load(); c != nil && u.clock().Sub(c.at) <= 3*u.interval+u.timeout {
 		v := c.vals[depID]
-		return v[0] + d.req.Load() + d.freq.Load(), v[1] + d.tok.Load() + d.ftok.Load()
+		return max(v.req+d.req.Load()+d.freq.Load(), 0), max(v.tok+d.tok.Load()+d.ftok.Load(), 0)
 	}
 	rpm, tpm = u.local.Usage(depID)
 	n := u.div.Load()
 	return rpm * n, tpm * n
+}
+
+// Room implements DeploymentUsage from what Usage reads, without asking
+// Redis: with a fresh cache, when the cluster-wide sliding estimate (plus
+// this node's unwritten counts) lets one more request of est tokens fit;
+// otherwise the local estimate's.
+func (u *RedisUsage) Room(depID string, rpm, tpm, est int64) time.Duration {
+	d := u.dep(depID)
+	now := u.clock()
+	c := u.cache.Load()
+	if c == nil || now.Sub(c.at) > 3*u.interval+u.timeout {
+		return u.local.room(depID, rpm, tpm, est, u.div.Load())
+	}
+	v := c.vals[depID]
+	pos := time.Duration(v.pos)*time.Millisecond + max(now.Sub(c.at), 0)
+	var w time.Duration
+	if rpm > 0 {
+		w = slideWait(v.r, v.pr, rpm-1-d.req.Load()-d.freq.Load(), pos)
+	}
+	if tpm > 0 {
+		w = max(w, slideWait(v.t, v.pt, max(tpm-est, 0)-d.tok.Load()-d.ftok.Load(), pos))
+	}
+	return w
+}
+
+// slideWait is how long until usageReadLua's estimate, round(cur +
+// prev*(1-f)) with f the part of the current minute gone (pos into it),
+// is at most lim; at the minute's end cur becomes the previous minute.
+func slideWait(cur, prev, lim int64, pos time.Duration) time.Duration {
+	if lim < 0 { // unwritten counts alone fill it: written, they leave within two minutes
+		return max(2*time.Minute-pos, time.Second)
+	}
+	for pos >= time.Minute { // the cache is from an earlier minute
+		cur, prev, pos = 0, cur, pos-time.Minute
+	}
+	bound := float64(lim) + 0.5 // round(x) <= lim while x < bound
+	if room := bound - float64(cur); room > 0 {
+		if float64(prev)*(1-pos.Seconds()/60) < room {
+			return 0
+		}
+		at := time.Duration((1 - room/float64(prev)) * float64(time.Minute))
+		return at - pos + time.Millisecond
+	}
+	at := time.Duration((1 - bound/float64(cur)) * float64(time.Minute))
+	return time.Minute - pos + at + time.Millisecond
 }
 
 // flush writes every deployment's unwritten counts in one pipeline. A
@@ -245,12 +320,13 @@ func (u *RedisUsage) flush(ctx context.Context) {
 	u.deps.Range(func(_, v any) bool {
 		d := v.(*depUsage)
 		if d.fseq != 0 && now-d.fsince >= int64(Window) {
-			u.obs.OnDropped(int(d.freq.Swap(0)))
+			u.obs.OnDropped(int(max(d.freq.Swap(0), 0)))
 			d.ftok.Store(0)
 			d.fseq = 0
 		}
 		if d.fseq == 0 {
 			if d.req.Load() == 0 && d.tok.Load() == 0 {
+				d.since.Store(0) // nothing unwritten: a request and its take-back (Unrecord) cancelled out
 				return true
 			}
 			u.seq++
@@ -297,14 +373,14 @@ func (u *RedisUsage) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	cmds := redisscript.EvalPipelined(ctx, u.client, usageReadScript, calls)
-	vals := make(map[string][2]int64, len(ids))
+	vals := make(map[string]usageVals, len(ids))
 	for i, id := range ids {
 		v, err := cmds[i].Int64Slice()
-		if err != nil || len(v) != 2 {
+		if err != nil || len(v) != 7 {
 			u.obs.OnFallback("usage")
 			return
 		}
-		vals[id] = [2]int64{v[0], v[1]}
+		vals[id] = usageVals{req: v[0], tok: v[1], r: v[2], t: v[3], pr: v[4], pt: v[5], pos: v[6]}
 	}
 	u.cache.Store(&usageCache{at: u.clock(), vals: vals})
 }
@@ -316,7 +392,7 @@ func (u *RedisUsage) Close(ctx context.Context) error {
 	lost := 0
 	u.deps.Range(func(_, v any) bool {
 		d := v.(*depUsage)
-		lost += int(d.req.Swap(0) + d.freq.Swap(0))
+		lost += int(max(d.req.Swap(0), 0) + max(d.freq.Swap(0), 0))
 		return true
 	})
 	if lost > 0 {

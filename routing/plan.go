@@ -159,12 +159,14 @@ type Attempt struct {
 	N          int       // 1-based attempt number within the request
 	Start      time.Time // when it was handed out
 
-	plan   *Plan
-	state  *DeploymentState
-	slot   int   // index in plan.slots, -1 for the last resort
-	tick   int64 // Start on the router's timeline
-	stream bool
-	done   bool
+	plan    *Plan
+	state   *DeploymentState
+	slot    int   // index in plan.slots, -1 for the last resort
+	tick    int64 // Start on the router's timeline
+	stamp   int64 // where the UsageSource counted it, if counted
+	stream  bool
+	counted bool // counted against the deployment's quota
+	done    bool
 }
 
 // AttemptRecord is one attempt in the timeline (SPEC 7.6, audit 12.2).
@@ -345,8 +347,9 @@ func (a *Attempt) Done(o Outcome) {
 // request's deadline, or the request ended during that wait (SPEC 7.1). It
 // was never an attempt of the request, so it leaves no trace in the plan's
 // count or timeline (X-Switchyard-Attempts counts attempts sent, SPEC 12.3)
-// and no outcome on the deployment; its in-flight count and probe slot are
-// given back, and the plan is over. It must be the plan's latest attempt and
+// and no outcome on the deployment; its in-flight count, probe slot and
+// count against the deployment's quota (SPEC 5) are given back, and the
+// plan is over. It must be the plan's latest attempt and
 // not Done; otherwise, or called twice, it does nothing.
 func (a *Attempt) Withdraw() {
 	p := a.plan
@@ -361,6 +364,9 @@ func (a *Attempt) Withdraw() {
 	}
 	if a.Probe {
 		a.state.releaseProbe()
+	}
+	if a.counted {
+		p.r.usage.Unrecord(a.Deployment.ID, p.tokens, a.stamp)
 	}
 	p.attempts = p.attempts[:a.N-1]
 	p.timeline = p.timeline[:a.N-1]

@@ -93,7 +93,7 @@ func (p *Plan) nextInPool(now time.Time, t int64) *Attempt {
 			}
 			if p.overQuota(s.d) {
 				p.reject(s, rejectedQuota, RejectQuota)
-				p.noteWait(untilNextMinute(now))
+				p.noteWait(p.quotaWait(s.d, now))
 				continue
 			}
 			if s.inPass {
@@ -206,8 +206,10 @@ func (p *Plan) begin(d *catalog.Deployment, st *DeploymentState, slot int, model
 	if !p.profile.Stream && st.awaiting.Add(1) == 1 {
 		st.quietSince.Store(t) // none awaited until now: the wait for an answer starts here
 	}
-	if d.RPM > 0 || d.TPM > 0 {
-		p.r.usage.Record(d.ID, p.tokens)
+	var stamp int64
+	counted := d.RPM > 0 || d.TPM > 0
+	if counted {
+		stamp = p.r.usage.Record(d.ID, p.tokens)
 	}
 	if fallback && model != p.announced {
 		p.announced = model
@@ -228,6 +230,8 @@ func (p *Plan) begin(d *catalog.Deployment, st *DeploymentState, slot int, model
 		slot:       slot,
 		tick:       t,
 		stream:     p.profile.Stream,
+		counted:    counted,
+		stamp:      stamp,
 	})
 	a := &p.attempts[len(p.attempts)-1]
 	rec := AttemptRecord{
@@ -253,6 +257,16 @@ func (p *Plan) overQuota(d *catalog.Deployment) bool {
 	}
 	req, tok := p.r.usage.Usage(d.ID)
 	return overQuota(d.RPM, d.TPM, req, tok, p.tokens)
+}
+
+// quotaWait is how long until one more request fits d's quota: when its
+// usage window has room (the oldest counts leaving it), or, if the source
+// cannot tell, the end of the current minute.
+func (p *Plan) quotaWait(d *catalog.Deployment, now time.Time) time.Duration {
+	if w := p.r.usage.Room(d.ID, d.RPM, d.TPM, p.tokens); w > 0 {
+		return w
+	}
+	return untilNextMinute(now)
 }
 
 // noteCooling records a cooling deployment: the rejection, the wait it
