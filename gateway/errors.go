@@ -155,13 +155,17 @@ func anthropicType(e *apiError) string {
 
 // body renders the error in the client's format (wire.AppendError: the
 // module's one error shape).
-func (e *apiError) body(format wire.Format) []byte {
+func (e *apiError) body(format wire.Format) []byte { return e.bodyWithID(format, "") }
+
+// bodyWithID is body carrying the request's id, which the Anthropic shape
+// has as its top-level request_id (docs.claude.com/en/api/errors).
+func (e *apiError) bodyWithID(format wire.Format, reqID string) []byte {
 	typ := e.Type
 	if format == wire.FormatAnthropic {
 		typ = anthropicType(e)
 	}
-	return wire.AppendError(make([]byte, 0, 128+len(e.Message)), format,
-		wire.ErrorBody{Type: typ, Code: e.Code, Param: e.Param, Message: e.Message})
+	return wire.AppendError(make([]byte, 0, 160+len(e.Message)), format,
+		wire.ErrorBody{Type: typ, Code: e.Code, Param: e.Param, Message: e.Message, RequestID: reqID})
 }
 
 // streamEvent renders the error as one SSE event in the client's stream
@@ -208,7 +212,8 @@ func writeErrorFormat(c *gin.Context, e *apiError, format wire.Format) {
 	if e.shouldNotRetry() {
 		c.Header("X-Should-Retry", "false")
 	}
-	c.Data(e.Status, "application/json", e.body(format))
+	// the id every response carries (SPEC 10), set before the error is written
+	c.Data(e.Status, "application/json", e.bodyWithID(format, c.Writer.Header().Get("X-Request-Id")))
 }
 
 // writeError writes e in the OpenAI format.

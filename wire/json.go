@@ -169,11 +169,16 @@ type ErrorBody struct {
 	Code    string // OpenAI only; null when empty
 	Param   string // OpenAI only; null when empty
 	Message string
+	// RequestID is the request's id, written as the Anthropic shape's
+	// top-level request_id (docs.claude.com/en/api/errors, "Error shapes");
+	// omitted when empty. The OpenAI shape has no such key.
+	RequestID string
 }
 
 // AppendError appends e in format f: OpenAI
 // {"error":{"message","type","code","param"}} (empty code and param are
-// null) or Anthropic {"type":"error","error":{"type","message"}}. Every
+// null) or Anthropic {"type":"error","error":{"type","message"}} with
+// "request_id" when e has one. Every
 // error the gateway answers with, and every error the simulated upstream
 // sends, is written by it.
 func AppendError(dst []byte, f Format, e ErrorBody) []byte {
@@ -182,7 +187,12 @@ func AppendError(dst []byte, f Format, e ErrorBody) []byte {
 		dst = AppendString(dst, e.Type)
 		dst = append(dst, `,"message":`...)
 		dst = AppendString(dst, e.Message)
-		return append(dst, "}}"...)
+		if e.RequestID == "" {
+			return append(dst, "}}"...)
+		}
+		dst = append(dst, `},"request_id":`...)
+		dst = AppendString(dst, e.RequestID)
+		return append(dst, '}')
 	}
 	dst = append(dst, `{"error":{"message":`...)
 	dst = AppendString(dst, e.Message)
