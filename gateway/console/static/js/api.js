@@ -94,8 +94,33 @@ export const put = (path, body) => call('PUT', path, body);
 export const post = (path, body) => call('POST', path, body);
 export const del = (path) => call('DELETE', path);
 
-/** enc encodes one path segment. */
+/** enc encodes one query value (admin paths are built with adminPath). */
 export const enc = encodeURIComponent;
+
+/**
+ * adminPath builds an admin API path that names exactly the entities
+ * interpolated in it: adminPath`/admin/teams/${team}/users/${user}`. Each
+ * value is encoded as one segment. A value that is a whole segment "." or
+ * ".." (an end user, a request id, a model or a deployment may be named so)
+ * is a dot segment that fetch's URL parser resolves away, also when
+ * written %2E (WHATWG URL, "single-dot" and "double-dot URL path
+ * segment"): /admin/teams/t/users/.. would fetch /admin/teams/t/. Such a
+ * value is joined to the segment before it by an escaped slash instead
+ * (/admin/teams/t/users%2F..), which no client resolves and which the
+ * gateway decodes back to /users/.. before it routes.
+ */
+export function adminPath(strings, ...values) {
+  let out = strings[0];
+  values.forEach((v, i) => {
+    const seg = encodeURIComponent(String(v));
+    const next = strings[i + 1];
+    const whole = out.endsWith('/') && (next === '' || /^[/?#]/.test(next));
+    if (whole && (seg === '.' || seg === '..')) out = out.slice(0, -1) + '%2F' + seg;
+    else out += seg;
+    out += next;
+  });
+  return out;
+}
 
 /**
  * optional runs an API read and turns "this gateway has no such endpoint"

@@ -3,7 +3,7 @@
 // API) with each node's live state, and charts of the latency estimates and
 // traffic shares the page has seen in the last minutes.
 
-import { post, put, enc, ApiError } from '../api.js';
+import { post, put, adminPath, ApiError } from '../api.js';
 import { h, replace, setText, syncList, busy, fmtMs, fmtTime, fmtAgo, fmtInt } from '../dom.js';
 import { deployments, models, nodesHealth, isEnabled, sumOutcomes, record, history, SPAN_MS } from '../data.js';
 import { lineChart } from '../charts.js';
@@ -89,7 +89,7 @@ function modelCard(first, n, refresh) {
           const body = { strategy: strategy.value };
           if (strategy.value === 'adaptive') body.objective = objective.value;
           try {
-            await put('/admin/models/' + enc(first.name), body);
+            await put(adminPath`/admin/models/${first.name}`, body);
             f._dirty = false;
             setText(msg, `Strategy of ${first.name} is now ${strategy.value}${body.objective ? ' (' + body.objective + ')' : ''}.`);
             await refresh();
@@ -153,7 +153,7 @@ function deploymentRow(d, msg, refresh) {
   toggle.addEventListener('click', () => busy(toggle, async () => {
     const id = tr.dataset.id;
     try {
-      await post(`/admin/deployments/${enc(id)}/${on ? 'disable' : 'enable'}`);
+      await post(adminPath`/admin/deployments/${id}/` + (on ? 'disable' : 'enable'));
       setText(msg, `${id} ${on ? 'disabled' : 'enabled'}.`);
       await refresh();
     } catch (e) {

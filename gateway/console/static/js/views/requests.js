@@ -2,7 +2,7 @@
 // request's audit entry (GET /admin/requests/{id}): the attempt timeline
 // drawn, the tier verdict with its signals, degraded, usage and cost.
 
-import { get, optional, enc, ApiError } from '../api.js';
+import { get, optional, adminPath, ApiError } from '../api.js';
 import { h, replace, setText, syncList, busy, fmtTime, fmtDateTime, fmtUSD, fmtInt } from '../dom.js';
 import { timeline, classKind } from '../charts.js';
 
@@ -80,7 +80,7 @@ export default {
       detail.hidden = false;
       replace(detail, h('h2', { id: 'rq-detail-h' }, 'Request ' + id), h('p', { class: 'hint' }, 'Loading…'));
       try {
-        const r = await get('/admin/requests/' + enc(id));
+        const r = await get(adminPath`/admin/requests/${id}`);
         const entries = Array.isArray(r) ? r : Array.isArray(r.entries) ? r.entries : [r];
         replace(detail, h('h2', { id: 'rq-detail-h', tabindex: '-1' }, 'Request ' + id),
           entries.length > 1 ? h('p', { class: 'hint' }, `${entries.length} requests carry this id (a client reused it); each is shown.`) : null,

@@ -2,7 +2,7 @@
 // /admin/teams/{name}/usage), its budget, and its keys: issued through the
 // admin API (the clear key is shown once, with a copy button) and revoked.
 
-import { get, post, del, enc, optional, ApiError } from '../api.js';
+import { get, post, del, adminPath, optional, ApiError } from '../api.js';
 import { h, replace, setText, syncList, busy, fmtInt, fmtUSD, fmtDateTime, fmtAgo, limitText } from '../dom.js';
 
 const MAX_TEAMS = 50;
@@ -33,8 +33,8 @@ export default {
       teams = teams.slice(0, MAX_TEAMS);
       const details = await Promise.all(teams.map(async (t) => {
         const [usage, keys] = await Promise.all([
-          get(`/admin/teams/${enc(t.name)}/usage`).catch((e) => ({ error: e })),
-          get(`/admin/teams/${enc(t.name)}/keys`).catch((e) => ({ error: e })),
+          get(adminPath`/admin/teams/${t.name}/usage`).catch((e) => ({ error: e })),
+          get(adminPath`/admin/teams/${t.name}/keys`).catch((e) => ({ error: e })),
         ]);
         return { team: t, usage, keys };
       }));
@@ -72,7 +72,7 @@ function teamCard(name, n, refresh) {
       const body = { name: kname.value.trim() };
       if (kexp.value) body.expires_at = new Date(kexp.value).toISOString();
       try {
-        const k = await post(`/admin/teams/${enc(name)}/keys`, body);
+        const k = await post(adminPath`/admin/teams/${name}/keys`, body);
         kname.value = '';
         kexp.value = '';
         showKey(k);
@@ -164,7 +164,7 @@ function teamCard(name, n, refresh) {
       revoke.addEventListener('click', () => busy(revoke, async () => {
         const k = tr._key;
         try {
-          await del(`/admin/teams/${enc(name)}/keys/${enc(k.id)}`);
+          await del(adminPath`/admin/teams/${name}/keys/${k.id}`);
           setText(msg, `Revoked ${k.name || k.id} (${k.prefix || ''}…): it stops working on every node within a second.`);
           await refresh();
         } catch (e) {

@@ -5,7 +5,7 @@
 // change slowly (the writer sends them every few seconds), so the view
 // reads them at most every USAGE_EVERY_MS, or at once when a filter changes.
 
-import { get, enc, optional } from '../api.js';
+import { get, enc, adminPath, optional } from '../api.js';
 import { h, replace, setText, syncList, fmtInt, fmtUSD, fmtDateTime } from '../dom.js';
 import { stackedBars, stackByDay, dayRange } from '../charts.js';
 
@@ -102,12 +102,12 @@ export default {
       const levels = [];
       for (const t of list) {
         if (t.budget && t.budget.usd > 0) {
-          levels.push({ id: 'team:' + t.name, kind: 'team', team: t.name, label: t.name, budget: t.budget, path: `/admin/teams/${enc(t.name)}/usage` });
+          levels.push({ id: 'team:' + t.name, kind: 'team', team: t.name, label: t.name, budget: t.budget, path: adminPath`/admin/teams/${t.name}/usage` });
         }
         for (const k of t.keys || []) {
           if (k.budget && k.budget.usd > 0) {
             levels.push({ id: `key:${t.name}:${k.id}`, kind: 'key', team: t.name, label: `key ${k.name || k.prefix || k.id} · ${t.name}`, budget: k.budget,
-              path: `/admin/teams/${enc(t.name)}/keys/${enc(k.id)}/usage` });
+              path: adminPath`/admin/teams/${t.name}/keys/${k.id}/usage` });
           }
         }
       }
@@ -116,7 +116,7 @@ export default {
         const t = byName.get(r.team);
         if (!r.user || !t || !(t.user_overrides > 0 || (t.user_limits && t.user_limits.budget && t.user_limits.budget.usd > 0))) continue;
         levels.push({ id: `user:${r.team}:${r.user}`, kind: 'user', team: r.team, label: `user ${r.user} · ${r.team}`, budget: null,
-          path: `/admin/teams/${enc(r.team)}/users/${enc(r.user)}` });
+          path: adminPath`/admin/teams/${r.team}/users/${r.user}` });
       }
       const rows = (await Promise.all(levels.slice(0, MAX_BUDGETS * 2).map(async (l) => ({
         ...l, usage: await get(l.path).catch((e) => ({ error: e })),
