@@ -159,14 +159,13 @@ type Attempt struct {
 	N          int       // 1-based attempt number within the request
 	Start      time.Time // when it was handed out
 
-	plan    *Plan
-	state   *DeploymentState
-	slot    int   // index in plan.slots, -1 for the last resort
-	tick    int64 // Start on the router's timeline
-	stamp   int64 // where the UsageSource counted it, if counted
-	stream  bool
-	counted bool // counted against the deployment's quota
-	done    bool
+	plan   *Plan
+	state  *DeploymentState
+	slot   int   // index in plan.slots, -1 for the last resort
+	tick   int64 // Start on the router's timeline
+	stamp  int64 // where the UsageSource counted it (when hasQuota)
+	stream bool
+	done   bool
 }
 
 // AttemptRecord is one attempt in the timeline (SPEC 7.6, audit 12.2).
@@ -365,7 +364,7 @@ func (a *Attempt) Withdraw() {
 	if a.Probe {
 		a.state.releaseProbe()
 	}
-	if a.counted {
+	if hasQuota(a.Deployment) {
 		p.r.usage.Unrecord(a.Deployment.ID, p.tokens, a.stamp)
 	}
 	p.attempts = p.attempts[:a.N-1]

@@ -207,8 +207,7 @@ func (p *Plan) begin(d *catalog.Deployment, st *DeploymentState, slot int, model
 		st.quietSince.Store(t) // none awaited until now: the wait for an answer starts here
 	}
 	var stamp int64
-	counted := d.RPM > 0 || d.TPM > 0
-	if counted {
+	if hasQuota(d) {
 		stamp = p.r.usage.Record(d.ID, p.tokens)
 	}
 	if fallback && model != p.announced {
@@ -230,7 +229,6 @@ func (p *Plan) begin(d *catalog.Deployment, st *DeploymentState, slot int, model
 		slot:       slot,
 		tick:       t,
 		stream:     p.profile.Stream,
-		counted:    counted,
 		stamp:      stamp,
 	})
 	a := &p.attempts[len(p.attempts)-1]
@@ -258,6 +256,11 @@ func (p *Plan) overQuota(d *catalog.Deployment) bool {
 	req, tok := p.r.usage.Usage(d.ID)
 	return overQuota(d.RPM, d.TPM, req, tok, p.tokens)
 }
+
+// hasQuota reports whether attempts on d count against a quota of its own
+// (SPEC 5): its RPM or TPM is set. A snapshot's deployments never change,
+// so Withdraw asks again rather than keep the answer in the attempt.
+func hasQuota(d *catalog.Deployment) bool { return d.RPM > 0 || d.TPM > 0 }
 
 // quotaWait is how long until one more request fits d's quota: when its
 // usage window has room (the oldest counts leaving it), or, if the source
