@@ -35,31 +35,22 @@ func localAlert(fn BudgetAlert) func(string, int, string) {
 
 // budgetDelta is what a finished request still owes its shared budget: its
 // real cost minus what its admission reserved, in the window the
-// reservation was made in. Once that window has ended, the reservation
-// covered the request and the new window owes nothing for it.
+// reservation was made in; and settled, the reservation it takes out of
+// the budget hash's outstanding ones (field r, beginLua). Once that window
+// has ended, the reservation covered the request: the new window owes
+// nothing for it and its r moved on with it.
 //
 // window is the script's id (a duration's: the µs its window opened), now
 // this node's clock (ns): near a window's end the two clocks may disagree
 // by their skew, as they would on any boundary.
-func budgetDelta(cost, reserved float64, window, now, code int64) float64 {
+func budgetDelta(cost, reserved float64, window, now, code int64) (delta, settled float64) {
 	if reserved <= 0 {
-		return cost
+		return cost, 0
 	}
 	if !inScriptWindow(now, code, window) {
-		return 0
+		return 0, 0
 	}
-	return cost - reserved
-}
-
-// settledUSD is the reservation a finish settles in the budget hash's
-// outstanding reservations (field r, beginLua): all of it while the window
-// it was made in is open, nothing once that window has ended (the hash
-// has moved on and its r with it).
-func settledUSD(reserved float64, window, now, code int64) float64 {
-	if reserved <= 0 || !inScriptWindow(now, code, window) {
-		return 0
-	}
-	return reserved
+	return cost - reserved, reserved
 }
 
 // inScriptWindow reports whether now (ns) falls in the budget window the

@@ -80,8 +80,7 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 		if t.Budget.USD > 0 {
 			w.spent = cost > 0
 			code := ratelimit.PeriodCode(ratelimit.BudgetPeriod(t.Budget))
-			w.usd = budgetDelta(cost, tk.usd, tk.window, now, code)
-			w.settled = settledUSD(tk.usd, tk.window, now, code)
+			w.usd, w.settled = budgetDelta(cost, tk.usd, tk.window, now, code)
 			if cost > 0 {
 				r.local.Spend(t, nil, cost) // the fallback knows this node's share of the spend
 			}
@@ -111,8 +110,7 @@ func (r *Redis) Finish(b *Begun, o *Outcome) {
 			}
 			if st.lv.Limits.Budget.USD > 0 {
 				sw.spent = cost > 0
-				sw.usd = budgetDelta(cost, st.usd, st.window, now, budgetCode(&st.lv))
-				sw.settled = settledUSD(st.usd, st.window, now, budgetCode(&st.lv))
+				sw.usd, sw.settled = budgetDelta(cost, st.usd, st.window, now, budgetCode(&st.lv))
 				if cost > 0 {
 					r.local.Spend(t, &ratelimit.Level{Key: st.keys.base, Limits: st.lv.Limits}, cost)
 				}
